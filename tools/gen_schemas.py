@@ -1,0 +1,208 @@
+"""Generate kinspect/wire/_schemas.py from Apache Kafka's JSON message definitions.
+
+    python tools/gen_schemas.py [SPECS_DIR]      (default: ../shared/kafka-message-specs)
+
+Reads kafka-3.9.0/clients and kafka-4.2-snapshot/clients. For each (api key, kind, version)
+the 4.2 definition wins when 4.2's validVersions holds the version, else 3.9's. Each message
+becomes a tuple of segments, one per source, each pruned to the versions it serves:
+
+    (first_version, last_version, flexible_from | None, fields, common_structs, source)
+
+A field is a dict holding only the keys that matter: name, type, versions, nullableVersions,
+tag, taggedVersions, flexibleVersions, fields, default (only when it is not the type's zero),
+entityType. Version strings keep Kafka's notation ("0+", "3-7", "none"). "about" texts,
+mapKey, ignorable and zeroCopy are dropped. Output is deterministic: same specs, same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import pprint
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_SPECS = REPO.parent / "shared" / "kafka-message-specs"
+OUTPUT = REPO / "kinspect" / "wire" / "_schemas.py"
+
+OLD, NEW = "kafka-3.9.0", "kafka-4.2-snapshot"
+PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
+              "string", "bytes", "uuid", "records"}
+KEPT_KEYS = ("name", "type", "versions", "nullableVersions", "tag", "taggedVersions",
+             "flexibleVersions", "fields", "default", "entityType")
+
+
+def load(path: Path) -> dict:
+    text = "\n".join(line for line in path.read_text().splitlines()
+                     if not line.lstrip().startswith("//"))
+    return json.loads(text)
+
+
+def parse_range(spec: str, top: int = 1 << 15) -> tuple[int, int] | None:
+    """Kafka's version notation → inclusive (low, high), None for "none"."""
+    spec = spec.strip()
+    if spec == "none":
+        return None
+    if spec.endswith("+"):
+        return int(spec[:-1]), top
+    low, _, high = spec.partition("-")
+    return int(low), int(high or low)
+
+
+def overlaps(spec: str | None, low: int, high: int) -> bool:
+    r = parse_range(spec) if spec else None
+    return r is not None and r[0] <= high and low <= r[1]
+
+
+def typed_default(field: dict):
+    """The field's default as a Python value, or a sentinel when it is the type's zero."""
+    raw = field.get("default")
+    if raw is None:
+        return _ZERO
+    kind = field["type"]
+    if isinstance(raw, str) and raw == "null":
+        return None
+    if kind.startswith("[]") or kind in ("bytes", "records", "uuid"):
+        return _ZERO if raw in ("", "0") else raw
+    if kind == "bool":
+        value = raw if isinstance(raw, bool) else raw.strip() == "true"
+        return value if value else _ZERO
+    if kind == "string":
+        return raw if raw != "" else _ZERO
+    if kind == "float64":
+        value = float(raw)
+        return value if value else _ZERO
+    value = int(raw, 0) if isinstance(raw, str) else int(raw)
+    return value if value else _ZERO
+
+
+_ZERO = object()
+
+
+def prune(fields: list[dict], low: int, high: int, used_structs: set[str]) -> tuple[dict, ...]:
+    kept = []
+    for f in fields:
+        if not overlaps(f["versions"], low, high):
+            continue
+        out = {}
+        for key in KEPT_KEYS:
+            if key == "fields":
+                if "fields" in f:
+                    out["fields"] = prune(f["fields"], low, high, used_structs)
+            elif key == "default":
+                value = typed_default(f)
+                if value is not _ZERO:
+                    out["default"] = value
+            elif key in ("nullableVersions", "taggedVersions") and key in f:
+                if overlaps(f[key], low, high):
+                    out[key] = f[key]
+            elif key in f:
+                out[key] = f[key]
+        if "taggedVersions" in f and "taggedVersions" not in out:
+            out.pop("tag", None)
+        base = f["type"].removeprefix("[]")
+        if base not in PRIMITIVES and "fields" not in f:
+            used_structs.add(base)
+        kept.append(out)
+    return tuple(kept)
+
+
+def segment(spec: dict, low: int, high: int, source: str) -> tuple:
+    used: set[str] = set()
+    fields = prune(spec["fields"], low, high, used)
+    commons_by_name = {c["name"]: c for c in spec.get("commonStructs", ())}
+    commons = {}
+    pending = sorted(used)
+    while pending:  # common structs may refer to other common structs
+        name = pending.pop()
+        if name in commons or name not in commons_by_name:
+            continue
+        inner: set[str] = set()
+        commons[name] = prune(commons_by_name[name]["fields"], low, high, inner)
+        pending.extend(sorted(inner - commons.keys()))
+    flex = parse_range(spec.get("flexibleVersions", "none"))
+    flexible_from = flex[0] if flex else None
+    return (low, high, flexible_from, fields, dict(sorted(commons.items())), source)
+
+
+def messages(specs: Path, line: str) -> dict[tuple[int, str], dict]:
+    found = {}
+    for path in sorted((specs / line / "clients").glob("*.json")):
+        spec = load(path)
+        if spec.get("type") in ("request", "response") and "apiKey" in spec:
+            found[(spec["apiKey"], spec["type"])] = spec
+    return found
+
+
+def merge(old: dict | None, new: dict | None) -> tuple:
+    segments = []
+    new_range = parse_range(new["validVersions"]) if new else None
+    old_range = parse_range(old["validVersions"]) if old else None
+    if old_range:
+        low, high = old_range
+        if new_range:  # 3.9 serves only what 4.2 does not; 4.2 ranges are contiguous
+            below = (low, min(high, new_range[0] - 1))
+            above = (max(low, new_range[1] + 1), high)
+            for lo, hi in (below, above):
+                if lo <= hi:
+                    segments.append(segment(old, lo, hi, "3.9"))
+        else:
+            segments.append(segment(old, low, high, "3.9"))
+    if new_range:
+        segments.append(segment(new, *new_range, "4.2"))
+    return tuple(sorted(segments, key=lambda s: s[0]))
+
+
+def api_name(spec: dict) -> str:
+    return re.sub(r"(Request|Response)$", "", spec["name"])
+
+
+def build(specs: Path) -> dict:
+    old, new = messages(specs, OLD), messages(specs, NEW)
+    table = {}
+    for key in sorted({k for k, _ in old} | {k for k, _ in new}):
+        newest = new.get((key, "request")) or old[(key, "request")]
+        table[key] = (api_name(newest),
+                      merge(old.get((key, "request")), new.get((key, "request"))),
+                      merge(old.get((key, "response")), new.get((key, "response"))))
+    return table
+
+
+def commit_of(specs: Path, line: str) -> str:
+    readme = (specs / "README.md").read_text()
+    match = re.search(rf"{re.escape(line)}/.*?commit\s+([0-9a-f]{{40}})", readme, re.S)
+    return match.group(1) if match else "unknown"
+
+
+def render(specs: Path) -> str:
+    table = build(specs)
+    head = f'''# GENERATED by tools/gen_schemas.py — do not edit; rerun the generator instead.
+# Generated from Apache Kafka's message definitions (clients/*Request.json, *Response.json),
+# Apache License 2.0, Copyright The Apache Software Foundation:
+#   3.9: apache/kafka 3.9.0-rc3, commit {commit_of(specs, OLD)}
+#   4.2: apache/kafka 4.2.0-SNAPSHOT, commit {commit_of(specs, NEW)}
+# For each version the 4.2 definition wins when 4.2 defines it; else 3.9's.
+#
+# SCHEMAS[api_key] = (api_name, request_segments, response_segments)
+# segment = (first_version, last_version, flexible_from | None, fields, common_structs, source)
+# field = dict with name, type, versions[, nullableVersions, tag, taggedVersions,
+#         flexibleVersions, fields, default, entityType] in Kafka's version notation.
+# fmt: off
+'''
+    body = pprint.pformat(table, width=110, sort_dicts=False, compact=True)
+    return f"{head}SCHEMAS = {body}\n"
+
+
+def main(argv: list[str]) -> int:
+    specs = Path(argv[1]) if len(argv) > 1 else DEFAULT_SPECS
+    if not (specs / OLD / "clients").is_dir() or not (specs / NEW / "clients").is_dir():
+        print(f"gen_schemas: {specs} lacks {OLD}/clients or {NEW}/clients", file=sys.stderr)
+        return 2
+    OUTPUT.write_text(render(specs))
+    print(f"wrote {OUTPUT.relative_to(REPO)} ({OUTPUT.stat().st_size:,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
