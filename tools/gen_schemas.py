@@ -17,7 +17,6 @@ mapKey, ignorable and zeroCopy are dropped. Output is deterministic: same specs,
 from __future__ import annotations
 
 import json
-import pprint
 import re
 import sys
 from pathlib import Path
@@ -190,8 +189,39 @@ def render(specs: Path) -> str:
 #         flexibleVersions, fields, default, entityType] in Kafka's version notation.
 # fmt: off
 '''
-    body = pprint.pformat(table, width=110, sort_dicts=False, compact=True)
-    return f"{head}SCHEMAS = {body}\n"
+    lines = ["SCHEMAS = {"]
+    for key, (name, requests, responses) in table.items():
+        lines.append(f"    {key}: ({name!r},")
+        for kind, segments in (("requests", requests), ("responses", responses)):
+            lines.append(f"        (  # {kind}")
+            for first, last, flexible_from, fields, commons, source in segments:
+                lines.append(f"            ({first}, {last}, {flexible_from!r}, (  # from {source}")
+                emit_fields(fields, 16, lines)
+                if not commons:
+                    lines.append(f"            ), {{}}, {source!r}),")
+                    continue
+                lines.append("            ), {")
+                for struct, struct_fields in commons.items():
+                    lines.append(f"                {struct!r}: (")
+                    emit_fields(struct_fields, 20, lines)
+                    lines.append("                ),")
+                lines.append(f"            }}, {source!r}),")
+            lines.append("        ),")
+        lines.append("    ),")
+    lines.append("}")
+    return head + "\n".join(lines) + "\n"
+
+
+def emit_fields(fields: tuple[dict, ...], indent: int, lines: list[str]) -> None:
+    pad = " " * indent
+    for f in fields:
+        flat = ", ".join(f"{k!r}: {v!r}" for k, v in f.items() if k != "fields")
+        if "fields" in f:
+            lines.append(f"{pad}{{{flat}, 'fields': (")
+            emit_fields(f["fields"], indent + 4, lines)
+            lines.append(f"{pad})}},")
+        else:
+            lines.append(f"{pad}{{{flat}}},")
 
 
 def main(argv: list[str]) -> int:
