@@ -1,0 +1,125 @@
+"""kinspect decode: captures → paired Kafka exchanges."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kinspect.cli.output import Output, output_options
+from kinspect.filters import ExchangeFilter, resolve_api
+from kinspect.pipeline import CaptureUnreadable, DecodeRun
+from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
+from kinspect.render.text import exchange_line, problem_lines, tree_lines
+from kinspect.summary import Summary
+
+EPILOG = """\b
+Examples:
+  kinspect decode pcaps/librdkafka-produce-consume.pcapng
+  kinspect decode --json capture.pcap.gz | jq 'select(.api_name == "Produce")'
+  tcpdump -i any -w - port 9092 | kinspect decode -
+  kinspect decode --port 19092 --errors --min-latency-ms 50 prod.pcapng
+  kinspect decode --summary capture.pcapng
+  kinspect decode -v --api Fetch --topic orders capture.pcapng
+
+\b
+Exit codes: 0 decoded; 1 problems (capture damaged, no Kafka traffic found, or with --strict
+any problem in an exchange); 2 usage error; 3 input unreadable.
+"""
+
+
+def _apis(ctx, param, values):
+    try:
+        return [resolve_api(v) for v in values]
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+@click.command(epilog=EPILOG)
+@click.argument("captures", nargs=-1, required=True, metavar="CAPTURE...")
+@click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True,
+              help="Kafka broker port besides 9092 (repeatable). Other ports are found by heuristics.")
+@click.option("--no-heuristic", is_flag=True, help="Only decode the given ports; no detection on other ports.")
+@click.option("--api", "api_keys", multiple=True, callback=_apis, help="Only these APIs (name or key; repeatable).")
+@click.option("--client-id", "client_ids", multiple=True, help="Only these client ids (glob patterns; repeatable).")
+@click.option("--topic", "topics", multiple=True, help="Only exchanges touching these topics (repeatable).")
+@click.option("--errors", "errors_only", is_flag=True, help="Only exchanges with error codes or decode problems.")
+@click.option("--min-latency-ms", type=float, help="Only exchanges at least this slow.")
+@click.option("--summary", is_flag=True, help="Per-API counts, latency p50/p99/max, bytes, errors by code and topic.")
+@click.option("-v", "--verbose", is_flag=True, help="Show each exchange's decoded request and response.")
+@click.option("--strict", is_flag=True, help="Exit 1 when any exchange has a problem.")
+@click.option("--max-frame", type=click.IntRange(1024), default=256 << 20, show_default=True,
+              help="Largest Kafka frame accepted, in bytes.")
+@output_options
+def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_only, min_latency_ms,
+           summary, verbose, strict, max_frame, out: Output):
+    """Decode Kafka traffic in pcap/pcapng captures (a file, a .gz, or - for stdin).
+
+    Every request is paired with its response by connection and correlation id, with latency,
+    decoded bodies, expanded record batches and error codes.
+    """
+    keep = ExchangeFilter(api_keys, client_ids, topics, errors_only, min_latency_ms)
+    totals = Summary()
+    exit_code = EXIT_OK
+    any_problems = False
+    for source in captures:
+        run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame)
+        try:
+            with out.progress(run.size) as bar:
+                for record in run.records(progress=bar.update):
+                    if record.get("problems") and any(p.get("severity") == "error" for p in record["problems"]):
+                        any_problems = True
+                    if not keep(record):
+                        continue
+                    if summary:
+                        totals.add(record)
+                    elif out.as_json:
+                        out.record(record)
+                    else:
+                        _print_text(out, record, verbose)
+        except CaptureUnreadable as e:
+            out.warn(f"kinspect: {source}: {e}")
+            exit_code = max(exit_code, EXIT_UNREADABLE)
+            continue
+        for problem in run.capture_problems:
+            out.warn(f"kinspect: {source}: {problem}")
+            if out.as_json and not summary:
+                out.record({"type": "notice", "kind": "capture", "source": str(source), **problem.to_dict()})
+            exit_code = max(exit_code, EXIT_PROBLEMS)
+        if run.kafka_connections == 0:
+            out.warn(f"kinspect: {source}: no Kafka traffic found in {run.packets} packets "
+                     f"({run.tcp_packets} TCP). If the broker listens on another port, try --port N.")
+            exit_code = max(exit_code, EXIT_PROBLEMS)
+    if summary:
+        _print_summary(out, totals)
+    if strict and any_problems:
+        exit_code = max(exit_code, EXIT_PROBLEMS)
+    sys.exit(exit_code)
+
+
+def _print_text(out: Output, record: dict, verbose: bool) -> None:
+    out.text(exchange_line(record))
+    for line in problem_lines(record):
+        out.text(line)
+    if verbose and record.get("type") == "exchange":
+        for side in ("request", "response"):
+            body = record.get(side)
+            if body is not None:
+                out.text(f"  {side}:")
+                for line in tree_lines(body):
+                    out.text(line)
+
+
+def _print_summary(out: Output, totals: Summary) -> None:
+    rows, errors = totals.rows(), totals.error_rows()
+    if out.as_json:
+        for row in rows + errors:
+            out.record(row)
+        return
+    out.table("Exchanges by API", rows, ["api_name", "versions", "count", "answered", "unanswered",
+                                          "latency_p50_ms", "latency_p99_ms", "latency_max_ms", "bytes"])
+    if errors:
+        out.table("Errors by code and topic", errors, ["api_name", "error", "topic", "count"])
+    if totals.orphans or totals.notices:
+        notes = ", ".join(f"{n} {kind}" for kind, n in totals.notices.items())
+        out.text(f"{totals.orphans} responses without request; notices: {notes or 'none'}")

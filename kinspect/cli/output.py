@@ -1,0 +1,101 @@
+"""One way for every command to print results: --json gives JSON Lines, otherwise rich on a
+terminal and plain text when piped (sqlite-utils' output_options/output_rows idea)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+
+from kinspect.render import jsonl
+
+
+def output_options(command):
+    @click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per line, for machines.")
+    @functools.wraps(command)
+    def wrapped(*args, as_json: bool, **kwargs):
+        return command(*args, out=Output(as_json), **kwargs)
+    return wrapped
+
+
+class Output:
+    def __init__(self, as_json: bool, stream=None):
+        self.as_json = as_json
+        self.stream = stream or sys.stdout
+        self.console = Console(file=self.stream, highlight=False, soft_wrap=True)
+        self.err = Console(stderr=True, highlight=False)
+
+    @property
+    def interactive(self) -> bool:
+        return self.console.is_terminal
+
+    def record(self, record: dict) -> None:
+        self.stream.write(jsonl.dumps(record))
+        self.stream.write("\n")
+
+    def text(self, text) -> None:
+        if isinstance(text, str):
+            self.console.print(text, markup=False)
+        else:
+            self.console.print(text)
+
+    def table(self, title: str, rows: list[dict], columns: list[str]) -> None:
+        """Rows as a table (rich on a terminal, aligned plain text when piped)."""
+        table = Table(title=title, box=None if not self.interactive else None, title_justify="left",
+                      show_edge=False, pad_edge=False)
+        for column in columns:
+            table.add_column(column, overflow="fold",
+                             justify="right" if rows and isinstance(rows[0].get(column), (int, float)) else "left")
+        for row in rows:
+            table.add_row(*("-" if row.get(c) is None else _cell(row.get(c)) for c in columns))
+        self.console.print(table)
+
+    def warn(self, message: str) -> None:
+        self.err.print(message, markup=False, highlight=False)
+
+    def progress(self, total: int | None):
+        """A progress bar on stderr when it is a terminal; a no-op otherwise."""
+        if total and self.err.is_terminal:
+            return _Bar(total, self.err)
+        return _NoBar()
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+class _NoBar:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, completed: int) -> None:
+        pass
+
+
+class _Bar:
+    def __init__(self, total: int, console: Console):
+        self._progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                                  TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True)
+        self._task = self._progress.add_task("decoding", total=total)
+
+    def __enter__(self):
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._progress.stop()
+        return False
+
+    def update(self, completed: int) -> None:
+        self._progress.update(self._task, completed=completed)

@@ -1,0 +1,224 @@
+"""One Kafka connection: frames in both directions, requests paired with responses.
+
+A response carries neither api key nor version: it is paired by correlation id with the request
+seen earlier on the same connection, which also decides the response header version and body
+schema. Output records are plain dicts following DESIGN.md's JSON Lines contract.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from kinspect.problems import Problem
+from kinspect.wire import apis, messages
+from kinspect.wire.frames import Frame, FrameBuffer
+from kinspect.wire.headers import parse_request_header, parse_response_header, plausible_request
+from kinspect.wire.topics import TopicNames
+
+_I32X2 = struct.Struct(">ii")
+_I16 = struct.Struct(">h")
+
+MAX_PENDING = 100_000          # unanswered requests kept per connection
+HUNT_MAX_UNPAIRED = 16 << 20   # while resynchronising, an unpaired response frame larger than this is implausible
+
+
+def _problem_dicts(problems: list[Problem], side: str) -> list[dict]:
+    out = []
+    for p in problems:
+        d = p.to_dict()
+        d["side"] = side
+        out.append(d)
+    return out
+
+
+def collect_error_codes(body, out: list[int]) -> None:
+    """Every non-zero error code in a decoded body, depth first (record sets are skipped)."""
+    if isinstance(body, dict):
+        for key, value in body.items():
+            if isinstance(value, int):
+                if value and key.endswith("error_code"):
+                    out.append(value)
+            elif isinstance(value, list):
+                if key != "records":
+                    for item in value:
+                        collect_error_codes(item, out)
+            elif isinstance(value, dict):
+                collect_error_codes(value, out)
+    elif isinstance(body, list):
+        for item in body:
+            collect_error_codes(item, out)
+
+
+def _acks_zero(api_key: int, body: dict) -> bool:
+    return api_key == 0 and body.get("acks") == 0
+
+
+class Connection:
+    """Decodes one TCP connection known to carry Kafka. Methods return lists of output records."""
+
+    def __init__(self, label: str, topics: TopicNames, *, max_frame: int, client_syn: bool,
+                 server_syn: bool, decode_bodies: bool = True):
+        self.label = label
+        self.topics = topics
+        self.decode_bodies = decode_bodies
+        self.requests = FrameBuffer(self._plausible_request, max_frame, hunting=not client_syn)
+        self.responses = FrameBuffer(self._plausible_response, max_frame, hunting=not server_syn)
+        self.pending: dict[int, tuple[dict, int]] = {}
+        self.ended = [False, False]
+
+    # -- feeding -------------------------------------------------------------------------------
+
+    def client_data(self, data, ts: float) -> list:
+        return self._frames(self.requests.feed(data, ts), self._request)
+
+    def server_data(self, data, ts: float) -> list:
+        return self._frames(self.responses.feed(data, ts), self._response)
+
+    def client_gap(self, missing: int, ts: float) -> list:
+        return self._frames(self.requests.gap(missing, ts), self._request, gap=("client", missing, ts))
+
+    def server_gap(self, missing: int, ts: float) -> list:
+        return self._frames(self.responses.gap(missing, ts), self._response, gap=("server", missing, ts))
+
+    def close(self, ts: float) -> list:
+        """Both directions are over (or the capture is): flush and report unanswered requests."""
+        out = self._frames(self.requests.flush(ts), self._request)
+        out += self._frames(self.responses.flush(ts), self._response)
+        for exchange, _ in self.pending.values():
+            exchange["problems"].append({"severity": "info", "what": "no response seen before the "
+                                         "connection or capture ended", "path": "", "offset": None})
+            out.append(exchange)
+        self.pending.clear()
+        return out
+
+    def _frames(self, items: list, handle, gap=None) -> list:
+        out: list = []
+        if gap is not None:
+            side, missing, ts = gap
+            out.append(self._notice(ts, "gap", f"{missing} bytes lost from the {side} side "
+                                    "(segments missing from the capture)", missing=missing))
+        for item in items:
+            if type(item) is Frame:
+                handle(item, out)
+            else:
+                what = item.reason if not item.length else f"{item.reason} ({item.length} bytes)"
+                out.append(self._notice(item.ts, "resync", what, stream_offset=item.offset,
+                                        length=item.length))
+        return out
+
+    def _notice(self, ts: float, kind: str, what: str, **extra) -> dict:
+        notice = {"type": "notice", "conn": self.label, "time": ts, "kind": kind, "what": what}
+        notice.update(extra)
+        return notice
+
+    # -- plausibility while resynchronising ----------------------------------------------------
+
+    def _plausible_request(self, buf, pos: int, end: int):
+        return plausible_request(buf, pos, end, self.requests.max_frame)
+
+    def _plausible_response(self, buf, pos: int, end: int):
+        if end - pos < 8:
+            return None
+        size, correlation_id = _I32X2.unpack_from(buf, pos)
+        if size < 4 or size > self.responses.max_frame:
+            return False
+        if correlation_id in self.pending:
+            return True
+        if size > HUNT_MAX_UNPAIRED or correlation_id < 0:
+            return False
+        nxt = pos + 4 + size
+        if nxt == end:
+            return not self.pending
+        if nxt + 8 > end:
+            return None
+        size2, correlation_id2 = _I32X2.unpack_from(buf, nxt)
+        return 4 <= size2 <= self.responses.max_frame and (
+            correlation_id2 in self.pending or 0 < correlation_id2 - correlation_id <= 64)
+
+    # -- requests and responses ----------------------------------------------------------------
+
+    def _request(self, frame: Frame, out: list) -> None:
+        payload = frame.payload
+        header = parse_request_header(payload)
+        if header is None:
+            out.append(self._notice(frame.ts, "undecodable", "request header does not parse",
+                                    stream_offset=frame.offset, size=frame.size))
+            return
+        api_key, api_version = header.api_key, header.api_version
+        problems: list[dict] = []
+        body = None
+        if frame.damaged:
+            problems.append({"severity": "error", "what": f"{frame.damaged} bytes of this request were "
+                             "lost from the capture: body not decoded", "path": "", "offset": len(payload)})
+        elif not apis.is_known(api_key, api_version):
+            problems.append({"severity": "error", "what": f"unknown API key {api_key} version "
+                             f"{api_version}: body kept undecoded", "path": "", "offset": header.size})
+        elif self.decode_bodies:
+            body, found = messages.decode_body(api_key, api_version, "request", payload[header.size:],
+                                               header.size)
+            if found:
+                problems += _problem_dicts(found, "request")
+            self.topics.annotate(body)
+        exchange = {
+            "type": "exchange", "conn": self.label, "api_key": api_key,
+            "api_name": apis.api_name(api_key), "api_version": api_version,
+            "correlation_id": header.correlation_id, "client_id": header.client_id,
+            "request_time": frame.first_ts, "response_time": None, "latency_ms": None,
+            "request_size": frame.size + 4, "response_size": None,
+            "request": body, "response": None, "error_codes": [], "problems": problems,
+        }
+        if body is not None and _acks_zero(api_key, body):
+            exchange["response_expected"] = False
+            out.append(exchange)
+            return
+        previous = self.pending.pop(header.correlation_id, None)
+        if previous is not None:
+            previous[0]["problems"].append({"severity": "warning", "what": "correlation id reused "
+                                            "before a response was seen", "path": "", "offset": None})
+            out.append(previous[0])
+        if len(self.pending) >= MAX_PENDING:
+            oldest = next(iter(self.pending))
+            out.append(self.pending.pop(oldest)[0])
+        self.pending[header.correlation_id] = (exchange, apis.response_header_version(api_key, api_version))
+
+    def _response(self, frame: Frame, out: list) -> None:
+        payload = frame.payload
+        if len(payload) < 4:
+            out.append(self._notice(frame.ts, "undecodable", "response shorter than a correlation id",
+                                    stream_offset=frame.offset, size=frame.size))
+            return
+        (correlation_id,) = struct.unpack_from(">i", payload)
+        entry = self.pending.pop(correlation_id, None)
+        if entry is None:
+            out.append({"type": "orphan_response", "conn": self.label, "correlation_id": correlation_id,
+                        "response_time": frame.ts, "response_size": frame.size + 4,
+                        "what": "response with no request seen (the capture may have started after it)"})
+            return
+        exchange, header_version = entry
+        exchange["response_time"] = frame.ts
+        exchange["response_size"] = frame.size + 4
+        if exchange["request_time"] is not None:
+            exchange["latency_ms"] = round((frame.ts - exchange["request_time"]) * 1000.0, 3)
+        problems = exchange["problems"]
+        parsed = parse_response_header(payload, header_version)
+        if frame.damaged:
+            problems.append({"severity": "error", "what": f"{frame.damaged} bytes of this response were "
+                             "lost from the capture: body not decoded", "path": "", "offset": len(payload),
+                             "side": "response"})
+        elif parsed is None:
+            problems.append({"severity": "error", "what": "response header does not parse",
+                             "path": "", "offset": 0, "side": "response"})
+        elif self.decode_bodies and apis.is_known(exchange["api_key"], exchange["api_version"]):
+            api_key, api_version = exchange["api_key"], exchange["api_version"]
+            body, found = messages.decode_body(api_key, api_version, "response", payload[parsed[1]:],
+                                               parsed[1])
+            if found:
+                problems += _problem_dicts(found, "response")
+            self.topics.learn(api_key, body)
+            self.topics.annotate(body)
+            exchange["response"] = body
+            codes: list[int] = []
+            collect_error_codes(body, codes)
+            if codes:
+                exchange["error_codes"] = list(dict.fromkeys(apis.error_name(c) for c in codes))
+        out.append(exchange)

@@ -1,0 +1,192 @@
+"""Splits one direction of a TCP byte stream into Kafka frames (int32 size, then the payload).
+
+Sans-I/O: ``feed`` takes bytes as they arrive and returns the frames completed so far; a partial
+frame stays buffered ("need more bytes" is simply an empty list). Lost bytes (``gap``) either fall
+inside a frame whose size is known, and then exactly that frame is reported damaged and the next
+one starts where the size says, or they make the boundary unknown, and then the buffer hunts for
+the next plausible frame start with a predicate supplied by the caller.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable, NamedTuple
+
+_I32 = struct.Struct(">i")
+
+
+class Frame(NamedTuple):
+    payload: bytes          # the frame after its size; for a damaged frame, the bytes before the loss
+    offset: int             # stream offset of the size field
+    size: int               # the size field
+    first_ts: float         # time of the packet carrying the frame's first byte
+    ts: float               # time of the packet completing it
+    damaged: int            # 0, or how many payload bytes were lost
+
+
+class Skipped(NamedTuple):
+    """Bytes that could not be framed (hunting, oversize frame); reported as a notice."""
+    offset: int
+    length: int
+    ts: float
+    reason: str
+
+
+Predicate = Callable[[bytes | bytearray, int, int], "bool | None"]
+
+
+class FrameBuffer:
+    __slots__ = ("max_frame", "plausible", "_buf", "_pos", "_offset", "_hunting", "_skip",
+                 "_first_ts", "_damaged")
+
+    def __init__(self, plausible: Predicate, max_frame: int = 256 << 20, hunting: bool = False):
+        self.max_frame = max_frame
+        self.plausible = plausible
+        self._buf = bytearray()
+        self._pos = 0            # read position in _buf
+        self._offset = 0         # stream offset of _buf[_pos]
+        self._hunting = hunting
+        self._skip = 0           # bytes still to discard (rest of an oversize or damaged frame)
+        self._first_ts = None
+        self._damaged = None     # (Frame fields so far) of a frame hit by a gap
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def feed(self, data, ts: float) -> list:
+        out: list = []
+        if self._first_ts is None:
+            self._first_ts = ts
+        if self._skip:
+            n = min(self._skip, len(data))
+            self._skip -= n
+            self._offset += n
+            data = data[n:]
+            if not self._skip:
+                self._finish_skip(ts, out)
+            if not data:
+                return out
+            self._first_ts = ts
+        self._buf += data
+        self._drain(ts, out)
+        return out
+
+    def gap(self, missing: int, ts: float) -> list:
+        """``missing`` bytes were lost at the current end of the stream."""
+        out: list = []
+        if self._skip:
+            n = min(self._skip, missing)
+            self._skip -= n
+            self._offset += n
+            missing -= n
+            if self._damaged is not None:
+                self._damaged[5] += n
+            if not self._skip:
+                self._finish_skip(ts, out)
+            if not missing:
+                return out
+        have = self.buffered
+        if not self._hunting and have >= 4:
+            (size,) = _I32.unpack_from(self._buf, self._pos)
+            remaining = size - (have - 4)
+            if 0 <= size <= self.max_frame and missing < remaining:
+                # The loss falls inside this frame: keep its head, skip exactly to its end.
+                payload = bytes(self._buf[self._pos + 4:])
+                self._damaged = [payload, self._offset, size, self._first_ts, ts, missing]
+                self._skip = remaining - missing
+                self._offset += have + missing
+                self._reset_buffer()
+                return out
+        if have:
+            out.append(Skipped(self._offset, have, ts, "stream gap: incomplete frame"))
+        self._offset += have + missing
+        self._reset_buffer()
+        self._hunting = True
+        self._first_ts = None
+        return out
+
+    def flush(self, ts: float) -> list:
+        """End of stream: report what is left unframed."""
+        out: list = []
+        if self._damaged is not None:
+            self._damaged[5] += self._skip
+            out.append(Frame(*self._damaged))
+            self._damaged = None
+        if self.buffered:
+            out.append(Skipped(self._offset, self.buffered, ts, "stream ended inside a frame"))
+        self._skip = 0
+        self._offset += self.buffered
+        self._reset_buffer()
+        return out
+
+    def _reset_buffer(self) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+
+    def _finish_skip(self, ts: float, out: list) -> None:
+        if self._damaged is not None:
+            self._damaged[4] = ts
+            out.append(Frame(*self._damaged))
+            self._damaged = None
+
+    def _drain(self, ts: float, out: list) -> None:
+        buf = self._buf
+        pos = self._pos
+        end = len(buf)
+        max_frame = self.max_frame
+        while True:
+            if self._hunting:
+                pos = self._hunt(pos, end, ts, out)
+                if self._hunting:
+                    break
+            if end - pos < 4:
+                break
+            (size,) = _I32.unpack_from(buf, pos)
+            if size < 0 or size > max_frame:
+                if size > max_frame:
+                    reason = f"frame of {size} bytes exceeds --max-frame {max_frame}: skipped"
+                    have = end - pos
+                    if have - 4 >= size:
+                        out.append(Skipped(self._offset, 4 + size, ts, reason))
+                        self._offset += 4 + size
+                        pos += 4 + size
+                        continue
+                    out.append(Skipped(self._offset, 4 + size, ts, reason))
+                    self._skip = size + 4 - have
+                    self._offset += have
+                    pos = end
+                    break
+                out.append(Skipped(self._offset, 0, ts, f"negative frame size {size}: resynchronising"))
+                self._hunting = True
+                continue
+            stop = pos + 4 + size
+            if stop > end:
+                break
+            out.append(Frame(bytes(buf[pos + 4:stop]), self._offset, size, self._first_ts, ts, 0))
+            self._offset += 4 + size
+            pos = stop
+            self._first_ts = ts if pos < end else None
+        if pos == end:
+            self._reset_buffer()
+        elif pos > (1 << 16) and pos > end // 2:
+            del buf[:pos]
+            self._pos = 0
+        else:
+            self._pos = pos
+
+    def _hunt(self, pos: int, end: int, ts: float, out: list) -> int:
+        start = pos
+        plausible = self.plausible
+        verdict = False
+        while pos < end:
+            verdict = plausible(self._buf, pos, end)
+            if verdict is None or verdict:
+                break
+            pos += 1
+        if verdict:
+            self._hunting = False
+        if pos > start:
+            out.append(Skipped(self._offset, pos - start, ts, "no frame boundary: skipped while resynchronising"))
+            self._offset += pos - start
+        return pos

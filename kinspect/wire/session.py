@@ -1,0 +1,166 @@
+"""Routes per-direction TCP streams to Kafka connections.
+
+A connection is Kafka when one side uses a Kafka port (9092 and --port), or, on any other port,
+when the first bytes one side sends parse as a request header with a known key and version. The
+side that sends requests is the client; the connection is labelled "client-server".
+"""
+
+from __future__ import annotations
+
+from kinspect.capture.link import format_addr
+from kinspect.wire.exchange import Connection
+from kinspect.wire.headers import plausible_request
+from kinspect.wire.topics import TopicNames
+
+DEFAULT_PORTS = frozenset({9092})
+DETECT_LIMIT = 64 << 10   # bytes per direction watched before deciding a connection is not Kafka
+
+
+def _reverse(flow):
+    src, sport, dst, dport = flow
+    return (dst, dport, src, sport)
+
+
+def _label(client_flow) -> str:
+    src, sport, dst, dport = client_flow
+    return f"{format_addr(src, sport)}-{format_addr(dst, dport)}"
+
+
+class _Undecided:
+    """Both directions of a connection on unknown ports, held back until it proves to be Kafka."""
+    __slots__ = ("chunks", "sizes")
+
+    def __init__(self):
+        self.chunks: list = []   # (flow, ts, data or None, missing) in arrival order
+        self.sizes: dict = {}
+
+
+class KafkaSession:
+    """Sans-I/O: feed stream events, get output records (exchanges, notices) back."""
+
+    def __init__(self, ports=DEFAULT_PORTS, *, heuristic: bool = True, max_frame: int = 256 << 20,
+                 decode_bodies: bool = True):
+        self.ports = frozenset(ports)
+        self.heuristic = heuristic
+        self.max_frame = max_frame
+        self.decode_bodies = decode_bodies
+        self.topics = TopicNames()
+        self.routes: dict = {}       # flow -> (Connection, is_client_side)
+        self.undecided: dict = {}    # frozenset of both flows -> _Undecided
+        self.ignored: set = set()    # flows decided not to be Kafka
+        self.syn_seen: dict = {}     # flow -> syn flag of its StreamStart
+        self.kafka_connections = 0
+
+    # -- stream events -------------------------------------------------------------------------
+
+    def start(self, flow, ts: float, syn: bool) -> list:
+        out: list = []
+        if syn and flow in self.routes:      # port reuse: a new connection on the same 4-tuple
+            out += self._close(flow, ts)
+        self.ignored.discard(flow)
+        self.syn_seen[flow] = syn
+        return out
+
+    def data(self, flow, ts: float, data) -> list:
+        route = self.routes.get(flow)
+        if route is not None:
+            conn, is_client = route
+            return conn.client_data(data, ts) if is_client else conn.server_data(data, ts)
+        if flow in self.ignored:
+            return []
+        return self._detect(flow, ts, data)
+
+    def gap(self, flow, ts: float, missing: int) -> list:
+        route = self.routes.get(flow)
+        if route is None:
+            key = frozenset((flow, _reverse(flow)))
+            pending = self.undecided.get(key)
+            if pending is not None:
+                pending.chunks.append((flow, ts, None, missing))
+            return []
+        conn, is_client = route
+        return conn.client_gap(missing, ts) if is_client else conn.server_gap(missing, ts)
+
+    def end(self, flow, ts: float, reason: str) -> list:
+        route = self.routes.get(flow)
+        if route is None:
+            return []
+        conn, is_client = route
+        conn.ended[0 if is_client else 1] = True
+        if all(conn.ended):
+            return self._close(flow, ts)
+        return []
+
+    def finish(self, ts: float) -> list:
+        out: list = []
+        for flow in list(self.routes):
+            if flow in self.routes:
+                out += self._close(flow, ts)
+        self.undecided.clear()
+        return out
+
+    # -- detection -----------------------------------------------------------------------------
+
+    def _port_side(self, flow):
+        """True: flow goes client→broker by port; False: broker→client; None: ports don't tell."""
+        to_broker = flow[3] in self.ports
+        from_broker = flow[1] in self.ports
+        if to_broker != from_broker:
+            return to_broker
+        return None
+
+    def _detect(self, flow, ts: float, data) -> list:
+        side = self._port_side(flow)
+        if side is not None:
+            client = flow if side else _reverse(flow)
+            self._connect(client)
+            return self.data(flow, ts, data)
+        key = frozenset((flow, _reverse(flow)))
+        pending = self.undecided.get(key)
+        if pending is None:
+            if not self.heuristic:
+                self.ignored.add(flow)
+                self.ignored.add(_reverse(flow))
+                return []
+            pending = self.undecided[key] = _Undecided()
+        pending.chunks.append((flow, ts, data, 0))
+        pending.sizes[flow] = pending.sizes.get(flow, 0) + len(data)
+        head = bytes(data[:64])
+        if plausible_request(head, 0, len(head), self.max_frame):
+            return self._decide(flow, ts)
+        if all(size > DETECT_LIMIT for size in pending.sizes.values()) or sum(pending.sizes.values()) > 4 * DETECT_LIMIT:
+            del self.undecided[key]
+            self.ignored.update(key)
+        return []
+
+    def _decide(self, client_flow, ts: float) -> list:
+        """client_flow is Kafka's client side: build the connection and replay what was held back."""
+        key = frozenset((client_flow, _reverse(client_flow)))
+        pending = self.undecided.pop(key, None)
+        self._connect(client_flow)
+        out: list = []
+        if pending is not None:
+            for flow, chunk_ts, data, missing in pending.chunks:
+                if data is None:
+                    out += self.gap(flow, chunk_ts, missing)
+                else:
+                    out += self.data(flow, chunk_ts, data)
+        return out
+
+    def _connect(self, client_flow) -> Connection:
+        server_flow = _reverse(client_flow)
+        conn = Connection(_label(client_flow), self.topics, max_frame=self.max_frame,
+                          client_syn=self.syn_seen.get(client_flow, False),
+                          server_syn=self.syn_seen.get(server_flow, False),
+                          decode_bodies=self.decode_bodies)
+        self.routes[client_flow] = (conn, True)
+        self.routes[server_flow] = (conn, False)
+        self.kafka_connections += 1
+        return conn
+
+    def _close(self, flow, ts: float) -> list:
+        conn, _ = self.routes.pop(flow)
+        other = _reverse(flow)
+        if self.routes.get(other, (None,))[0] is conn:
+            del self.routes[other]
+        return conn.close(ts)

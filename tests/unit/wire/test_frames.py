@@ -1,0 +1,90 @@
+import struct
+
+from kinspect.wire.frames import Frame, FrameBuffer, Skipped
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def never(buf, pos, end):
+    return False
+
+
+def starts_with_size_7(buf, pos, end):
+    if end - pos < 4:
+        return None
+    return struct.unpack_from(">i", buf, pos)[0] == 7
+
+
+def frames_of(items):
+    return [i for i in items if isinstance(i, Frame)]
+
+
+def test_frames_split_across_and_within_chunks():
+    data = frame(b"abc") + frame(b"") + frame(b"defghij")
+    fb = FrameBuffer(never)
+    out = []
+    for i in range(len(data)):
+        out += fb.feed(data[i:i + 1], float(i))
+    got = frames_of(out)
+    assert [f.payload for f in got] == [b"abc", b"", b"defghij"]
+    assert [f.offset for f in got] == [0, 7, 11]
+    assert got[0].first_ts == 0.0 and got[0].ts == 6.0
+    assert got[2].first_ts == 11.0 and got[2].ts == float(len(data) - 1)
+
+
+def test_many_frames_in_one_chunk_need_more_is_empty():
+    fb = FrameBuffer(never)
+    chunk = frame(b"x" * 10) * 3 + frame(b"y" * 10)[:6]
+    assert [f.payload for f in frames_of(fb.feed(chunk, 1.0))] == [b"x" * 10] * 3
+    assert fb.buffered == 6
+    assert frames_of(fb.feed(b"", 2.0)) == []
+
+
+def test_gap_inside_a_known_frame_skips_exactly_to_its_end():
+    fb = FrameBuffer(never)
+    big = frame(b"H" * 20 + b"L" * 80)
+    nxt = frame(b"next")
+    assert fb.feed(big[:24], 1.0) == []
+    assert fb.gap(30, 2.0) == []               # bytes 24..54 lost
+    out = fb.feed(big[54:] + nxt, 3.0)
+    got = frames_of(out)
+    assert got[0].damaged == 30 and got[0].payload == b"H" * 20 and got[0].size == 100
+    assert got[1].payload == b"next" and got[1].damaged == 0 and got[1].offset == len(big)
+
+
+def test_gap_at_unknown_boundary_hunts_for_a_plausible_start():
+    fb = FrameBuffer(starts_with_size_7)
+    fb.feed(b"\x00\x00", 1.0)                  # half a size field, then loss
+    out = fb.gap(100, 2.0)
+    assert any(isinstance(i, Skipped) for i in out)
+    out = fb.feed(b"\x01\x02garbage" + frame(b"1234567") + frame(b"abc"), 3.0)
+    got = frames_of(out)
+    assert [f.payload for f in got] == [b"1234567", b"abc"]
+    skipped = [i for i in out if isinstance(i, Skipped)]
+    assert skipped and skipped[0].length == 9
+
+
+def test_oversize_frame_is_skipped_without_buffering():
+    fb = FrameBuffer(never, max_frame=1024)
+    out = fb.feed(struct.pack(">i", 5000) + b"z" * 100, 1.0)
+    assert [i.length for i in out if isinstance(i, Skipped)] == [5004]
+    for _ in range(48):
+        fb.feed(b"z" * 100, 2.0)
+    assert fb.buffered == 0
+    out = fb.feed(b"z" * 100 + frame(b"ok"), 3.0)
+    assert [f.payload for f in frames_of(out)] == [b"ok"]
+
+
+def test_flush_reports_an_incomplete_tail():
+    fb = FrameBuffer(never)
+    fb.feed(frame(b"abcdef")[:7], 1.0)
+    out = fb.flush(2.0)
+    assert len(out) == 1 and isinstance(out[0], Skipped) and out[0].length == 7
+
+
+def test_negative_size_starts_a_hunt():
+    fb = FrameBuffer(starts_with_size_7)
+    out = fb.feed(struct.pack(">i", -3) + frame(b"1234567"), 1.0)
+    assert [f.payload for f in frames_of(out)] == [b"1234567"]
