@@ -1,0 +1,527 @@
+"""Request and response bodies of every Kafka API version, decoded from the generated table.
+
+Each (api_key, api_version, kind) is compiled once, on first use, into plain Python source
+(one function per struct, precompiled struct.Struct readers, inline bounds checks) and
+exec'd; `decoder_source()` shows that source. A fault inside a body raises the internal
+_Fault, which collects the field path while it unwinds; decode_body turns it into a Problem
+and returns everything decoded before it.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kinspect.problems import ERROR, INFO, WARNING, Problem
+from kinspect.wire.apis import API_VERSIONS_KEY, api_name
+from kinspect.wire._schemas import SCHEMAS
+
+UNSUPPORTED_VERSION = 35
+FIXED = {  # type → (struct format, size)
+    "bool": ("?", 1), "int8": ("b", 1), "int16": ("h", 2), "uint16": ("H", 2),
+    "int32": ("i", 4), "uint32": ("I", 4), "int64": ("q", 8), "float64": ("d", 8),
+    "uuid": ("16s", 16),
+}
+VARIABLE = ("string", "bytes", "records")
+NO_DEFAULT = "<no default>"  # Field.default when Kafka's implicit zero value applies
+
+
+# ---------------------------------------------------------------- schema for one version
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str                 # Kafka's name, "ThrottleTimeMs"
+    key: str                  # output key, "throttle_time_ms"
+    type: str                 # a FIXED or VARIABLE type, or "struct"
+    array: bool
+    nullable: bool
+    tag: int | None           # set when the field is tagged in this version
+    compact: bool             # flexible encoding (varint lengths)
+    fields: tuple[Field, ...] = ()   # struct members
+    default: object = NO_DEFAULT
+    entity: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    api_key: int
+    version: int
+    kind: str
+    flexible: bool
+    fields: tuple[Field, ...]
+
+
+def snake(name: str) -> str:
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+
+
+@lru_cache(maxsize=None)
+def _range(spec: str) -> tuple[int, int]:
+    if spec == "none":
+        return 1, 0
+    if spec.endswith("+"):
+        return int(spec[:-1]), 1 << 15
+    low, _, high = spec.partition("-")
+    return int(low), int(high or low)
+
+
+def _has(spec: str | None, version: int) -> bool:
+    if spec is None:
+        return False
+    low, high = _range(spec)
+    return low <= version <= high
+
+
+@lru_cache(maxsize=None)
+def layout(api_key: int, api_version: int, kind: str) -> Layout | None:
+    """The fields of one body version, or None when the table does not define it."""
+    entry = SCHEMAS.get(api_key)
+    if entry is None or kind not in ("request", "response"):
+        return None
+    for first, last, flexible_from, fields, commons, _ in entry[1 if kind == "request" else 2]:
+        if first <= api_version <= last:
+            flexible = flexible_from is not None and api_version >= flexible_from
+            resolved = _resolve(fields, commons, api_version, flexible)
+            return Layout(api_key, api_version, kind, flexible, resolved)
+    return None
+
+
+def _resolve(fields, commons, version: int, flexible: bool) -> tuple[Field, ...]:
+    out = []
+    for f in fields:
+        if not _has(f["versions"], version):
+            continue
+        kind = f["type"]
+        array = kind.startswith("[]")
+        base = kind[2:] if array else kind
+        members: tuple[Field, ...] = ()
+        if base not in FIXED and base not in VARIABLE:
+            members = _resolve(f.get("fields") or commons[base], commons, version, flexible)
+            base = "struct"
+        tagged = _has(f.get("taggedVersions"), version)
+        compact = flexible and ("flexibleVersions" not in f or _has(f["flexibleVersions"], version))
+        out.append(Field(f["name"], snake(f["name"]), base, array,
+                         _has(f.get("nullableVersions"), version),
+                         f["tag"] if tagged else None, compact, members,
+                         f.get("default", NO_DEFAULT), f.get("entityType")))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- runtime helpers
+
+class _Fault(Exception):
+    """A body that cannot be decoded past this point; trail grows while it unwinds."""
+
+    def __init__(self, what: str, field: str, pos: int):
+        super().__init__(what)
+        self.what, self.field, self.pos, self.trail = what, field, pos, []
+
+
+class _Context:
+    __slots__ = ("problems", "prefix", "base", "raw_records")
+
+    def __init__(self, prefix: str, base: int, raw_records: bool):
+        self.problems: list[Problem] = []
+        self.prefix, self.base, self.raw_records = prefix, base, raw_records
+
+    def warn(self, what: str, where: str, pos: int) -> None:
+        path = f"{self.prefix} → {where}" if where else self.prefix
+        self.problems.append(Problem(what, path, self.base + pos, WARNING))
+
+
+def _short(need: int, left: int, field: str, pos: int):
+    raise _Fault(f"truncated: need {need} bytes, {left} left", field, pos)
+
+
+def _too_long(what: str, n: int, left: int, field: str, pos: int):
+    raise _Fault(f"{what} length {n} exceeds remaining {left}", field, pos)
+
+
+def _bad_length(what: str, n: int, field: str, pos: int):
+    raise _Fault(f"{what} length {n}", field, pos)
+
+
+def _uvarint(buf, pos: int, end: int, field: str) -> tuple[int, int]:
+    value = shift = 0
+    start = pos
+    while pos < end:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise _Fault("varint longer than 5 bytes", field, start)
+    _short(pos - start + 1, 0, field, pos)
+
+
+def _uuid(raw: bytes) -> str:
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _partial_run(buf, pos: int, end: int, o: dict, run: tuple) -> None:
+    """A run of fixed-size fields that does not fit: keep the ones that do, then fault."""
+    for key, unpack, size in run:
+        if end - pos < size:
+            _short(size, end - pos, key, pos)
+        value = unpack(buf, pos)[0]
+        o[key] = _uuid(value) if size == 16 else value
+        pos += size
+
+
+def _tagged(buf, pos: int, end: int, o: dict, c: _Context, known: dict, where: str) -> int:
+    count, pos = _uvarint(buf, pos, end, "_tagged_fields")
+    for _ in range(count):
+        tag, pos = _uvarint(buf, pos, end, "_tagged_fields")
+        size, pos = _uvarint(buf, pos, end, f"_tagged_fields[{tag}]")
+        if size > end - pos:
+            _too_long("tagged field", size, end - pos, f"_tagged_fields[{tag}]", pos)
+        decode = known.get(tag)
+        if decode is None:
+            o.setdefault("_unknown_tags", {})[tag] = bytes(buf[pos:pos + size])
+        else:
+            used = decode(buf, pos, pos + size, o, c) - pos
+            if used != size:
+                c.warn(f"tagged field {tag} used {used} of its {size} bytes", where, pos)
+        pos += size
+    return pos
+
+
+def _records(buf, pos: int, n: int, path: str, c: _Context):
+    raw = buf[pos:pos + n]
+    if c.raw_records:
+        return raw
+    decode = _records_decoder()
+    if decode is None:
+        return raw
+    try:
+        batches, problems = decode(memoryview(buf)[pos:pos + n], path=path, base=c.base + pos)
+    except Exception as exc:  # the record decoder must not take the body down with it
+        c.problems.append(Problem(f"record decoder failed: {exc!r}", path, c.base + pos))
+        return raw
+    c.problems.extend(problems)
+    return batches
+
+
+@lru_cache(maxsize=1)
+def _records_decoder():
+    try:
+        from kinspect.records import decode_records
+    except ImportError:
+        return None
+    return decode_records
+
+
+_RUNTIME = {
+    "_Fault": _Fault, "_short": _short, "_too_long": _too_long, "_bad_length": _bad_length,
+    "_uvarint": _uvarint, "_uuid": _uuid, "_partial_run": _partial_run, "_tagged": _tagged,
+    "_records": _records, "_unpack": struct.unpack_from,
+    "_I16": struct.Struct(">h").unpack_from, "_I32": struct.Struct(">i").unpack_from,
+    "_I8": struct.Struct(">b").unpack_from,
+}
+
+
+# ---------------------------------------------------------------- code generation
+
+def _min_size(f: Field) -> int:
+    """Fewest bytes a value of this field can take (for array-length sanity checks)."""
+    if f.tag is not None:
+        return 0
+    if f.array:
+        return 1 if f.compact else 4
+    if f.type in FIXED:
+        return FIXED[f.type][1]
+    if f.type == "struct":
+        return 1 if f.nullable else _struct_min(f.fields, f.compact)
+    return 1 if f.compact else (2 if f.type == "string" else 4)
+
+
+def _struct_min(fields: tuple[Field, ...], flexible: bool) -> int:
+    return sum(_min_size(f) for f in fields) + (1 if flexible else 0)
+
+
+def _element_min(f: Field) -> int:
+    if f.type in FIXED:
+        return FIXED[f.type][1]
+    if f.type == "struct":
+        return _struct_min(f.fields, f.compact)
+    return 1 if f.compact else (2 if f.type == "string" else 4)
+
+
+def _carries_records(fields: tuple[Field, ...]) -> bool:
+    return any(f.type == "records" or _carries_records(f.fields) for f in fields)
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where} → {key}" if where else key
+
+
+class _Generator:
+    """Writes the decoder source of one body version; `names` are the constants it uses."""
+
+    def __init__(self, flexible: bool):
+        self.flexible = flexible
+        self.lines: list[str] = []
+        self.names: dict[str, object] = {}
+        self.tag_tables: dict[str, dict[int, str]] = {}
+        self.counter = 0
+
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"{stem}{self.counter}"
+
+    def const(self, stem: str, value) -> str:
+        name = self.fresh(stem)
+        self.names[name] = value
+        return name
+
+    def struct(self, fields: tuple[Field, ...], where: str, records: bool) -> str:
+        """Emit one function decoding a struct into dict o; returns its name."""
+        name = self.fresh("s")
+        body: list[str] = []
+        regular = [f for f in fields if f.tag is None]
+        i = 0
+        while i < len(regular):
+            j = i
+            while j < len(regular) and regular[j].type in FIXED and not regular[j].array:
+                j += 1
+            if j > i:
+                self.fixed_run(regular[i:j], body)
+                i = j
+            else:
+                self.field(regular[i], body, "    ", where)
+                i += 1
+        if self.flexible:
+            table = self.fresh("TAGS")
+            self.tag_tables[table] = {f.tag: self.tag_function(f, where)
+                                      for f in fields if f.tag is not None}
+            body += ["    if pos >= end: _short(1, 0, '_tagged_fields', pos)",
+                     "    if buf[pos]:",
+                     f"        pos = _tagged(buf, pos, end, o, c, {table}, {where!r})",
+                     "    else:",
+                     "        pos += 1"]
+        args = "buf, pos, end, o, c, path" if records else "buf, pos, end, o, c"
+        self.lines += [f"def {name}({args}):  # {where or 'body'}", *body, "    return pos", ""]
+        return name
+
+    def tag_function(self, f: Field, where: str) -> str:
+        name = self.fresh("t")
+        body: list[str] = []
+        if f.type in FIXED and not f.array:
+            self.fixed_run([f], body)
+        else:
+            self.field(f, body, "    ", where, path_expr="c.prefix")
+        self.lines += [f"def {name}(buf, pos, end, o, c):  # {_join(where, f.key)} (tag {f.tag})",
+                       *body, "    return pos", ""]
+        return name
+
+    def fixed_run(self, run: list[Field], body: list[str]) -> None:
+        """Consecutive fixed-size fields: one bounds check, one unpack."""
+        fmt = ">" + "".join(FIXED[f.type][0] for f in run)
+        size = struct.calcsize(fmt)
+        reader = self.const("R", struct.Struct(fmt).unpack_from)
+        pieces = self.const("RUN", tuple(
+            (f.key, struct.Struct(">" + FIXED[f.type][0]).unpack_from, FIXED[f.type][1])
+            for f in run))
+        targets = ", ".join(f"o[{f.key!r}]" for f in run) + ("," if len(run) == 1 else "")
+        body += [f"    if end - pos < {size}: _partial_run(buf, pos, end, o, {pieces})",
+                 f"    {targets} = {reader}(buf, pos)",
+                 f"    pos += {size}"]
+        body += [f"    o[{f.key!r}] = _uuid(o[{f.key!r}])" for f in run if f.type == "uuid"]
+
+    def length(self, f: Field, var: str, body: list[str], ind: str, wide: bool) -> None:
+        """Read a length prefix into var; -1 means null."""
+        if f.compact:
+            body += [f"{ind}if pos >= end: _short(1, 0, {f.key!r}, pos)",
+                     f"{ind}{var} = buf[pos]",
+                     f"{ind}pos += 1",
+                     f"{ind}if {var} > 127: {var}, pos = _uvarint(buf, pos - 1, end, {f.key!r})",
+                     f"{ind}{var} -= 1"]
+        else:
+            size, reader = (4, "_I32") if wide else (2, "_I16")
+            body += [f"{ind}if end - pos < {size}: _short({size}, end - pos, {f.key!r}, pos)",
+                     f"{ind}{var} = {reader}(buf, pos)[0]",
+                     f"{ind}pos += {size}"]
+
+    def null_or(self, f: Field, var: str, store: str, what: str, body: list[str], ind: str,
+                where: str) -> None:
+        """Emit: if var is null, store None (warn when not nullable); else: (caller goes on)."""
+        body += [f"{ind}if {var} < 0:",
+                 f"{ind}    if {var} != -1: _bad_length({what!r}, {var}, {f.key!r}, pos)",
+                 f"{ind}    {store.format('None')}"]
+        if not f.nullable:
+            body.append(f"{ind}    c.warn('null in a non-nullable field', "
+                        f"{_join(where, f.key)!r}, pos)")
+        body.append(f"{ind}else:")
+
+    def field(self, f: Field, body: list[str], ind: str, where: str,
+              path_expr: str = "path") -> None:
+        if f.array:
+            self.array(f, body, ind, where, path_expr)
+        elif f.type == "struct":
+            self.struct_field(f, body, ind, where, path_expr)
+        else:
+            self.variable(f, f"o[{f.key!r}] = {{}}", body, ind, where, path_expr)
+
+    def variable(self, f: Field, store: str, body: list[str], ind: str, where: str,
+                 path_expr: str) -> None:
+        """string, bytes or records; store is a statement template for the value."""
+        n = self.fresh("n")
+        self.length(f, n, body, ind, wide=f.type != "string")
+        self.null_or(f, n, store, f.type, body, ind, where)
+        inner = ind + "    "
+        body.append(f"{inner}if {n} > end - pos: "
+                    f"_too_long({f.type!r}, {n}, end - pos, {f.key!r}, pos)")
+        if f.type == "records":
+            body.append(inner + store.format(
+                f"_records(buf, pos, {n}, {path_expr} + ' → {f.key}', c)"))
+        elif f.type == "bytes":
+            body.append(inner + store.format(f"buf[pos:pos + {n}]"))
+        else:
+            v = self.fresh("v")
+            body += [f"{inner}{v} = buf[pos:pos + {n}]",
+                     f"{inner}try:",
+                     f"{inner}    {v} = {v}.decode()",
+                     f"{inner}except UnicodeDecodeError:",
+                     f"{inner}    pass",
+                     inner + store.format(v)]
+        body.append(f"{inner}pos += {n}")
+
+    def struct_field(self, f: Field, body: list[str], ind: str, where: str,
+                     path_expr: str) -> None:
+        records = _carries_records(f.fields)
+        func = self.struct(f.fields, _join(where, f.key), records)
+        call_path = f", {path_expr} + ' → {f.key}'" if records else ""
+        target = f"o[{f.key!r}]"
+        inner = ind
+        if f.nullable:  # an int8 marker: -1 null, 1 present
+            body += [f"{ind}if pos >= end: _short(1, 0, {f.key!r}, pos)",
+                     f"{ind}pos += 1",
+                     f"{ind}if buf[pos - 1] > 127:",
+                     f"{ind}    {target} = None",
+                     f"{ind}else:"]
+            inner = ind + "    "
+        e = self.fresh("e")
+        body += [f"{inner}{e} = {target} = {{}}",
+                 f"{inner}try:",
+                 f"{inner}    pos = {func}(buf, pos, end, {e}, c{call_path})",
+                 f"{inner}except _Fault as fault:",
+                 f"{inner}    fault.trail.append({f.key!r})",
+                 f"{inner}    raise"]
+
+    def array(self, f: Field, body: list[str], ind: str, where: str, path_expr: str) -> None:
+        n, items, i = self.fresh("n"), self.fresh("a"), self.fresh("i")
+        target = f"o[{f.key!r}]"
+        self.length(f, n, body, ind, wide=True)
+        self.null_or(f, n, f"{target} = {{}}", "array", body, ind, where)
+        inner = ind + "    "
+        smallest = max(_element_min(f), 1)
+        check = f"{n} * {smallest}" if smallest > 1 else n
+        body.append(f"{inner}if {check} > end - pos: "
+                    f"_too_long('array', {n}, end - pos, {f.key!r}, pos)")
+        if f.type in FIXED and f.type != "uuid":
+            code, size = FIXED[f.type]
+            body += [f"{inner}{target} = list(_unpack(f'>{{{n}}}{code}', buf, pos))",
+                     f"{inner}pos += {n} * {size}" if size > 1 else f"{inner}pos += {n}"]
+            return
+        body += [f"{inner}{items} = {target} = []",
+                 f"{inner}for {i} in range({n}):"]
+        each = inner + "    "
+        if f.type == "struct":
+            records = _carries_records(f.fields)
+            func = self.struct(f.fields, _join(where, f.key + "[]"), records)
+            e = self.fresh("e")
+            call_path = f", f'{{{path_expr}}} → {f.key}[{{{i}}}]'" if records else ""
+            body += [f"{each}{e} = {{}}",
+                     f"{each}{items}.append({e})",
+                     f"{each}try:",
+                     f"{each}    pos = {func}(buf, pos, end, {e}, c{call_path})",
+                     f"{each}except _Fault as fault:",
+                     f"{each}    fault.trail.append(f'{f.key}[{{{i}}}]')",
+                     f"{each}    raise"]
+        elif f.type == "uuid":
+            body += [f"{each}if end - pos < 16: _short(16, end - pos, {f.key!r}, pos)",
+                     f"{each}{items}.append(_uuid(buf[pos:pos + 16]))",
+                     f"{each}pos += 16"]
+        else:  # strings or bytes, one at a time
+            single = Field(f.name, f.key, f.type, False, f.nullable, None, f.compact)
+            self.variable(single, f"{items}.append({{}})", body, each, where, path_expr)
+
+
+@lru_cache(maxsize=None)
+def _compiled(api_key: int, api_version: int, kind: str):
+    lay = layout(api_key, api_version, kind)
+    if lay is None:
+        return None
+    source, names = _generate(lay)
+    namespace = dict(_RUNTIME)
+    namespace.update(names)
+    exec(compile(source, f"<kinspect {api_name(api_key)}{kind.title()} v{api_version}>", "exec"),
+         namespace)
+    return namespace["decode"]
+
+
+def _generate(lay: Layout) -> tuple[str, dict]:
+    gen = _Generator(lay.flexible)
+    top = gen.struct(lay.fields, "", records=True)
+    for table, functions in gen.tag_tables.items():
+        entries = ", ".join(f"{tag}: {fn}" for tag, fn in functions.items())
+        gen.lines.append(f"{table} = {{{entries}}}")
+    gen.lines.append(f"decode = {top}")
+    return "\n".join(gen.lines) + "\n", gen.names
+
+
+def decoder_source(api_key: int, api_version: int, kind: str) -> str | None:
+    """The generated decoder of one body version, for reading and debugging."""
+    lay = layout(api_key, api_version, kind)
+    return None if lay is None else _generate(lay)[0]
+
+
+# ---------------------------------------------------------------- entry point
+
+def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryview, base: int = 0,
+                path: str | None = None, *, raw_records: bool = False
+                ) -> tuple[dict, list[Problem]]:
+    """Decode one request or response body (the bytes after the header).
+
+    Returns the decoded fields (snake_case keys) and the problems met; a malformed body
+    yields what was decoded before the fault plus an error Problem with the field path
+    and the frame-absolute offset. raw_records keeps record sets as bytes.
+    """
+    prefix = path if path is not None else f"{api_name(api_key)}{kind.title()} v{api_version}"
+    compiled = _compiled(api_key, api_version, kind)
+    if compiled is None:
+        return {}, [Problem(f"unknown API key {api_key} / version {api_version} ({kind})",
+                            prefix, base, ERROR, "known_api", None, (api_key, api_version))]
+    if not isinstance(buf, bytes):
+        buf = bytes(buf)
+    body, problems = _run(compiled, buf, base, prefix, raw_records)
+    if (api_key == API_VERSIONS_KEY and kind == "response" and api_version > 0
+            and any(p.severity == ERROR for p in problems)
+            and len(buf) >= 2 and _RUNTIME["_I16"](buf, 0)[0] == UNSUPPORTED_VERSION):
+        body, problems = _run(_compiled(api_key, 0, kind), buf, base, prefix, raw_records)
+        problems.insert(0, Problem(
+            f"broker answered ApiVersions v{api_version} with a v0 body (UNSUPPORTED_VERSION)",
+            prefix, base, INFO, "api_versions_fallback", api_version, 0))
+    return body, problems
+
+
+def _run(decode, buf: bytes, base: int, prefix: str, raw_records: bool):
+    c = _Context(prefix, base, raw_records)
+    body: dict = {}
+    end = len(buf)
+    try:
+        pos = decode(buf, 0, end, body, c, prefix)
+    except _Fault as fault:
+        where = " → ".join([prefix, *reversed(fault.trail), fault.field])
+        c.problems.append(Problem(fault.what, where, base + fault.pos, ERROR, "body_structure"))
+        return body, c.problems
+    if pos != end:
+        c.problems.append(Problem(f"{end - pos} trailing bytes after the body", prefix, base + pos,
+                                  WARNING, "trailing_bytes", 0, end - pos))
+    return body, c.problems
