@@ -1,0 +1,262 @@
+"""Record batch v2 (magic 2): the 61-byte header, CRC-32C, and the records inside.
+
+``decode_batch`` is called by the record-set walker once it has framed a batch: the batch
+occupies ``buf[pos:pos + 12 + batch_length]`` and its magic byte is 2. The records loop is
+the hot path: single-byte varints are decoded inline, longer ones in ``_uvarint``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from crc32c import crc32c
+
+from kinspect.problems import ERROR, WARNING, Problem
+from kinspect.records.codecs import codec_name, decompress
+from kinspect.records.control import decode_control
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+MIN_BATCH_LENGTH = HEADER_SIZE - 12
+CRC_START = 21  # the CRC covers attributes..end of batch
+
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
+CODEC_MASK = 0x07
+
+
+class _Bad(Exception):
+    """A record that cannot be decoded; carries the check name and the record-relative detail."""
+
+    def __init__(self, check: str, what: str):
+        super().__init__(what)
+        self.check = check
+        self.what = what
+
+
+def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: int,
+                 problems: list[Problem], max_output: int) -> dict:
+    (base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
+     base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+     records_count) = HEADER.unpack_from(buf, pos)
+    end = pos + 12 + batch_length
+    where = f"{path} → batch[{index}]"
+    computed = crc32c(view[pos + CRC_START:end])
+    crc_valid = computed == crc
+    if not crc_valid:
+        problems.append(Problem(
+            f"batch CRC-32C is {crc:#010x} but the bytes give {computed:#010x}",
+            where, base + pos + 17, ERROR, "crc", computed, crc))
+    codec = attributes & CODEC_MASK
+    log_append_time = bool(attributes & TIMESTAMP_TYPE_BIT)
+    batch = {
+        "magic": 2, "base_offset": base_offset, "batch_length": batch_length,
+        "partition_leader_epoch": leader_epoch, "crc": crc, "crc_valid": crc_valid,
+        "attributes": attributes, "compression": codec_name(codec),
+        "timestamp_type": "LogAppendTime" if log_append_time else "CreateTime",
+        "is_transactional": bool(attributes & TRANSACTIONAL_BIT),
+        "is_control": bool(attributes & CONTROL_BIT),
+        "has_delete_horizon": bool(attributes & DELETE_HORIZON_BIT),
+        "last_offset_delta": last_offset_delta, "base_timestamp": base_timestamp,
+        "max_timestamp": max_timestamp, "producer_id": producer_id,
+        "producer_epoch": producer_epoch, "base_sequence": base_sequence,
+        "records_count": records_count, "position": base + pos, "records": [],
+    }
+    payload_start = pos + HEADER_SIZE
+    fixed_timestamp = max_timestamp if log_append_time else None
+    if codec == 0:
+        if isinstance(buf, bytes):
+            data, start, shift = buf, payload_start, base
+        else:  # copy only this batch's records, never the whole (maybe mmapped) buffer
+            data, start, shift = bytes(view[payload_start:end]), 0, base + payload_start
+        records, framed = _decode_records(data, start, end - payload_start + start, base_offset,
+                                          base_timestamp, fixed_timestamp, where, problems,
+                                          shift, None)
+    else:
+        data, notes = decompress(codec, view[payload_start:end], max_output, 2)
+        for severity, text in notes:
+            problems.append(Problem(f"{text} (batch at byte {base + pos:#x})", where,
+                                    base + payload_start, severity,
+                                    "codec" if codec > 4 else "decompress"))
+        if data is None:
+            return batch
+        records, framed = _decode_records(data, 0, len(data), base_offset, base_timestamp,
+                                          fixed_timestamp, where, problems, 0,
+                                          base + payload_start)
+    batch["records"] = records
+    if framed != records_count:
+        problems.append(Problem(
+            f"records count field says {records_count} but the batch holds {framed} records",
+            where, base + pos + 57, ERROR, "records_count", framed, records_count))
+    if batch["is_control"] and records:
+        control, complaints = decode_control(records[0]["key"], records[0]["value"])
+        batch["control"] = control
+        for text in complaints:
+            problems.append(Problem(text, f"{where} → records[0]", base + pos, ERROR,
+                                    "control_record"))
+    return batch
+
+
+def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_timestamp: int,
+                    fixed_timestamp: int | None, where: str, problems: list[Problem],
+                    shift: int, compressed_at: int | None) -> tuple[list[dict], int]:
+    """Decode records in data[pos:end]; return them and how many records were framed.
+
+    Problem offsets are ``shift + position`` for uncompressed data; inside a decompressed
+    payload they are ``compressed_at`` (the payload's absolute position) and the text says
+    which decompressed byte.
+    """
+    records: list[dict] = []
+    append = records.append
+    framed = 0
+    while pos < end:
+        start = pos
+        record_end = None
+        try:
+            byte = data[pos]
+            if byte < 0x80:
+                raw = byte
+                pos += 1
+            else:
+                raw, pos = _uvarint(data, pos, 5)
+            length = (raw >> 1) ^ -(raw & 1)
+            record_end = pos + length
+            if length < 6 or record_end > end:
+                record_end = None
+                raise _Bad("record_length", f"record length {length} does not fit the "
+                                            f"{end - pos} bytes left in the batch")
+            pos += 1  # record attributes: unused by Kafka
+            byte = data[pos]
+            if byte < 0x80:
+                raw = byte
+                pos += 1
+            else:
+                raw, pos = _uvarint(data, pos, 10)
+            timestamp_delta = (raw >> 1) ^ -(raw & 1)
+            byte = data[pos]
+            if byte < 0x80:
+                raw = byte
+                pos += 1
+            else:
+                raw, pos = _uvarint(data, pos, 5)
+            offset_delta = (raw >> 1) ^ -(raw & 1)
+            byte = data[pos]
+            if byte < 0x80:
+                raw = byte
+                pos += 1
+            else:
+                raw, pos = _uvarint(data, pos, 5)
+            size = (raw >> 1) ^ -(raw & 1)
+            if size < 0:
+                if size != -1:
+                    raise _Bad("record_length", f"key length {size} is negative")
+                key = None
+            else:
+                stop = pos + size
+                if stop > record_end:
+                    raise _Bad("record_length", f"key of {size} bytes overruns the record")
+                key = data[pos:stop]
+                pos = stop
+            byte = data[pos]
+            if byte < 0x80:
+                raw = byte
+                pos += 1
+            else:
+                raw, pos = _uvarint(data, pos, 5)
+            size = (raw >> 1) ^ -(raw & 1)
+            if size < 0:
+                if size != -1:
+                    raise _Bad("record_length", f"value length {size} is negative")
+                value = None
+            else:
+                stop = pos + size
+                if stop > record_end:
+                    raise _Bad("record_length", f"value of {size} bytes overruns the record")
+                value = data[pos:stop]
+                pos = stop
+            byte = data[pos]
+            if byte < 0x80:
+                raw = byte
+                pos += 1
+            else:
+                raw, pos = _uvarint(data, pos, 5)
+            if raw == 0:
+                headers = []
+            else:
+                headers, pos = _decode_headers(data, pos, record_end, (raw >> 1) ^ -(raw & 1),
+                                               problems, f"{where} → records[{framed}]",
+                                               shift + start if compressed_at is None
+                                               else compressed_at)
+            if pos != record_end:
+                raise _Bad("record_length", f"record length says {length} bytes but its fields "
+                                            f"take {pos - record_end + length}")
+        except (_Bad, IndexError) as e:
+            check, what = ((e.check, e.what) if isinstance(e, _Bad)
+                           else ("record_length", "record is truncated"))
+            if compressed_at is None:
+                at = shift + start
+            else:
+                at = compressed_at
+                what += f" (decompressed byte {start})"
+            problems.append(Problem(what, f"{where} → records[{framed}]", at, ERROR, check))
+            framed += 1
+            if record_end is None:
+                return records, framed
+            pos = record_end
+            continue
+        framed += 1
+        append({"offset": base_offset + offset_delta,
+                "timestamp": (base_timestamp + timestamp_delta if fixed_timestamp is None
+                              else fixed_timestamp),
+                "key": key, "value": value, "headers": headers})
+    return records, framed
+
+
+def _uvarint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+    value = shift = 0
+    limit = pos + max_bytes
+    while pos < limit:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            bits = 32 if max_bytes == 5 else 64
+            if value >> bits:
+                raise _Bad("varint_bounds", f"varint value {value:#x} does not fit {bits} bits")
+            return value, pos
+        shift += 7
+    raise _Bad("varint_bounds", f"varint longer than {max_bytes} bytes")
+
+
+def _decode_headers(data: bytes, pos: int, record_end: int, count: int,
+                    problems: list[Problem], where: str, at: int) -> tuple[list[dict], int]:
+    if count < 0 or count > (record_end - pos) // 2:
+        raise _Bad("headers", f"header count {count} does not fit the record")
+    headers = []
+    for index in range(count):
+        raw, pos = _uvarint(data, pos, 5)
+        size = (raw >> 1) ^ -(raw & 1)
+        if size < 0 or pos + size > record_end:
+            raise _Bad("headers", f"header[{index}] key length {size} is invalid here")
+        try:
+            key = data[pos:pos + size].decode()
+        except UnicodeDecodeError:
+            key = data[pos:pos + size].decode("utf-8", "replace")
+            problems.append(Problem(f"header[{index}] key is not valid UTF-8", where, at,
+                                    WARNING, "headers"))
+        pos += size
+        raw, pos = _uvarint(data, pos, 5)
+        size = (raw >> 1) ^ -(raw & 1)
+        if size < 0:
+            if size != -1:
+                raise _Bad("headers", f"header[{index}] value length {size} is negative")
+            value = None
+        else:
+            if pos + size > record_end:
+                raise _Bad("headers", f"header[{index}] value of {size} bytes overruns the record")
+            value = data[pos:pos + size]
+            pos += size
+        headers.append({"key": key, "value": value})
+    return headers, pos

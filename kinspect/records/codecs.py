@@ -1,0 +1,233 @@
+"""Decompression for Kafka's record codecs, bounded and exception-free.
+
+``decompress(codec, payload, max_output, magic)`` returns ``(data, notes)``: ``data`` is the
+decompressed bytes or None when the payload could not be decompressed, ``notes`` a list of
+``(severity, text)`` the caller turns into Problems (it knows the path and byte position).
+Output never exceeds ``max_output`` bytes: the bound is checked before or while inflating.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import lz4.frame
+import snappy
+import zstandard
+
+from kinspect.problems import ERROR, WARNING
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER_SIZE = 16  # magic, int32 version, int32 minimum compatible version
+_INT32 = struct.Struct(">i")
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+Notes = list[tuple[str, str]]
+
+
+def codec_name(codec: int) -> str:
+    return CODEC_NAMES.get(codec, f"unknown({codec})")
+
+
+def decompress(codec: int, payload: bytes | memoryview, max_output: int = DEFAULT_MAX_OUTPUT,
+               magic: int = 2) -> tuple[bytes | None, Notes]:
+    notes: Notes = []
+    decoder = _DECODERS.get(codec)
+    if decoder is None:
+        notes.append((ERROR, f"unknown compression codec {codec}"))
+        return None, notes
+    try:
+        data = decoder(payload, max_output, magic, notes)
+    except _TooBig as e:
+        notes.append((ERROR, f"{codec_name(codec)} payload decompresses to more than {max_output} "
+                             f"bytes{e.detail} (the max_output bound)"))
+        return None, notes
+    except _Corrupt as e:
+        notes.append((ERROR, f"{codec_name(codec)} payload does not decompress: {e}"))
+        return None, notes
+    except (zlib.error, snappy.UncompressError, zstandard.ZstdError, RuntimeError, ValueError) as e:
+        notes.append((ERROR, f"{codec_name(codec)} payload does not decompress: {e}"))
+        return None, notes
+    return data, notes
+
+
+class _TooBig(Exception):
+    def __init__(self, detail: str = ""):
+        super().__init__(detail)
+        self.detail = detail
+
+
+class _Corrupt(Exception):
+    pass
+
+
+def _gzip(payload, max_output, magic, notes) -> bytes:
+    # Java's GZIPInputStream reads concatenated members; so do we.
+    out = []
+    produced = 0
+    rest = bytes(payload)
+    while True:
+        inflater = zlib.decompressobj(31)
+        chunk = inflater.decompress(rest, max_output - produced + 1)
+        produced += len(chunk)
+        if produced > max_output:
+            raise _TooBig()
+        out.append(chunk)
+        if not inflater.eof:
+            if inflater.unconsumed_tail:
+                raise _TooBig()
+            raise _Corrupt("gzip stream is truncated")
+        rest = inflater.unused_data
+        if not rest:
+            break
+        if rest[:2] != b"\x1f\x8b":
+            notes.append((WARNING, f"{len(rest)} bytes after the end of the gzip stream"))
+            break
+    return b"".join(out)
+
+
+def _snappy(payload, max_output, magic, notes) -> bytes:
+    data = bytes(payload)
+    if data.startswith(XERIAL_MAGIC):
+        return _snappy_xerial(data, max_output)
+    return _snappy_raw(data, max_output)
+
+
+def _snappy_raw(block: bytes, max_output: int) -> bytes:
+    length = _snappy_uncompressed_length(block)
+    if length > max_output:
+        raise _TooBig(f" (its preamble says {length})")
+    return snappy.uncompress(block)
+
+
+def _snappy_uncompressed_length(block: bytes) -> int:
+    value = shift = 0
+    for i, byte in enumerate(block[:5]):
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value
+        shift += 7
+    raise _Corrupt("bad snappy length preamble")
+
+
+def _snappy_xerial(data: bytes, max_output: int) -> bytes:
+    if len(data) < _XERIAL_HEADER_SIZE:
+        raise _Corrupt("xerial snappy header is truncated")
+    out = []
+    produced = 0
+    pos, end = _XERIAL_HEADER_SIZE, len(data)
+    while pos < end:
+        if end - pos < 4:
+            raise _Corrupt(f"xerial snappy chunk length truncated at payload byte {pos}")
+        (size,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        if size < 0 or size > end - pos:
+            raise _Corrupt(f"xerial snappy chunk of {size} bytes at payload byte {pos - 4} "
+                           f"overruns the {end - pos} bytes left")
+        chunk = _snappy_raw(data[pos:pos + size], max_output - produced)
+        produced += len(chunk)
+        out.append(chunk)
+        pos += size
+    return b"".join(out)
+
+
+def _lz4(payload, max_output, magic, notes) -> bytes:
+    frame = bytes(payload)
+    frame, broken_checksum = _repair_kip57_header_checksum(frame)
+    if broken_checksum and magic != 0:
+        notes.append((WARNING, "lz4 frame header checksum computed the pre-KIP-57 (broken) way, "
+                               "which Kafka accepts only for magic 0"))
+    inflater = lz4.frame.LZ4FrameDecompressor()
+    data = inflater.decompress(frame, max_length=max_output + 1)
+    if len(data) > max_output:
+        raise _TooBig()
+    if not inflater.eof:
+        raise _Corrupt("lz4 frame is truncated (no end mark)")
+    if inflater.unused_data:
+        notes.append((WARNING, f"{len(inflater.unused_data)} bytes after the end of the lz4 frame"))
+    return data
+
+
+def _repair_kip57_header_checksum(frame: bytes) -> tuple[bytes, bool]:
+    """Kafka < 0.10 hashed magic..BD instead of FLG..BD for the header checksum byte (KIP-57)."""
+    if len(frame) < 7 or frame[:4] != _LZ4_MAGIC:
+        return frame, False
+    flags = frame[4]
+    descriptor_end = 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
+    if len(frame) <= descriptor_end:
+        return frame, False
+    found = frame[descriptor_end]
+    if found == (xxh32(frame[4:descriptor_end]) >> 8) & 0xFF:
+        return frame, False
+    if found != (xxh32(frame[:descriptor_end]) >> 8) & 0xFF:
+        return frame, False  # just wrong: let lz4 report it
+    correct = (xxh32(frame[4:descriptor_end]) >> 8) & 0xFF
+    return frame[:descriptor_end] + bytes((correct,)) + frame[descriptor_end + 1:], True
+
+
+def _zstd(payload, max_output, magic, notes) -> bytes:
+    data = bytes(payload)
+    declared = zstandard.frame_content_size(data)
+    if declared > max_output:
+        raise _TooBig(f" (its frame header says {declared})")
+    try:
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=max_output)
+    except zstandard.ZstdError:
+        if declared < 0 and _zstd_exceeds(data, max_output):
+            raise _TooBig() from None
+        raise
+
+
+def _zstd_exceeds(data: bytes, max_output: int) -> bool:
+    reader = zstandard.ZstdDecompressor().stream_reader(data)
+    produced = 0
+    try:
+        while produced <= max_output:
+            chunk = reader.read(min(1 << 20, max_output + 1 - produced))
+            if not chunk:
+                return False
+            produced += len(chunk)
+    except zstandard.ZstdError:
+        return False
+    return True
+
+
+_DECODERS = {GZIP: _gzip, SNAPPY: _snappy, LZ4: _lz4, ZSTD: _zstd}
+
+_P1, _P2, _P3, _P4, _P5 = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F, 0x165667B1
+_M32 = 0xFFFFFFFF
+_U32LE = struct.Struct("<I")
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 (the LZ4 frame format's hash). Only ever used on a few header bytes."""
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        acc = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed, (seed - _P1) & _M32]
+        while pos + 16 <= n:
+            for lane in range(4):
+                word = _U32LE.unpack_from(data, pos + 4 * lane)[0]
+                acc[lane] = (_rotl((acc[lane] + word * _P2) & _M32, 13) * _P1) & _M32
+            pos += 16
+        h = (_rotl(acc[0], 1) + _rotl(acc[1], 7) + _rotl(acc[2], 12) + _rotl(acc[3], 18)) & _M32
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while pos + 4 <= n:
+        h = (_rotl((h + _U32LE.unpack_from(data, pos)[0] * _P3) & _M32, 17) * _P4) & _M32
+        pos += 4
+    while pos < n:
+        h = (_rotl((h + data[pos] * _P5) & _M32, 11) * _P1) & _M32
+        pos += 1
+    h = ((h ^ (h >> 15)) * _P2) & _M32
+    h = ((h ^ (h >> 13)) * _P3) & _M32
+    return h ^ (h >> 16)

@@ -1,0 +1,172 @@
+"""Legacy message sets (magic 0 and 1), including compressed wrapper messages.
+
+Message: int64 offset, int32 message_size, uint32 crc, int8 magic, int8 attributes,
+[int64 timestamp if magic 1], int32-length key, int32-length value. The CRC-32 covers
+magic..end. A compressed wrapper's value is a compressed message set one level deep; magic-1
+inner offsets are relative (the wrapper carries the last inner offset), magic-0 absolute.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from kinspect.problems import ERROR, Problem
+from kinspect.records.codecs import codec_name, decompress
+
+HEADER = struct.Struct(">qiIbb")  # offset, message_size, crc, magic, attributes
+FRAME = struct.Struct(">qi")
+MIN_MESSAGE_SIZE = {0: 14, 1: 22}
+CRC_START = 16
+TIMESTAMP_TYPE_BIT = 0x08
+CODEC_MASK = 0x07
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def decode_message(buf, view: memoryview, pos: int, index: int, path: str, base: int,
+                   problems: list[Problem], max_output: int, checks: bool) -> dict:
+    """Decode one top-level message occupying buf[pos:pos + 12 + message_size]."""
+    where = f"{path} → batch[{index}]"
+    (offset, size, crc, magic, attributes, timestamp, key, value, computed,
+     error) = _read_message(buf, view, pos)
+    codec = attributes & CODEC_MASK
+    message = {
+        "magic": magic, "offset": offset, "message_size": size, "crc": crc,
+        "crc_valid": computed == crc, "attributes": attributes, "compression": codec_name(codec),
+        "timestamp_type": _timestamp_type(magic, attributes), "timestamp": timestamp,
+        "position": base + pos, "records": [],
+    }
+    if computed != crc:
+        problems.append(Problem(f"message CRC-32 is {crc:#010x} but the bytes give {computed:#010x}",
+                                where, base + pos + 12, ERROR, "crc", computed, crc))
+    if error:
+        problems.append(Problem(error, where, base + pos, ERROR, "record_length"))
+        return message
+    raw_offsets = None
+    if codec == 0:
+        message["records"] = [{"offset": offset, "timestamp": timestamp, "key": key,
+                               "value": value, "headers": []}]
+    else:
+        value_at = base + pos + 12 + size - (len(value) if value is not None else 0)
+        message["records"], raw_offsets = _decompress_wrapper(
+            message, value, where, value_at, problems, max_output)
+    if checks:
+        from kinspect.records.checks import check_legacy_message
+        check_legacy_message(message, raw_offsets, where, problems)
+    return message
+
+
+def _read_message(data, view: memoryview, pos: int) -> tuple:
+    offset, size, crc, magic, attributes = HEADER.unpack_from(data, pos)
+    end = pos + 12 + size
+    cursor = pos + 18
+    timestamp = None
+    if magic == 1:
+        (timestamp,) = _I64.unpack_from(data, cursor)
+        cursor += 8
+    key, cursor, error = _sized_bytes(data, cursor, end, "key")
+    value = None
+    if error is None:
+        value, cursor, error = _sized_bytes(data, cursor, end, "value")
+    if error is None and cursor != end:
+        error = f"{end - cursor} bytes after the value, inside the message size"
+    computed = zlib.crc32(view[pos + CRC_START:end])
+    return offset, size, crc, magic, attributes, timestamp, key, value, computed, error
+
+
+def _sized_bytes(data, pos: int, end: int, name: str) -> tuple[bytes | None, int, str | None]:
+    if end - pos < 4:
+        return None, pos, f"{name} length runs past the end of the message"
+    (size,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if size == -1:
+        return None, pos, None
+    if size < 0 or size > end - pos:
+        return None, pos, f"{name} length {size} does not fit the {end - pos} bytes left"
+    return bytes(data[pos:pos + size]), pos + size, None
+
+
+def _timestamp_type(magic: int, attributes: int) -> str | None:
+    if magic == 0:
+        return None
+    return "LogAppendTime" if attributes & TIMESTAMP_TYPE_BIT else "CreateTime"
+
+
+def _decompress_wrapper(wrapper: dict, value: bytes | None, where: str, at: int,
+                        problems: list[Problem], max_output: int) -> tuple[list[dict], list[int]]:
+    if value is None:
+        problems.append(Problem(f"compressed ({wrapper['compression']}) wrapper message has a "
+                                f"null value", where, at, ERROR, "decompress"))
+        return [], []
+    data, notes = decompress(wrapper["attributes"] & CODEC_MASK, value, max_output,
+                             wrapper["magic"])
+    for severity, text in notes:
+        problems.append(Problem(f"{text} (wrapper message at byte {wrapper['position']:#x})",
+                                where, at, severity, "decompress"))
+    if data is None:
+        return [], []
+    return _decode_inner(data, wrapper, where, at, problems)
+
+
+def _decode_inner(data: bytes, wrapper: dict, where: str, at: int,
+                  problems: list[Problem]) -> tuple[list[dict], list[int]]:
+    """Inner messages of a wrapper; problem offsets are the wrapper value's position."""
+    records: list[dict] = []
+    raw_offsets: list[int] = []
+    view = memoryview(data)
+    pos, end = 0, len(data)
+    while pos < end:
+        inner_where = f"{where} → records[{len(raw_offsets)}]"
+        left = end - pos
+        if left < 17:
+            problems.append(Problem(f"decompressed message set ends with {left} bytes that are "
+                                    f"not a message (decompressed byte {pos})",
+                                    inner_where, at, ERROR, "decompress"))
+            break
+        _, size = FRAME.unpack_from(data, pos)
+        magic = data[pos + 16]
+        if magic not in MIN_MESSAGE_SIZE or size < MIN_MESSAGE_SIZE[magic] or size > left - 12:
+            problems.append(Problem(
+                f"decompressed bytes are not a message set: message of size {size}, magic {magic} "
+                f"with {left - 12} bytes left (decompressed byte {pos})",
+                inner_where, at, ERROR, "decompress"))
+            break
+        (offset, _, crc, magic, attributes, timestamp, key, value, computed,
+         error) = _read_message(data, view, pos)
+        if error:
+            problems.append(Problem(f"{error} (decompressed byte {pos})", inner_where, at, ERROR,
+                                    "record_length"))
+            break
+        if computed != crc:
+            problems.append(Problem(
+                f"inner message CRC-32 is {crc:#010x} but the bytes give {computed:#010x} "
+                f"(decompressed byte {pos})", inner_where, at, ERROR, "crc", computed, crc))
+        if attributes & CODEC_MASK:
+            problems.append(Problem(
+                f"inner message is itself compressed ({codec_name(attributes & CODEC_MASK)}): "
+                f"wrappers nest one level only (decompressed byte {pos})",
+                inner_where, at, ERROR, "wrapper_nesting"))
+        raw_offsets.append(offset)
+        records.append({"offset": offset, "timestamp": timestamp, "key": key, "value": value,
+                        "headers": [], "crc_valid": computed == crc, "magic": magic,
+                        "attributes": attributes})
+        pos += 12 + size
+    _resolve_inner(wrapper, records, raw_offsets)
+    return records, raw_offsets
+
+
+def _resolve_inner(wrapper: dict, records: list[dict], raw_offsets: list[int]) -> None:
+    """Absolute offsets and effective timestamps, as Kafka's consumer computes them."""
+    if wrapper["magic"] == 0:
+        for record in records:
+            record["timestamp"] = None
+        return
+    if raw_offsets:
+        shift = wrapper["offset"] - raw_offsets[-1]
+        for record, raw in zip(records, raw_offsets):
+            record["offset"] = shift + raw
+    if wrapper["timestamp_type"] == "LogAppendTime":
+        for record in records:
+            record["timestamp"] = wrapper["timestamp"]

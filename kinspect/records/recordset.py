@@ -1,0 +1,124 @@
+"""Walk a record set: frame each unit (v2 batch or legacy message) and dispatch on its magic.
+
+Every unit starts with int64 offset and int32 length (bytes that follow), and its magic byte
+sits at unit byte 16 in all three formats, so framing is shared and mixed magics just work.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from kinspect.problems import ERROR, INFO, Problem
+from kinspect.records import batch as v2
+from kinspect.records import legacy
+from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
+
+FRAME = struct.Struct(">qi")
+FRAME_SIZE = 12
+MAGIC_AT = 16
+MIN_LENGTH = {0: legacy.MIN_MESSAGE_SIZE[0], 1: legacy.MIN_MESSAGE_SIZE[1], 2: v2.MIN_BATCH_LENGTH}
+
+
+def decode_records(buf: bytes | bytearray | memoryview, path: str = "records", base: int = 0, *,
+                   partial_ok: bool = True, checks: bool = False,
+                   max_output: int = DEFAULT_MAX_OUTPUT) -> tuple[list[dict], list[Problem]]:
+    """Decode a record set: every v2 batch and legacy message, with the problems found.
+
+    ``base`` is the absolute position of buf[0] (Problem offsets and batch positions are
+    absolute); ``partial_ok`` makes a cut-off last unit informational (Fetch responses) rather
+    than an error (segment files); ``checks`` adds the semantic checks of checks.py.
+    """
+    batches: list[dict] = []
+    problems: list[Problem] = []
+    for unit, unit_problems in iter_batches(buf, path, base, partial_ok=partial_ok,
+                                            checks=checks, max_output=max_output):
+        if unit is not None:
+            batches.append(unit)
+        problems.extend(unit_problems)
+    return batches, problems
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, path: str = "records", base: int = 0, *,
+                 partial_ok: bool = True, checks: bool = False,
+                 max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[tuple[dict | None, list[Problem]]]:
+    """Yield (unit, problems) one unit at a time; trailing trouble comes as (None, problems).
+
+    Memory stays bounded by the largest batch, so segment files can be streamed from mmap.
+    """
+    if isinstance(buf, bytearray):
+        buf = memoryview(buf)
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+        buf = view
+    end = len(view)
+    pos = 0
+    index = 0
+    while pos < end:
+        problems: list[Problem] = []
+        left = end - pos
+        where = f"{path} → batch[{index}]"
+        if left < FRAME_SIZE:
+            _trailing(view, pos, end, where, base, partial_ok, problems,
+                      f"{left} bytes at byte {base + pos:#x} are too few for a batch header")
+            yield None, problems
+            return
+        length = FRAME.unpack_from(buf, pos)[1]
+        if length > left - FRAME_SIZE:
+            _trailing(view, pos, end, where, base, partial_ok, problems,
+                      f"batch at byte {base + pos:#x} declares {length} bytes after its length "
+                      f"field but only {left - FRAME_SIZE} remain")
+            yield None, problems
+            return
+        magic = view[pos + MAGIC_AT] if length > MAGIC_AT - FRAME_SIZE else None
+        minimum = MIN_LENGTH.get(magic)
+        if magic is None or (minimum is not None and length < minimum):
+            # a wrong length: nothing after this point can be framed
+            if _all_zero(view, pos, end):
+                _zero_padding(pos, end, where, base, problems)
+            else:
+                problems.append(Problem(
+                    f"length {length} is below the minimum {minimum or 5} for magic {magic}; "
+                    f"the remaining {left} bytes cannot be framed", where, base + pos + 8,
+                    ERROR, "batch_length", f">= {minimum or 5}", length))
+            yield None, problems
+            return
+        if minimum is None:  # unknown magic: the length is all we can trust, so skip the unit
+            problems.append(Problem(f"unknown magic {magic}", where, base + pos + MAGIC_AT, ERROR,
+                                    "magic", "0, 1 or 2", magic))
+            yield None, problems
+        elif magic == 2:
+            unit = v2.decode_batch(buf, view, pos, index, path, base, problems, max_output)
+            if checks:
+                from kinspect.records.checks import check_batch
+                check_batch(unit, where, problems)
+            yield unit, problems
+        else:
+            yield legacy.decode_message(buf, view, pos, index, path, base, problems,
+                                        max_output, checks), problems
+        pos += FRAME_SIZE + length
+        index += 1
+
+
+def _trailing(view: memoryview, pos: int, end: int, where: str, base: int, partial_ok: bool,
+              problems: list[Problem], detail: str) -> None:
+    if _all_zero(view, pos, end):
+        _zero_padding(pos, end, where, base, problems)
+        return
+    if partial_ok:
+        problems.append(Problem(f"partial trailing batch: {detail} (normal when a broker cuts a "
+                                f"fetch at its size limit)", where, base + pos, INFO,
+                                "partial_trailing", None, end - pos))
+    else:
+        problems.append(Problem(f"truncated batch: {detail}", where, base + pos, ERROR,
+                                "partial_trailing", None, end - pos))
+
+
+def _all_zero(view: memoryview, pos: int, end: int) -> bool:
+    return not view[pos:end].tobytes().strip(b"\x00")
+
+
+def _zero_padding(pos: int, end: int, where: str, base: int, problems: list[Problem]) -> None:
+    problems.append(Problem(f"{end - pos} zero bytes after the last batch (preallocated or "
+                            f"padded space)", where, base + pos, INFO, "trailing_zeros"))
