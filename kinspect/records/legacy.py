@@ -12,6 +12,7 @@ import struct
 import zlib
 
 from kinspect.problems import ERROR, Problem
+from kinspect.records.checks import check_legacy_message
 from kinspect.records.codecs import codec_name, decompress
 
 HEADER = struct.Struct(">qiIbb")  # offset, message_size, crc, magic, attributes
@@ -53,7 +54,6 @@ def decode_message(buf, view: memoryview, pos: int, index: int, path: str, base:
         message["records"], raw_offsets = _decompress_wrapper(
             message, value, where, value_at, problems, max_output)
     if checks:
-        from kinspect.records.checks import check_legacy_message
         check_legacy_message(message, raw_offsets, where, problems)
     return message
 
@@ -95,18 +95,19 @@ def _timestamp_type(magic: int, attributes: int) -> str | None:
 
 
 def _decompress_wrapper(wrapper: dict, value: bytes | None, where: str, at: int,
-                        problems: list[Problem], max_output: int) -> tuple[list[dict], list[int]]:
+                        problems: list[Problem], max_output: int
+                        ) -> tuple[list[dict], list[int] | None]:
     if value is None:
         problems.append(Problem(f"compressed ({wrapper['compression']}) wrapper message has a "
                                 f"null value", where, at, ERROR, "decompress"))
-        return [], []
+        return [], None
     data, notes = decompress(wrapper["attributes"] & CODEC_MASK, value, max_output,
                              wrapper["magic"])
     for severity, text in notes:
         problems.append(Problem(f"{text} (wrapper message at byte {wrapper['position']:#x})",
                                 where, at, severity, "decompress"))
     if data is None:
-        return [], []
+        return [], None
     return _decode_inner(data, wrapper, where, at, problems)
 
 

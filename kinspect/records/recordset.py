@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from kinspect.problems import ERROR, INFO, Problem
 from kinspect.records import batch as v2
 from kinspect.records import legacy
+from kinspect.records.checks import check_batch, check_offset_order
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
 
 FRAME = struct.Struct(">qi")
@@ -55,6 +56,7 @@ def iter_batches(buf: bytes | bytearray | memoryview, path: str = "records", bas
     end = len(view)
     pos = 0
     index = 0
+    previous_last = None
     while pos < end:
         problems: list[Problem] = []
         left = end - pos
@@ -91,12 +93,18 @@ def iter_batches(buf: bytes | bytearray | memoryview, path: str = "records", bas
         elif magic == 2:
             unit = v2.decode_batch(buf, view, pos, index, path, base, problems, max_output)
             if checks:
-                from kinspect.records.checks import check_batch
                 check_batch(unit, where, problems)
+                check_offset_order(previous_last, unit["base_offset"], where, base + pos, problems)
+                previous_last = unit["base_offset"] + unit["last_offset_delta"]
             yield unit, problems
         else:
-            yield legacy.decode_message(buf, view, pos, index, path, base, problems,
-                                        max_output, checks), problems
+            unit = legacy.decode_message(buf, view, pos, index, path, base, problems,
+                                         max_output, checks)
+            if checks:
+                first = unit["records"][0]["offset"] if unit["records"] else unit["offset"]
+                check_offset_order(previous_last, first, where, base + pos, problems)
+                previous_last = unit["offset"]
+            yield unit, problems
         pos += FRAME_SIZE + length
         index += 1
 
