@@ -1,0 +1,228 @@
+"""Open a capture: a path (mmap'ed), ``-`` (stdin) or a binary file object, gzip or not.
+
+The format is told by the first bytes, never by the file name. Regular files are mapped
+and handed to the parser whole; stdin, file objects and gzip are streamed in chunks so
+memory stays bounded whatever the size.
+"""
+
+from __future__ import annotations
+
+import gzip
+import mmap
+import os
+import stat
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from kinspect.capture.pcap import MAGICS as PCAP_MAGICS
+from kinspect.capture.pcap import Packet, PcapParser
+from kinspect.capture.pcapng import PcapngParser
+from kinspect.problems import Problem
+
+CHUNK = 1 << 20
+GZIP_MAGIC = b"\x1f\x8b"
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+
+# Things people feed a pcap tool by mistake: first bytes → what to tell them.
+KNOWN_OTHERS = {
+    b"\xa1\xb2\xcd\x34": "a modified (Kuznetzov) pcap file: convert it with `editcap -F pcap IN OUT`",
+    b"\x34\xcd\xb2\xa1": "a modified (Kuznetzov) pcap file: convert it with `editcap -F pcap IN OUT`",
+    b"\x28\xb5\x2f\xfd": "zstd-compressed: decompress it first (`zstd -d`)",
+    b"\xfd7zX": "xz-compressed: decompress it first (`xz -d`)",
+    b"BZh": "bzip2-compressed: decompress it first (`bunzip2`)",
+    b"PK\x03\x04": "a zip archive: extract the capture first",
+    b"snoop": "a snoop capture: convert it with `editcap -F pcapng IN OUT`",
+}
+
+
+class CaptureError(Exception):
+    """The input is not a capture at all, or cannot be read."""
+
+
+def sniff_format(head: bytes) -> str | None:
+    """'pcap', 'pcapng', 'gzip' or None, from the first bytes of the input."""
+    if head[:4] in PCAP_MAGICS:
+        return "pcap"
+    if head[:4] == PCAPNG_MAGIC:
+        return "pcapng"
+    if head[:2] == GZIP_MAGIC:
+        return "gzip"
+    return None
+
+
+def _not_a_capture(name: str, head: bytes) -> CaptureError:
+    if not head:
+        return CaptureError(f"{name}: empty input, not a capture; check the file or the command that produces it")
+    for magic, what in KNOWN_OTHERS.items():
+        if head.startswith(magic):
+            return CaptureError(f"{name}: {what}")
+    return CaptureError(
+        f"{name}: not a pcap or pcapng capture (starts with {head[:8].hex(' ')}); "
+        "record one with tcpdump -w / dumpcap, or convert with `editcap -F pcapng IN OUT`"
+    )
+
+
+class _Reader:
+    """A binary stream with a few bytes already read in front of it; counts what it reads."""
+
+    def __init__(self, raw: BinaryIO, prefix: bytes = b"") -> None:
+        self.raw = raw
+        self.prefix = prefix
+        self.count = len(prefix)
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            size = CHUNK
+        if self.prefix:
+            data, self.prefix = self.prefix[:size], self.prefix[size:]
+            return data
+        data = self.raw.read(size)
+        self.count += len(data)
+        return data
+
+    def read_head(self, size: int) -> bytes:
+        """Read until ``size`` bytes or the end, for format detection; kept as the prefix."""
+        head = self.prefix
+        while len(head) < size:
+            data = self.raw.read(size - len(head))
+            if not data:
+                break
+            head += data
+        self.count += len(head) - len(self.prefix)
+        self.prefix = head
+        return head
+
+
+class Capture:
+    """An opened capture. Iterate ``packets()`` once; read ``problems`` afterwards."""
+
+    def __init__(self, name: str, fmt: str, *, whole=None, stream=None, reader=None, size=None, closers=()) -> None:
+        self.name = name
+        self.format = fmt
+        self.size: int | None = size
+        self.problems: list[Problem] = []
+        self._parser = (PcapParser if fmt == "pcap" else PcapngParser)(self.problems)
+        self._whole = whole  # an mmap (or bytes) holding the entire capture
+        self._stream = stream  # something with read(n) returning decoded capture bytes
+        self._reader = reader  # the _Reader on the raw input, for bytes_read
+        self._closers = list(closers)
+
+    @property
+    def bytes_read(self) -> int:
+        """Input bytes consumed (compressed bytes for gzip), for progress bars."""
+        if self._reader is not None:
+            return self._reader.count
+        return self._parser.offset
+
+    @property
+    def packet_count(self) -> int:
+        return self._parser.count
+
+    def packets(self) -> Iterator[Packet]:
+        """Yield ``(ts seconds, linktype, data, number)`` for every complete packet."""
+        parser = self._parser
+        if self._whole is not None:
+            parser.feed(self._whole)
+            yield from parser.packets()
+        else:
+            yield from self._stream_packets(parser)
+        parser.close()
+
+    def _stream_packets(self, parser) -> Iterator[Packet]:
+        stream = self._stream
+        while not parser.stopped:
+            try:
+                chunk = stream.read(CHUNK)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                self.problems.append(Problem(f"gzip stream is damaged or cut short ({exc}); packets after this point are lost", "gzip", None, check="truncated"))
+                return
+            except OSError as exc:
+                self.problems.append(Problem(f"reading stopped: {exc}", self.name, None))
+                return
+            if not chunk:
+                return
+            parser.feed(chunk)
+            yield from parser.packets()
+
+    def close(self) -> None:
+        self._whole = None
+        while self._closers:
+            self._closers.pop().close()
+
+    def __enter__(self) -> Capture:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_capture(source: str | os.PathLike | BinaryIO) -> Capture:
+    """Open a capture; raises CaptureError only when it is not a capture or cannot be read."""
+    if isinstance(source, (str, os.PathLike)):
+        if os.fspath(source) == "-":
+            return _open_stream("<stdin>", sys.stdin.buffer, None, [])
+        return _open_path(os.fspath(source))
+    name = getattr(source, "name", None)
+    return _open_stream(name if isinstance(name, str) else "<stream>", source, None, [])
+
+
+def _open_path(path: str) -> Capture:
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise CaptureError(f"{path}: cannot open ({exc.strerror or exc}); check the path and permissions") from exc
+    try:
+        st = os.fstat(f.fileno())
+        mappable = stat.S_ISREG(st.st_mode) and st.st_size > 0
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if mappable else None
+    except OSError as exc:
+        f.close()
+        raise CaptureError(f"{path}: cannot read ({exc.strerror or exc}); check the file") from exc
+    if mapped is None:
+        # pipes and character devices are streamed (an empty file is reported there)
+        return _open_stream(path, f, None, [f])
+    head = mapped[:8]
+    fmt = sniff_format(head)
+    if fmt in ("pcap", "pcapng"):
+        return Capture(path, fmt, whole=mapped, size=st.st_size, closers=[f, mapped])
+    mapped.close()
+    if fmt == "gzip":
+        return _open_stream(path, f, st.st_size, [f])
+    f.close()
+    raise _not_a_capture(path, head)
+
+
+def _open_stream(name: str, raw: BinaryIO, size: int | None, closers: list) -> Capture:
+    try:
+        reader = _Reader(raw)
+        head = reader.read_head(8)
+    except OSError as exc:
+        for c in closers:
+            c.close()
+        raise CaptureError(f"{name}: cannot read ({exc.strerror or exc})") from exc
+    fmt = sniff_format(head)
+    stream = reader
+    if fmt == "gzip":
+        stream = gzip.GzipFile(fileobj=reader, mode="rb")
+        try:
+            inner = _Reader(stream)
+            head = inner.read_head(8)
+        except (OSError, EOFError, zlib.error) as exc:
+            for c in closers:
+                c.close()
+            raise CaptureError(f"{name}: gzip data is damaged ({exc}); check the file") from exc
+        fmt = sniff_format(head)
+        stream = inner
+        closers = closers + [inner.raw]
+        name_inside = f"{name} (inside gzip)"
+        if fmt not in ("pcap", "pcapng"):
+            for c in closers:
+                c.close()
+            raise _not_a_capture(name_inside, head)
+    elif fmt is None:
+        for c in closers:
+            c.close()
+        raise _not_a_capture(name, head)
+    return Capture(name, fmt, stream=stream, reader=reader, size=size, closers=closers)

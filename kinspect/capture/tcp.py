@@ -1,0 +1,171 @@
+"""TCP reassembly, sans-I/O: segments in, per-direction in-order byte streams out.
+
+Each direction of a connection is a stream named by its flow ``(src_ip, sport, dst_ip,
+dport)``; the reverse direction is the swapped tuple. ``segment()`` and ``finish()`` return
+lists of events, NamedTuples told apart by type (``type(ev) is StreamData``):
+
+- ``StreamStart(flow, ts, syn)``: first sight of a direction; ``syn`` when it began with a SYN.
+- ``StreamData(flow, ts, data)``: the next in-order bytes, each delivered once; ``ts`` is the
+  time of the packet that completed them.
+- ``StreamGap(flow, ts, missing)``: ``missing`` bytes never arrived; the stream goes on after them.
+- ``StreamEnd(flow, ts, reason)``: "fin", "rst", "capture_end", or "reused" when a SYN with a
+  new initial sequence number replaced a stream whose end was not captured.
+
+Sequence numbers are unwrapped into absolute stream positions (0 = first payload byte), so
+wraparound at 2**32 needs no special case. Out-of-order bytes wait in a per-direction buffer;
+when it holds more than ``max_buffered`` bytes, or when the stream ends (RST, capture end),
+the hole before them is declared a gap. A FIN waits for the bytes before it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+FIN, SYN, RST = 1, 2, 4
+MASK = 0xFFFFFFFF
+HALF = 0x80000000
+
+Flow = tuple  # (src_ip, sport, dst_ip, dport)
+
+
+class StreamStart(NamedTuple):
+    flow: Flow
+    ts: float
+    syn: bool
+
+
+class StreamData(NamedTuple):
+    flow: Flow
+    ts: float
+    data: bytes
+
+
+class StreamGap(NamedTuple):
+    flow: Flow
+    ts: float
+    missing: int
+
+
+class StreamEnd(NamedTuple):
+    flow: Flow
+    ts: float
+    reason: str
+
+
+class _Direction:
+    __slots__ = ("seq0", "next", "pending", "pending_bytes", "fin_at", "closed", "last_ts")
+
+    def __init__(self, seq0: int, ts: float) -> None:
+        self.seq0 = seq0  # raw sequence number of stream position 0
+        self.next = 0  # position of the next byte to deliver
+        self.pending: dict[int, bytes] = {}  # position → out-of-order bytes
+        self.pending_bytes = 0
+        self.fin_at: int | None = None  # position of a FIN waiting for the bytes before it
+        self.closed = False
+        self.last_ts = ts
+
+    def position(self, seq: int) -> int:
+        """Absolute position of raw ``seq``, taken as the nearest to the next expected byte."""
+        return self.next + ((seq - self.seq0 - self.next + HALF) & MASK) - HALF
+
+
+class TcpReassembler:
+    def __init__(self, max_buffered: int = 16 << 20) -> None:
+        self.max_buffered = max_buffered
+        self._streams: dict[Flow, _Direction] = {}
+
+    def segment(self, ts, src, sport, dst, dport, seq, flags, payload) -> list:
+        flow = (src, sport, dst, dport)
+        d = self._streams.get(flow)
+        events: list = []
+        if d is None or d.closed or (flags & SYN and d.seq0 != (seq + 1) & MASK):
+            if d is None:
+                if not (payload or flags & (SYN | FIN | RST)):
+                    return events  # a pure ACK starts nothing
+            elif not d.closed:
+                self._end(d, flow, ts, "reused", events)  # a new connection on the same ports
+            elif not flags & SYN:
+                return events  # a late segment of a stream that already ended
+            d = self._streams[flow] = _Direction((seq + 1) & MASK if flags & SYN else seq, ts)
+            events.append(StreamStart(flow, ts, bool(flags & SYN)))
+        d.last_ts = ts
+        if flags & SYN:
+            seq = (seq + 1) & MASK
+        if payload:
+            start = d.position(seq)
+            nxt = d.next
+            size = len(payload)
+            if start == nxt:
+                d.next = nxt + size
+                data = payload if type(payload) is bytes else bytes(payload)
+                if d.pending:
+                    self._drain(d, flow, ts, [data], events)
+                else:
+                    events.append(StreamData(flow, ts, data))
+            elif start > nxt:
+                self._buffer(d, flow, ts, start, payload, events)
+            elif start + size > nxt:  # overlaps bytes already delivered: keep the new part
+                d.next = start + size
+                self._drain(d, flow, ts, [bytes(payload[nxt - start :])], events)
+        if flags & RST:
+            self._end(d, flow, ts, "rst", events)
+            back = (dst, dport, src, sport)
+            reverse = self._streams.get(back)
+            if reverse is not None and not reverse.closed:
+                self._end(reverse, back, ts, "rst", events)
+            return events
+        if flags & FIN and d.fin_at is None:
+            d.fin_at = d.position(seq) + len(payload)
+        if d.fin_at is not None and d.fin_at <= d.next:
+            self._end(d, flow, ts, "fin", events)
+        return events
+
+    def finish(self, ts=None) -> list:
+        """The capture ended: declare the remaining holes and end every open stream."""
+        events: list = []
+        for flow, d in self._streams.items():
+            if not d.closed:
+                self._end(d, flow, d.last_ts if ts is None else ts, "capture_end", events)
+        self._streams.clear()
+        return events
+
+    def _buffer(self, d: _Direction, flow, ts, start: int, payload, events: list) -> None:
+        held = d.pending.get(start)
+        if held is None or len(held) < len(payload):
+            d.pending[start] = payload if type(payload) is bytes else bytes(payload)
+            d.pending_bytes += len(payload) - (len(held) if held else 0)
+        if d.pending_bytes > self.max_buffered:
+            self._drain(d, flow, ts, [], events, give_up=self.max_buffered)
+
+    def _drain(self, d: _Direction, flow, ts, chunks: list, events: list, give_up: int | None = None) -> None:
+        """Deliver buffered bytes that are now in order, after ``chunks`` (already counted in
+        ``d.next``). While more than ``give_up`` bytes stay buffered, skip the hole before them."""
+        pending = d.pending
+        for start in sorted(pending):
+            if start > d.next:
+                if give_up is None or d.pending_bytes <= give_up:
+                    break
+                if chunks:
+                    events.append(StreamData(flow, ts, b"".join(chunks)))
+                    chunks = []
+                events.append(StreamGap(flow, ts, start - d.next))
+                d.next = start
+            data = pending.pop(start)
+            d.pending_bytes -= len(data)
+            end = start + len(data)
+            if end > d.next:
+                chunks.append(data[d.next - start :] if start < d.next else data)
+                d.next = end
+        if chunks:
+            events.append(StreamData(flow, ts, b"".join(chunks)))
+
+    def _end(self, d: _Direction, flow, ts, reason: str, events: list) -> None:
+        if d.pending:
+            self._drain(d, flow, ts, [], events, give_up=0)
+        if d.fin_at is not None and reason != "rst":
+            if d.fin_at > d.next:  # the bytes just before the FIN never came
+                events.append(StreamGap(flow, ts, d.fin_at - d.next))
+                d.next = d.fin_at
+            reason = "fin"
+        d.closed = True
+        events.append(StreamEnd(flow, ts, reason))
