@@ -210,11 +210,12 @@ def _records(buf, pos: int, n: int, path: str, c: _Context):
 
 @lru_cache(maxsize=1)
 def _records_decoder():
-    try:
-        from kinspect.records import decode_records
-    except ImportError:
-        return None
-    return decode_records
+    for module in ("kinspect.records", "kinspect.records.recordset"):
+        try:
+            return getattr(__import__(module, fromlist=["decode_records"]), "decode_records")
+        except (ImportError, AttributeError):
+            continue
+    return None
 
 
 _RUNTIME = {
@@ -255,6 +256,9 @@ def _element_min(f: Field) -> int:
 
 def _carries_records(fields: tuple[Field, ...]) -> bool:
     return any(f.type == "records" or _carries_records(f.fields) for f in fields)
+
+
+_SMALL_ARRAY = 16  # arrays of numbers up to this length get a precompiled reader
 
 
 def _join(where: str, key: str) -> str:
@@ -426,7 +430,10 @@ class _Generator:
                     f"_too_long('array', {n}, end - pos, {f.key!r}, pos)")
         if f.type in FIXED and f.type != "uuid":
             code, size = FIXED[f.type]
-            body += [f"{inner}{target} = list(_unpack(f'>{{{n}}}{code}', buf, pos))",
+            readers = self.const("A", tuple(struct.Struct(f">{k}{code}").unpack_from
+                                            for k in range(_SMALL_ARRAY)))
+            body += [f"{inner}{target} = list({readers}[{n}](buf, pos) if {n} < {_SMALL_ARRAY} "
+                     f"else _unpack(f'>{{{n}}}{code}', buf, pos))",
                      f"{inner}pos += {n} * {size}" if size > 1 else f"{inner}pos += {n}"]
             return
         body += [f"{inner}{items} = {target} = []",
@@ -484,6 +491,9 @@ def decoder_source(api_key: int, api_version: int, kind: str) -> str | None:
 
 # ---------------------------------------------------------------- entry point
 
+_DECODERS: dict[tuple[int, int, str], tuple] = {}  # (key, version, kind) → (decoder, path prefix)
+
+
 def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryview, base: int = 0,
                 path: str | None = None, *, raw_records: bool = False
                 ) -> tuple[dict, list[Problem]]:
@@ -493,8 +503,13 @@ def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryvi
     yields what was decoded before the fault plus an error Problem with the field path
     and the frame-absolute offset. raw_records keeps record sets as bytes.
     """
-    prefix = path if path is not None else f"{api_name(api_key)}{kind.title()} v{api_version}"
-    compiled = _compiled(api_key, api_version, kind)
+    compiled = _DECODERS.get((api_key, api_version, kind))
+    if compiled is None:
+        compiled = _DECODERS[(api_key, api_version, kind)] = (
+            _compiled(api_key, api_version, kind),
+            f"{api_name(api_key)}{kind.title()} v{api_version}")
+    compiled, default_prefix = compiled
+    prefix = default_prefix if path is None else path
     if compiled is None:
         return {}, [Problem(f"unknown API key {api_key} / version {api_version} ({kind})",
                             prefix, base, ERROR, "known_api", None, (api_key, api_version))]
@@ -502,7 +517,7 @@ def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryvi
         buf = bytes(buf)
     body, problems = _run(compiled, buf, base, prefix, raw_records)
     if (api_key == API_VERSIONS_KEY and kind == "response" and api_version > 0
-            and any(p.severity == ERROR for p in problems)
+            and problems
             and len(buf) >= 2 and _RUNTIME["_I16"](buf, 0)[0] == UNSUPPORTED_VERSION):
         body, problems = _run(_compiled(api_key, 0, kind), buf, base, prefix, raw_records)
         problems.insert(0, Problem(
