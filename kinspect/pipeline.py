@@ -1,0 +1,89 @@
+"""The decode adapter: a capture file feeds link decode, TCP reassembly and the Kafka session.
+
+This is the only place where the pieces meet; each of them is sans-I/O and knows nothing of
+the others.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from kinspect.capture.link import DECODERS, decode_tcp
+from kinspect.capture.source import CaptureError, open_capture
+from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
+from kinspect.wire.session import DEFAULT_PORTS, KafkaSession
+
+PROGRESS_EVERY = 4096  # packets between progress callbacks
+
+
+class CaptureUnreadable(Exception):
+    """The input is not a capture, cannot be opened, or holds only unsupported link types."""
+
+
+class DecodeRun:
+    """One capture decoded: iterate ``records()``, then read the counters and capture problems."""
+
+    def __init__(self, source, *, ports=DEFAULT_PORTS, heuristic: bool = True, max_frame: int = 256 << 20,
+                 decode_bodies: bool = True):
+        self.source = source
+        self.session = KafkaSession(ports, heuristic=heuristic, max_frame=max_frame, decode_bodies=decode_bodies)
+        self.capture_problems: list = []
+        self.packets = 0
+        self.tcp_packets = 0
+        self.unsupported_links: dict[int, int] = {}
+        self._capture = None
+        try:
+            self._capture = open_capture(source)
+        except CaptureError as e:
+            self._error = e
+        except OSError as e:
+            self._error = CaptureError(f"{source}: {e.strerror or e}")
+        else:
+            self._error = None
+
+    @property
+    def size(self) -> int | None:
+        return self._capture.size if self._capture is not None else None
+
+    @property
+    def kafka_connections(self) -> int:
+        return self.session.kafka_connections
+
+    def records(self, progress: Callable[[int], None] | None = None) -> Iterator[dict]:
+        if self._error is not None:
+            raise CaptureUnreadable(str(self._error).removeprefix(f"{self.source}: "))
+        capture = self._capture
+        session = self.session
+        reassembler = TcpReassembler()
+        handlers = {
+            StreamData: lambda e: session.data(e.flow, e.ts, e.data),
+            StreamStart: lambda e: session.start(e.flow, e.ts, e.syn),
+            StreamGap: lambda e: session.gap(e.flow, e.ts, e.missing),
+            StreamEnd: lambda e: session.end(e.flow, e.ts, e.reason),
+        }
+        last_ts = 0.0
+        packets = tcp_packets = 0
+        with capture:
+            for ts, linktype, data, _number in capture.packets():
+                packets += 1
+                if progress is not None and not packets % PROGRESS_EVERY:
+                    progress(capture.bytes_read)
+                segment = decode_tcp(linktype, data)
+                if segment is None:
+                    if linktype not in DECODERS:
+                        self.unsupported_links[linktype] = self.unsupported_links.get(linktype, 0) + 1
+                    continue
+                tcp_packets += 1
+                last_ts = ts
+                src, dst, sport, dport, seq, flags, payload = segment
+                for event in reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload):
+                    yield from handlers[type(event)](event)
+            for event in reassembler.finish(last_ts):
+                yield from handlers[type(event)](event)
+            yield from session.finish(last_ts)
+            self.capture_problems = list(capture.problems)
+        self.packets, self.tcp_packets = packets, tcp_packets
+        if tcp_packets == 0 and self.unsupported_links:
+            kinds = ", ".join(f"{k} ({n} packets)" for k, n in sorted(self.unsupported_links.items()))
+            raise CaptureUnreadable(f"unsupported link type {kinds}: kinspect reads Ethernet, Linux SLL/SLL2, "
+                                    "BSD loopback and raw IP; re-capture with tcpdump -i any, or convert")
