@@ -65,12 +65,15 @@ def _not_a_capture(name: str, head: bytes) -> CaptureError:
 
 
 class _Reader:
-    """A binary stream with a few bytes already read in front of it; counts what it reads."""
+    """A binary stream whose first bytes can be looked at before parsing; counts what it reads."""
 
-    def __init__(self, raw: BinaryIO, prefix: bytes = b"") -> None:
+    def __init__(self, raw: BinaryIO) -> None:
         self.raw = raw
-        self.prefix = prefix
-        self.count = len(prefix)
+        # read1 returns what is there without waiting for a full chunk: a live pipe
+        # (tcpdump -w - | kinspect decode -) flows, and a cut gzip gives up what it holds
+        self._read = getattr(raw, "read1", raw.read)
+        self.prefix = b""
+        self.count = 0
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
@@ -78,7 +81,7 @@ class _Reader:
         if self.prefix:
             data, self.prefix = self.prefix[:size], self.prefix[size:]
             return data
-        data = self.raw.read(size)
+        data = self._read(size)
         self.count += len(data)
         return data
 
@@ -86,7 +89,7 @@ class _Reader:
         """Read until ``size`` bytes or the end, for format detection; kept as the prefix."""
         head = self.prefix
         while len(head) < size:
-            data = self.raw.read(size - len(head))
+            data = self._read(size - len(head))
             if not data:
                 break
             head += data
