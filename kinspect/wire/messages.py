@@ -229,31 +229,6 @@ _RUNTIME = {
 
 # ---------------------------------------------------------------- code generation
 
-def _min_size(f: Field) -> int:
-    """Fewest bytes a value of this field can take (for array-length sanity checks)."""
-    if f.tag is not None:
-        return 0
-    if f.array:
-        return 1 if f.compact else 4
-    if f.type in FIXED:
-        return FIXED[f.type][1]
-    if f.type == "struct":
-        return 1 if f.nullable else _struct_min(f.fields, f.compact)
-    return 1 if f.compact else (2 if f.type == "string" else 4)
-
-
-def _struct_min(fields: tuple[Field, ...], flexible: bool) -> int:
-    return sum(_min_size(f) for f in fields) + (1 if flexible else 0)
-
-
-def _element_min(f: Field) -> int:
-    if f.type in FIXED:
-        return FIXED[f.type][1]
-    if f.type == "struct":
-        return _struct_min(f.fields, f.compact)
-    return 1 if f.compact else (2 if f.type == "string" else 4)
-
-
 def _carries_records(fields: tuple[Field, ...]) -> bool:
     return any(f.type == "records" or _carries_records(f.fields) for f in fields)
 
@@ -424,7 +399,9 @@ class _Generator:
         self.length(f, n, body, ind, wide=True)
         self.null_or(f, n, f"{target} = {{}}", "array", body, ind, where)
         inner = ind + "    "
-        smallest = max(_element_min(f), 1)
+        # Fixed-size elements must all fit; for others, a count above the bytes left is
+        # certainly corrupt, while a plausible one decodes element by element up to the fault.
+        smallest = FIXED[f.type][1] if f.type in FIXED else 1
         check = f"{n} * {smallest}" if smallest > 1 else n
         body.append(f"{inner}if {check} > end - pos: "
                     f"_too_long('array', {n}, end - pos, {f.key!r}, pos)")
