@@ -146,7 +146,10 @@ def _uvarint(out: bytearray, n: int) -> None:
 def _uuid_bytes(value) -> bytes:
     if isinstance(value, (bytes, bytearray)) and len(value) == 16:
         return bytes(value)
-    raw = bytes.fromhex(str(value).replace("-", ""))
+    try:
+        raw = bytes.fromhex(str(value).replace("-", ""))
+    except ValueError:
+        raw = b""
     if len(raw) != 16:
         raise EncodeError(f"not a uuid: {value!r}")
     return raw
