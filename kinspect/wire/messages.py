@@ -241,7 +241,12 @@ def _join(where: str, key: str) -> str:
 
 
 class _Generator:
-    """Writes the decoder source of one body version; `names` are the constants it uses."""
+    """Writes the decoder source of one body version; `names` are the constants it uses.
+
+    Nested structs are inlined into their parent's code (a try block per array element
+    adds the element to the fault's path), so a body costs one function call; only the
+    decoders of known tagged fields are separate functions, looked up by tag.
+    """
 
     def __init__(self, flexible: bool):
         self.flexible = flexible
@@ -259,9 +264,15 @@ class _Generator:
         self.names[name] = value
         return name
 
-    def struct(self, fields: tuple[Field, ...], where: str, records: bool) -> str:
-        """Emit one function decoding a struct into dict o; returns its name."""
-        name = self.fresh("s")
+    def function(self, fields: tuple[Field, ...]) -> str:
+        """The whole body: decode(buf, pos, end, o, c, path) -> pos."""
+        body = self.struct_body(fields, "", "o", "    ", "path")
+        self.lines += ["def decode(buf, pos, end, o, c, path):", *body, "    return pos", ""]
+        return "decode"
+
+    def struct_body(self, fields: tuple[Field, ...], where: str, obj: str, ind: str,
+                    path_expr: str) -> list[str]:
+        """Code decoding the fields of one struct into the dict named obj."""
         body: list[str] = []
         regular = [f for f in fields if f.tag is None]
         i = 0
@@ -270,36 +281,34 @@ class _Generator:
             while j < len(regular) and regular[j].type in FIXED and not regular[j].array:
                 j += 1
             if j > i:
-                self.fixed_run(regular[i:j], body)
+                self.fixed_run(regular[i:j], body, obj, ind)
                 i = j
             else:
-                self.field(regular[i], body, "    ", where)
+                self.field(regular[i], body, obj, ind, where, path_expr)
                 i += 1
         if self.flexible:
             table = self.fresh("TAGS")
             self.tag_tables[table] = {f.tag: self.tag_function(f, where)
                                       for f in fields if f.tag is not None}
-            body += ["    if pos >= end: _short(1, 0, '_tagged_fields', pos)",
-                     "    if buf[pos]:",
-                     f"        pos = _tagged(buf, pos, end, o, c, {table}, {where!r})",
-                     "    else:",
-                     "        pos += 1"]
-        args = "buf, pos, end, o, c, path" if records else "buf, pos, end, o, c"
-        self.lines += [f"def {name}({args}):  # {where or 'body'}", *body, "    return pos", ""]
-        return name
+            body += [f"{ind}if pos >= end: _short(1, 0, '_tagged_fields', pos)",
+                     f"{ind}if buf[pos]:",
+                     f"{ind}    pos = _tagged(buf, pos, end, {obj}, c, {table}, {where!r})",
+                     f"{ind}else:",
+                     f"{ind}    pos += 1"]
+        return body
 
     def tag_function(self, f: Field, where: str) -> str:
-        name = self.fresh("t")
+        name = self.fresh("tag")
         body: list[str] = []
         if f.type in FIXED and not f.array:
-            self.fixed_run([f], body)
+            self.fixed_run([f], body, "o", "    ")
         else:
-            self.field(f, body, "    ", where, path_expr="c.prefix")
+            self.field(f, body, "o", "    ", where, "c.prefix")
         self.lines += [f"def {name}(buf, pos, end, o, c):  # {_join(where, f.key)} (tag {f.tag})",
                        *body, "    return pos", ""]
         return name
 
-    def fixed_run(self, run: list[Field], body: list[str]) -> None:
+    def fixed_run(self, run: list[Field], body: list[str], obj: str, ind: str) -> None:
         """Consecutive fixed-size fields: one bounds check, one unpack."""
         fmt = ">" + "".join(FIXED[f.type][0] for f in run)
         size = struct.calcsize(fmt)
@@ -307,11 +316,11 @@ class _Generator:
         pieces = self.const("RUN", tuple(
             (f.key, struct.Struct(">" + FIXED[f.type][0]).unpack_from, FIXED[f.type][1])
             for f in run))
-        targets = ", ".join(f"o[{f.key!r}]" for f in run) + ("," if len(run) == 1 else "")
-        body += [f"    if end - pos < {size}: _partial_run(buf, pos, end, o, {pieces})",
-                 f"    {targets} = {reader}(buf, pos)",
-                 f"    pos += {size}"]
-        body += [f"    o[{f.key!r}] = _uuid(o[{f.key!r}])" for f in run if f.type == "uuid"]
+        targets = ", ".join(f"{obj}[{f.key!r}]" for f in run) + ("," if len(run) == 1 else "")
+        body += [f"{ind}if end - pos < {size}: _partial_run(buf, pos, end, {obj}, {pieces})",
+                 f"{ind}{targets} = {reader}(buf, pos)",
+                 f"{ind}pos += {size}"]
+        body += [f"{ind}{obj}[{f.key!r}] = _uuid({obj}[{f.key!r}])" for f in run if f.type == "uuid"]
 
     def length(self, f: Field, var: str, body: list[str], ind: str, wide: bool) -> None:
         """Read a length prefix into var; -1 means null."""
@@ -338,14 +347,14 @@ class _Generator:
                         f"{_join(where, f.key)!r}, pos)")
         body.append(f"{ind}else:")
 
-    def field(self, f: Field, body: list[str], ind: str, where: str,
-              path_expr: str = "path") -> None:
+    def field(self, f: Field, body: list[str], obj: str, ind: str, where: str,
+              path_expr: str) -> None:
         if f.array:
-            self.array(f, body, ind, where, path_expr)
+            self.array(f, body, obj, ind, where, path_expr)
         elif f.type == "struct":
-            self.struct_field(f, body, ind, where, path_expr)
+            self.struct_field(f, body, obj, ind, where, path_expr)
         else:
-            self.variable(f, f"o[{f.key!r}] = {{}}", body, ind, where, path_expr)
+            self.variable(f, f"{obj}[{f.key!r}] = {{}}", body, ind, where, path_expr)
 
     def variable(self, f: Field, store: str, body: list[str], ind: str, where: str,
                  path_expr: str) -> None:
@@ -371,31 +380,31 @@ class _Generator:
                      inner + store.format(v)]
         body.append(f"{inner}pos += {n}")
 
-    def struct_field(self, f: Field, body: list[str], ind: str, where: str,
+    def struct_field(self, f: Field, body: list[str], obj: str, ind: str, where: str,
                      path_expr: str) -> None:
-        records = _carries_records(f.fields)
-        func = self.struct(f.fields, _join(where, f.key), records)
-        call_path = f", {path_expr} + ' → {f.key}'" if records else ""
-        target = f"o[{f.key!r}]"
-        inner = ind
+        target = f"{obj}[{f.key!r}]"
         if f.nullable:  # an int8 marker: -1 null, 1 present
             body += [f"{ind}if pos >= end: _short(1, 0, {f.key!r}, pos)",
                      f"{ind}pos += 1",
                      f"{ind}if buf[pos - 1] > 127:",
                      f"{ind}    {target} = None",
                      f"{ind}else:"]
-            inner = ind + "    "
+            ind += "    "
         e = self.fresh("e")
-        body += [f"{inner}{e} = {target} = {{}}",
-                 f"{inner}try:",
-                 f"{inner}    pos = {func}(buf, pos, end, {e}, c{call_path})",
-                 f"{inner}except _Fault as fault:",
-                 f"{inner}    fault.trail.append({f.key!r})",
-                 f"{inner}    raise"]
+        inner_path = path_expr
+        if _carries_records(f.fields):
+            inner_path = self.fresh("p")
+            body.append(f"{ind}{inner_path} = {path_expr} + ' → {f.key}'")
+        body += [f"{ind}{e} = {target} = {{}}", f"{ind}try:"]
+        body += self.struct_body(f.fields, _join(where, f.key), e, ind + "    ", inner_path)
+        body += [f"{ind}except _Fault as fault:",
+                 f"{ind}    fault.trail.append({f.key!r})",
+                 f"{ind}    raise"]
 
-    def array(self, f: Field, body: list[str], ind: str, where: str, path_expr: str) -> None:
+    def array(self, f: Field, body: list[str], obj: str, ind: str, where: str,
+              path_expr: str) -> None:
         n, items, i = self.fresh("n"), self.fresh("a"), self.fresh("i")
-        target = f"o[{f.key!r}]"
+        target = f"{obj}[{f.key!r}]"
         self.length(f, n, body, ind, wide=True)
         self.null_or(f, n, f"{target} = {{}}", "array", body, ind, where)
         inner = ind + "    "
@@ -417,15 +426,17 @@ class _Generator:
                  f"{inner}for {i} in range({n}):"]
         each = inner + "    "
         if f.type == "struct":
-            records = _carries_records(f.fields)
-            func = self.struct(f.fields, _join(where, f.key + "[]"), records)
             e = self.fresh("e")
-            call_path = f", f'{{{path_expr}}} → {f.key}[{{{i}}}]'" if records else ""
+            inner_path = path_expr
+            if _carries_records(f.fields):
+                inner_path = self.fresh("p")
+                body.append(f"{each}{inner_path} = f'{{{path_expr}}} → {f.key}[{{{i}}}]'")
             body += [f"{each}{e} = {{}}",
                      f"{each}{items}.append({e})",
-                     f"{each}try:",
-                     f"{each}    pos = {func}(buf, pos, end, {e}, c{call_path})",
-                     f"{each}except _Fault as fault:",
+                     f"{each}try:"]
+            body += self.struct_body(f.fields, _join(where, f.key + "[]"), e, each + "    ",
+                                     inner_path)
+            body += [f"{each}except _Fault as fault:",
                      f"{each}    fault.trail.append(f'{f.key}[{{{i}}}]')",
                      f"{each}    raise"]
         elif f.type == "uuid":
@@ -452,11 +463,10 @@ def _compiled(api_key: int, api_version: int, kind: str):
 
 def _generate(lay: Layout) -> tuple[str, dict]:
     gen = _Generator(lay.flexible)
-    top = gen.struct(lay.fields, "", records=True)
+    gen.function(lay.fields)
     for table, functions in gen.tag_tables.items():
         entries = ", ".join(f"{tag}: {fn}" for tag, fn in functions.items())
         gen.lines.append(f"{table} = {{{entries}}}")
-    gen.lines.append(f"decode = {top}")
     return "\n".join(gen.lines) + "\n", gen.names
 
 
