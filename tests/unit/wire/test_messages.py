@@ -9,7 +9,7 @@ from kinspect.problems import ERROR, INFO, WARNING
 from kinspect.wire.apis import API_NAMES, request_header_version, response_header_version
 from kinspect.wire.encode import encode_body
 from kinspect.wire.messages import decode_body, decoder_source, layout, snake
-from tests.conftest import REALDATA
+from tests.conftest import PCAPS, REALDATA
 
 KAFKAJS = REALDATA / "kafkajs" / "src" / "protocol" / "requests"
 KEYS_BY_DIR = {name.lower(): key for key, name in API_NAMES.items()}
@@ -210,6 +210,30 @@ def test_kafka_rust_fetch_v0_bodies(realdata):
     assert len(partition["records"]) == 42
     expected = (realdata / "kafka-rust" / "fetch1.txt").read_bytes().split(b"\n")[:42]
     assert [m["records"][0]["value"] for m in partition["records"]] == expected
+
+
+def recorded_captures():
+    """The project's captures from real clients and brokers, with their broker port."""
+    found = []
+    for manifest in sorted(PCAPS.glob("*.manifest.json")):
+        info = json.loads(manifest.read_text())
+        port = int(info["broker"]["bootstrap"].rsplit(":", 1)[1])
+        found.append((PCAPS / info["file"], port))
+    return found
+
+
+def test_recorded_captures_decode_without_problems_and_round_trip(tshark):
+    captures = recorded_captures()
+    assert len(captures) >= 3, f"expected the recorded captures in {PCAPS}"
+    versions = set()
+    for pcap, port in captures:
+        for _, kind, key, version, body, _ in capture_exchanges(pcap, port):
+            decoded, problems = decode_body(key, version, kind, body)
+            assert problems == [], (pcap.name, key, version, kind, [str(p) for p in problems])
+            raw_decoded, _ = decode_body(key, version, kind, body, raw_records=True)
+            assert encode_body(key, version, kind, raw_decoded) == body, (pcap.name, key, version, kind)
+            versions.add((key, version))
+    assert {(0, 9), (0, 10), (1, 16), (3, 12), (18, 4)} <= versions  # what tshark 4.0 cannot read
 
 
 # ---------------------------------------------------------------- kio as an independent encoder
