@@ -119,6 +119,9 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
             if byte < 0x80:
                 raw = byte
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
                 raw, pos = _uvarint(data, pos, 5)
             length = (raw >> 1) ^ -(raw & 1)
@@ -132,6 +135,9 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
             if byte < 0x80:
                 raw = byte
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
                 raw, pos = _uvarint(data, pos, 10)
             timestamp_delta = (raw >> 1) ^ -(raw & 1)
@@ -139,6 +145,9 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
             if byte < 0x80:
                 raw = byte
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
                 raw, pos = _uvarint(data, pos, 5)
             offset_delta = (raw >> 1) ^ -(raw & 1)
@@ -146,6 +155,9 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
             if byte < 0x80:
                 raw = byte
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
                 raw, pos = _uvarint(data, pos, 5)
             size = (raw >> 1) ^ -(raw & 1)
@@ -163,6 +175,9 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
             if byte < 0x80:
                 raw = byte
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
                 raw, pos = _uvarint(data, pos, 5)
             size = (raw >> 1) ^ -(raw & 1)
@@ -180,6 +195,9 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
             if byte < 0x80:
                 raw = byte
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
                 raw, pos = _uvarint(data, pos, 5)
             if raw == 0:
