@@ -1,10 +1,10 @@
 """Request and response bodies of every Kafka API version, decoded from the generated table.
 
 Each (api_key, api_version, kind) is compiled once, on first use, into plain Python source
-(one function per struct, precompiled struct.Struct readers, inline bounds checks) and
-exec'd; `decoder_source()` shows that source. A fault inside a body raises the internal
-_Fault, which collects the field path while it unwinds; decode_body turns it into a Problem
-and returns everything decoded before it.
+(one function per body with nested structs inlined, precompiled struct.Struct readers for
+runs of fixed-size fields, inline bounds checks) and exec'd; `decoder_source()` shows it.
+A fault inside a body raises the internal _Fault, which collects the field path while it
+unwinds; decode_body turns it into a Problem and returns everything decoded before it.
 """
 
 from __future__ import annotations
@@ -193,17 +193,14 @@ def _tagged(buf, pos: int, end: int, o: dict, c: _Context, known: dict, where: s
 
 
 def _records(buf, pos: int, n: int, path: str, c: _Context):
-    raw = buf[pos:pos + n]
-    if c.raw_records:
-        return raw
-    decode = _records_decoder()
+    decode = None if c.raw_records else _records_decoder()
     if decode is None:
-        return raw
+        return buf[pos:pos + n]
     try:
         batches, problems = decode(memoryview(buf)[pos:pos + n], path=path, base=c.base + pos)
     except Exception as exc:  # the record decoder must not take the body down with it
         c.problems.append(Problem(f"record decoder failed: {exc!r}", path, c.base + pos))
-        return raw
+        return buf[pos:pos + n]
     c.problems.extend(problems)
     return batches
 
@@ -223,7 +220,6 @@ _RUNTIME = {
     "_uvarint": _uvarint, "_uuid": _uuid, "_partial_run": _partial_run, "_tagged": _tagged,
     "_records": _records, "_unpack": struct.unpack_from,
     "_I16": struct.Struct(">h").unpack_from, "_I32": struct.Struct(">i").unpack_from,
-    "_I8": struct.Struct(">b").unpack_from,
 }
 
 
@@ -503,13 +499,14 @@ def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryvi
     if not isinstance(buf, bytes):
         buf = bytes(buf)
     body, problems = _run(compiled, buf, base, prefix, raw_records)
-    if (api_key == API_VERSIONS_KEY and kind == "response" and api_version > 0
-            and problems
+    if (api_key == API_VERSIONS_KEY and kind == "response" and api_version > 0 and problems
             and len(buf) >= 2 and _RUNTIME["_I16"](buf, 0)[0] == UNSUPPORTED_VERSION):
-        body, problems = _run(_compiled(api_key, 0, kind), buf, base, prefix, raw_records)
-        problems.insert(0, Problem(
-            f"broker answered ApiVersions v{api_version} with a v0 body (UNSUPPORTED_VERSION)",
-            prefix, base, INFO, "api_versions_fallback", api_version, 0))
+        # a broker lacking the requested version answers with a v0 body
+        v0_body, v0_problems = _run(_compiled(api_key, 0, kind), buf, base, prefix, raw_records)
+        if not v0_problems:
+            return v0_body, [Problem(
+                f"broker answered ApiVersions v{api_version} with a v0 body (UNSUPPORTED_VERSION)",
+                prefix, base, INFO, "api_versions_fallback", api_version, 0)]
     return body, problems
 
 
@@ -522,6 +519,9 @@ def _run(decode, buf: bytes, base: int, prefix: str, raw_records: bool):
     except _Fault as fault:
         where = " → ".join([prefix, *reversed(fault.trail), fault.field])
         c.problems.append(Problem(fault.what, where, base + fault.pos, ERROR, "body_structure"))
+        return body, c.problems
+    except Exception as exc:  # a decoder bug must cost one body, not the whole capture
+        c.problems.append(Problem(f"decoder error: {exc!r}", prefix, base, ERROR, "decoder_error"))
         return body, c.problems
     if pos != end:
         c.problems.append(Problem(f"{end - pos} trailing bytes after the body", prefix, base + pos,

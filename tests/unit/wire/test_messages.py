@@ -514,3 +514,29 @@ def test_every_known_body_version_compiles():
                     count += 1
     assert count > 700
     assert "def " in decoder_source(1, 17, "response")
+
+
+def test_mutated_real_bodies_never_raise():
+    """Fuzz: random byte flips, inserts and cuts of every real body, seeded."""
+    import random
+
+    rng = random.Random(20251122)
+    for _, key, version, kind, body in FIXTURES:
+        if not body:
+            continue
+        for _ in range(40):
+            mutated = bytearray(body)
+            for _ in range(rng.randint(1, 4)):
+                at = rng.randrange(len(mutated))
+                choice = rng.random()
+                if choice < 0.6:
+                    mutated[at] = rng.randrange(256)
+                elif choice < 0.8:
+                    mutated[at:at] = bytes([rng.choice((0x00, 0x7F, 0x80, 0xFF))])
+                else:
+                    del mutated[at:]
+                    if not mutated:
+                        break
+            decoded, problems = decode_body(key, version, kind, bytes(mutated), raw_records=True)
+            assert isinstance(decoded, dict)
+            assert all(p.check != "decoder_error" for p in problems), [str(p) for p in problems]
