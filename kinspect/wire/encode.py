@@ -57,7 +57,7 @@ def _struct(out: bytearray, fields: tuple[Field, ...], values: dict, flexible: b
         for f in fields:
             if f.tag is not None and f.key in values:
                 encoded = bytearray()
-                _value(encoded, f, values[f.key], f.key)
+                _value(encoded, f, values[f.key], f"{where}.{f.key}" if where else f.key)
                 tags[f.tag] = bytes(encoded)
         for tag, raw in (values.get("_unknown_tags") or {}).items():
             tags.setdefault(int(tag), bytes(raw))
@@ -73,9 +73,11 @@ def _value(out: bytearray, f: Field, value, where: str) -> None:
         if value is None:
             _length(out, f.compact, -1, wide=True)
             return
+        if not isinstance(value, (list, tuple)):
+            raise EncodeError(f"{where}: expected a list, got {type(value).__name__}")
         _length(out, f.compact, len(value), wide=True)
-        for item in value:
-            _single(out, f, item, where)
+        for i, item in enumerate(value):
+            _single(out, f, item, f"{where}[{i}]")
         return
     _single(out, f, value, where)
 

@@ -82,5 +82,9 @@ def test_bad_input_raises_encode_error():
         encode_body(12, 0, "request", {"group_id": "g", "generation_id": 2 ** 40, "member_id": "m"})
     with pytest.raises(EncodeError, match="group_id"):
         encode_body(12, 0, "request", {"group_id": 5, "generation_id": 1, "member_id": "m"})
+    with pytest.raises(EncodeError, match=r"topics\[0\]\.name: string needs str or bytes"):
+        encode_body(3, 12, "request", {"topics": [{"name": 3}]})
+    with pytest.raises(EncodeError, match="topics: expected a list"):
+        encode_body(3, 12, "request", {"topics": "t"})
     with pytest.raises(EncodeError, match="not a uuid"):
         encode_body(3, 12, "request", {"topics": [{"topic_id": "nope", "name": "t"}]})
