@@ -54,6 +54,9 @@ def overlaps(spec: str | None, low: int, high: int) -> bool:
     return r is not None and r[0] <= high and low <= r[1]
 
 
+_ZERO = object()  # typed_default's answer when the default is the type's implicit zero
+
+
 def typed_default(field: dict):
     """The field's default as a Python value, or a sentinel when it is the type's zero."""
     raw = field.get("default")
@@ -75,8 +78,6 @@ def typed_default(field: dict):
     value = int(raw, 0) if isinstance(raw, str) else int(raw)
     return value if value else _ZERO
 
-
-_ZERO = object()
 
 
 def prune(fields: list[dict], low: int, high: int, used_structs: set[str]) -> tuple[dict, ...]:
