@@ -109,6 +109,7 @@ class Recorder:
             return
         self._settle()
         self._terminate()
+        self.output.chmod(0o644)  # dumpcap creates 0600; these files are meant to be shared
         drops = [int(m.group(1)) for line in self.stderr if (m := TCPDUMP_DROPS.search(line))]
         if any(drops):
             raise RuntimeError("tcpdump dropped packets:\n" + "\n".join(self.stderr))

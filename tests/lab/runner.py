@@ -25,4 +25,6 @@ def run_client(module: str, args: list[str], *, exec_prefix: list[str] = (),
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.splitlines()[-30:])
         raise ClientFailed(f"{' '.join(argv)} exited {proc.returncode}:\n{tail}")
-    return json.loads(proc.stdout)
+    manifest = json.loads(proc.stdout)
+    manifest["command"] = ["python" if a == sys.executable else a for a in argv]
+    return manifest

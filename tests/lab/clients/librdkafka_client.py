@@ -73,7 +73,7 @@ def consume(args, manifest: Manifest, expected: set[str]) -> None:
 
 def main() -> None:
     args = parse_args("librdkafka")
-    manifest = Manifest("librdkafka", {"confluent-kafka": ck.version()[0],
+    manifest = Manifest("librdkafka", {"confluent-kafka": ck.__version__,
                                        "librdkafka": ck.libversion()[0]},
                         args.bootstrap, args.topic, None if args.no_consume else args.group,
                         args.api_version)
