@@ -124,7 +124,8 @@ def _trailing(view: memoryview, pos: int, end: int, where: str, base: int, parti
 
 
 def _all_zero(view: memoryview, pos: int, end: int) -> bool:
-    return not view[pos:end].tobytes().strip(b"\x00")
+    """Zero padding (a preallocated segment), not the zero high bytes of a cut-off offset."""
+    return end - pos >= FRAME_SIZE and not view[pos:end].tobytes().strip(b"\x00")
 
 
 def _zero_padding(pos: int, end: int, where: str, base: int, problems: list[Problem]) -> None:
