@@ -397,6 +397,36 @@ class _Generator:
                  f"{ind}    fault.trail.append({f.key!r})",
                  f"{ind}    raise"]
 
+    @staticmethod
+    def all_fixed(fields: tuple[Field, ...]) -> bool:
+        return all(f.type in FIXED and not f.array for f in fields if f.tag is None) and \
+            any(f.tag is None for f in fields)
+
+    def fixed_rows(self, f: Field, n: str, items: str, target: str, body: list[str],
+                   ind: str) -> None:
+        """Fast path for arrays of fixed-size structs: one iter_unpack, dicts built in a
+        comprehension. Flexible elements end in a tagged-field count; a row whose count is
+        not 0 sends the whole array down the general path (items stays None)."""
+        regular = [m for m in f.fields if m.tag is None]
+        fmt = ">" + "".join(FIXED[m.type][0] for m in regular) + ("B" if self.flexible else "")
+        size = struct.calcsize(fmt)
+        rows = self.const("ROWS", struct.Struct(fmt).iter_unpack)
+        names = [self.fresh("x") for _ in regular]
+        values = [f"_uuid({x})" if m.type == "uuid" else x for m, x in zip(regular, names)]
+        literal = "{" + ", ".join(f"{m.key!r}: {v}" for m, v in zip(regular, values)) + "}"
+        targets = names + (["t"] if self.flexible else [])
+        unpacked = ", ".join(targets) + ("," if len(targets) == 1 else "")
+        keep = " if not t" if self.flexible else ""
+        body += [f"{ind}{items} = None",
+                 f"{ind}if {n} * {size} <= end - pos:",
+                 f"{ind}    {items} = [{literal} for {unpacked} in "
+                 f"{rows}(buf[pos:pos + {n} * {size}]){keep}]",
+                 f"{ind}    if len({items}) == {n}:",
+                 f"{ind}        {target} = {items}",
+                 f"{ind}        pos += {n} * {size}",
+                 f"{ind}    else:",
+                 f"{ind}        {items} = None"]
+
     def array(self, f: Field, body: list[str], obj: str, ind: str, where: str,
               path_expr: str) -> None:
         n, items, i = self.fresh("n"), self.fresh("a"), self.fresh("i")
@@ -418,6 +448,10 @@ class _Generator:
                      f"else _unpack(f'>{{{n}}}{code}', buf, pos))",
                      f"{inner}pos += {n} * {size}" if size > 1 else f"{inner}pos += {n}"]
             return
+        if f.type == "struct" and self.all_fixed(f.fields):
+            self.fixed_rows(f, n, items, target, body, inner)
+            body.append(f"{inner}if {items} is None:")
+            inner += "    "
         body += [f"{inner}{items} = {target} = []",
                  f"{inner}for {i} in range({n}):"]
         each = inner + "    "

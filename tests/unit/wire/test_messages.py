@@ -540,3 +540,17 @@ def test_mutated_real_bodies_never_raise():
             decoded, problems = decode_body(key, version, kind, bytes(mutated), raw_records=True)
             assert isinstance(decoded, dict)
             assert all(p.check != "decoder_error" for p in problems), [str(p) for p in problems]
+
+
+def test_arrays_of_fixed_size_structs_fast_path_and_its_fallback():
+    entries = [{"api_key": k, "min_version": 0, "max_version": k % 5} for k in range(40)]
+    body = {"error_code": 0, "api_keys": entries, "throttle_time_ms": 0}
+    raw = encode_body(18, 3, "response", body)
+    assert decode_body(18, 3, "response", raw) == (body, [])
+    entries[7]["_unknown_tags"] = {3: b"\x01"}  # a tagged field in one element: general path
+    raw = encode_body(18, 3, "response", body)
+    assert decode_body(18, 3, "response", raw) == (body, [])
+    decoded, problems = decode_body(18, 3, "response", raw[:60])  # does not fit: partial
+    assert decoded["api_keys"][:7] == entries[:7]
+    assert decoded["api_keys"][7] == {"api_key": 7, "min_version": 0, "max_version": 2}
+    assert problems[0].path.startswith("ApiVersionsResponse v3 → api_keys[7] → ")
