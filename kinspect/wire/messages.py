@@ -75,18 +75,32 @@ def _has(spec: str | None, version: int) -> bool:
     return low <= version <= high
 
 
-@lru_cache(maxsize=None)
+# Every (api_key, version, kind) the table defines; caches below only ever hold these, so
+# garbage keys and versions from a capture cannot grow them.
+DEFINED = frozenset(
+    (key, version, kind)
+    for key, (_, requests, responses) in SCHEMAS.items()
+    for kind, segments in (("request", requests), ("response", responses))
+    for first, last, *_ in segments
+    for version in range(first, last + 1))
+
+
 def layout(api_key: int, api_version: int, kind: str) -> Layout | None:
     """The fields of one body version, or None when the table does not define it."""
-    entry = SCHEMAS.get(api_key)
-    if entry is None or kind not in ("request", "response"):
+    if (api_key, api_version, kind) not in DEFINED:
         return None
+    return _layout(api_key, api_version, kind)
+
+
+@lru_cache(maxsize=None)
+def _layout(api_key: int, api_version: int, kind: str) -> Layout:
+    entry = SCHEMAS[api_key]
     for first, last, flexible_from, fields, commons, _ in entry[1 if kind == "request" else 2]:
         if first <= api_version <= last:
             flexible = flexible_from is not None and api_version >= flexible_from
             resolved = _resolve(fields, commons, api_version, flexible)
             return Layout(api_key, api_version, kind, flexible, resolved)
-    return None
+    raise KeyError((api_key, api_version, kind))
 
 
 def _resolve(fields, commons, version: int, flexible: bool) -> tuple[Field, ...]:
@@ -480,9 +494,8 @@ class _Generator:
 
 @lru_cache(maxsize=None)
 def _compiled(api_key: int, api_version: int, kind: str):
-    lay = layout(api_key, api_version, kind)
-    if lay is None:
-        return None
+    """The decoder of a DEFINED body version."""
+    lay = _layout(api_key, api_version, kind)
     source, names = _generate(lay)
     namespace = dict(_RUNTIME)
     namespace.update(names)
@@ -520,16 +533,17 @@ def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryvi
     yields what was decoded before the fault plus an error Problem with the field path
     and the frame-absolute offset. raw_records keeps record sets as bytes.
     """
-    compiled = _DECODERS.get((api_key, api_version, kind))
-    if compiled is None:
-        compiled = _DECODERS[(api_key, api_version, kind)] = (
+    entry = _DECODERS.get((api_key, api_version, kind))
+    if entry is None and (api_key, api_version, kind) in DEFINED:
+        entry = _DECODERS[(api_key, api_version, kind)] = (
             _compiled(api_key, api_version, kind),
             f"{api_name(api_key)}{kind.title()} v{api_version}")
-    compiled, default_prefix = compiled
-    prefix = default_prefix if path is None else path
-    if compiled is None:
+    if entry is None:
+        prefix = path if path is not None else f"{api_name(api_key)}{kind.title()} v{api_version}"
         return {}, [Problem(f"unknown API key {api_key} / version {api_version} ({kind})",
                             prefix, base, ERROR, "known_api", None, (api_key, api_version))]
+    compiled, default_prefix = entry
+    prefix = default_prefix if path is None else path
     if not isinstance(buf, bytes):
         buf = bytes(buf)
     body, problems = _run(compiled, buf, base, prefix, raw_records)
