@@ -7,13 +7,19 @@ import fnmatch
 from kinspect.wire import apis
 
 
+# Top-level fields that hold per-topic entries across the APIs (Produce, Fetch, Metadata,
+# ListOffsets, OffsetCommit/Fetch, CreateTopics, DeleteRecords, OffsetForLeaderEpoch, ...).
+TOPIC_LISTS = ("topics", "topic_data", "responses", "results")
+
+
 def topics_of(exchange: dict) -> set[str]:
     """Topic names an exchange touches, from the top-level topic lists of its bodies."""
     names: set[str] = set()
     for body in (exchange.get("request"), exchange.get("response")):
         if not isinstance(body, dict):
             continue
-        for value in body.values():
+        for key in TOPIC_LISTS:
+            value = body.get(key)
             if type(value) is list and value and type(value[0]) is dict:
                 for item in value:
                     for key in ("name", "topic", "topic_name"):

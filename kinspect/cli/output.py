@@ -27,6 +27,9 @@ class Output:
         self.as_json = as_json
         self.stream = stream or sys.stdout
         self.console = Console(file=self.stream, highlight=False, soft_wrap=True)
+        if not self.console.is_terminal:
+            self.console = Console(file=self.stream, highlight=False, soft_wrap=True, width=400,
+                                   no_color=True)
         self.err = Console(stderr=True, highlight=False)
 
     @property
