@@ -30,7 +30,7 @@ class Output:
         if not self.console.is_terminal:
             self.console = Console(file=self.stream, highlight=False, soft_wrap=True, width=400,
                                    no_color=True)
-        self.err = Console(stderr=True, highlight=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     @property
     def interactive(self) -> bool:

@@ -65,6 +65,8 @@ def tree_lines(value, indent: str = "    ", limit: int = 200) -> list[str]:
 def _scalar(value) -> str:
     if isinstance(value, dict) and set(value) == {"b64"}:
         return f"<{len(value['b64']) * 3 // 4} bytes b64 {value['b64'][:40]}…>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, str):
         return repr(value) if len(value) <= 120 else repr(value[:117] + "…")
     return "null" if value is None else str(value)
