@@ -1,0 +1,423 @@
+"""Apache Kafka in the lab: a real broker and Kafka's own tools, from Maven Central jars.
+
+    with KafkaBroker() as kafka:                       # single-node KRaft, fresh log dir
+        kafka.create_topic("t", config={"compression.type": "zstd"})
+        kafka.console_producer("t", ["a", "b"])
+        kafka.console_consumer("t", max_messages=2)    # -> ["a", "b"]
+        kafka.dump_log(kafka.partition_dir("t", 0) / "00000000000000000000.log")
+
+The jars come from tests/lab/kafka/pom.xml through `mvn dependency:copy-dependencies` into
+~/.cache/kinspect-lab/kafka-<version>/lib (KINSPECT_LAB_CACHE overrides the root), once.
+Kafka 3.9 is there for the legacy era: Kafka 4 no longer writes magic 0/1 (KIP-896), and a
+3.x broker keeps magic 0/1 on disk only in ZooKeeper mode with an inter-broker protocol
+below 3.0, hence `KafkaBroker(KAFKA_3, metadata="zookeeper")`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+import base64
+import ctypes
+import zipfile
+from pathlib import Path
+
+KAFKA_4 = "4.1.2"
+KAFKA_3 = "3.9.2"
+
+LAB_FILES = Path(__file__).resolve().parent / "kafka"
+CACHE = Path(os.environ.get("KINSPECT_LAB_CACHE", Path.home() / ".cache" / "kinspect-lab"))
+LOOPBACK = "127.0.0.1"
+
+
+class LabError(RuntimeError):
+    """The lab could not do what was asked (jars not fetched, broker not started, tool failed)."""
+
+
+def kafka_lib(version: str = KAFKA_4) -> Path:
+    """The directory of jars for `version`, fetched from Maven Central on first use."""
+    lib = CACHE / f"kafka-{version}" / "lib"
+    complete = lib / ".complete"
+    if complete.exists():
+        return lib
+    if shutil.which("mvn") is None:
+        raise LabError("mvn is not installed: apt-get install maven")
+    shutil.rmtree(lib, ignore_errors=True)
+    lib.mkdir(parents=True)
+    profile = "kafka4" if int(version.split(".")[0]) >= 4 else "kafka3"
+    command = [
+        "mvn", "-q", "-B", "-f", str(LAB_FILES / "pom.xml"), f"-Dkafka.version={version}",
+        "-P", profile, "dependency:copy-dependencies", "-DincludeScope=runtime",
+        f"-DoutputDirectory={lib}",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise LabError(
+            f"fetching Kafka {version} from Maven Central failed ({' '.join(command)}):\n"
+            + (done.stdout + done.stderr)[-4000:]
+        )
+    complete.write_text(version + "\n")
+    return lib
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+def random_cluster_id() -> str:
+    """A Kafka Uuid as `kafka-storage random-uuid` prints it: URL-safe base64, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+class KafkaTools:
+    """Kafka's own command-line tools and Java programs, run from the jars of one version."""
+
+    def __init__(self, version: str = KAFKA_4):
+        self.version = version
+        self.major = int(version.split(".")[0])
+        self.lib = kafka_lib(version)
+        self._classes: set[str] | None = None
+
+    @property
+    def classpath(self) -> str:
+        return str(self.lib / "*")
+
+    def has_class(self, name: str) -> bool:
+        if self._classes is None:
+            self._classes = set()
+            for jar in self.lib.glob("*.jar"):
+                with zipfile.ZipFile(jar) as archive:
+                    self._classes.update(archive.namelist())
+        return name.replace(".", "/") + ".class" in self._classes
+
+    def main_class(self, *candidates: str) -> str:
+        """The first of `candidates` these jars have: tools moved packages between 3.x and 4.x."""
+        for name in candidates:
+            if self.has_class(name):
+                return name
+        raise LabError(f"Kafka {self.version} has none of {candidates}")
+
+    def java_command(self, main: str, *args: str, level: str = "WARN", heap: str = "256m",
+                     classpath: str | None = None, server: bool = False) -> list[str]:
+        if self.major >= 4:
+            logging = f"-Dlog4j2.configurationFile={LAB_FILES / 'log4j2.properties'}"
+        else:
+            logging = f"-Dlog4j.configuration=file:{LAB_FILES / 'log4j.properties'}"
+        return [
+            "java", f"-Xmx{heap}", "-XX:+UseSerialGC",
+            # a tool lives seconds: the C1 compiler alone starts it sooner
+            *(() if server else ("-XX:TieredStopAtLevel=1",)),
+            "-Djava.awt.headless=true", logging, f"-Dkinspect.log.level={level}",
+            "-cp", classpath or self.classpath, main, *map(str, args),
+        ]
+
+    def run(self, main: str, *args: str, input: str | None = None, timeout: float = 180,
+            check: bool = True, cwd: Path | None = None,
+            classpath: str | None = None) -> subprocess.CompletedProcess:
+        command = self.java_command(main, *args, classpath=classpath)
+        done = subprocess.run(command, input=input, capture_output=True, text=True,
+                              timeout=timeout, cwd=cwd)
+        if check and done.returncode != 0:
+            raise LabError(f"{main} {' '.join(map(str, args))} exited {done.returncode}:\n"
+                           f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+        return done
+
+    def dump_log(self, *files: Path | str, deep: bool = True, data: bool = True,
+                 decoder: str | None = None, extra: tuple[str, ...] = (),
+                 cwd: Path | None = None) -> str:
+        """kafka-dump-log's stdout. decoder: offsets, transaction-log, cluster-metadata."""
+        args = ["--files", ",".join(map(str, files))]
+        if deep:
+            args.append("--deep-iteration")
+        if data:
+            args.append("--print-data-log")
+        if decoder:
+            args.append(f"--{decoder}-decoder")
+        return self.run("kafka.tools.DumpLogSegments", *args, *extra, cwd=cwd).stdout
+
+    def compile_java(self, source: Path) -> str:
+        """Compile one lab Java program against these jars; the classpath to run it with."""
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+        classes = CACHE / f"kafka-{self.version}" / f"classes-{source.stem}-{digest}"
+        if not (classes / ".complete").exists():
+            shutil.rmtree(classes, ignore_errors=True)
+            classes.mkdir(parents=True)
+            done = subprocess.run(
+                ["javac", "-nowarn", "-d", str(classes), "-cp", self.classpath, str(source)],
+                capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                raise LabError(f"javac {source} failed:\n{done.stderr[-4000:]}")
+            (classes / ".complete").touch()
+        return f"{classes}{os.pathsep}{self.classpath}"
+
+
+class KafkaBroker(KafkaTools):
+    """One Apache Kafka broker in a fresh temporary directory; a context manager.
+
+    metadata="kraft": combined broker+controller, formatted like `kafka-storage format`.
+    metadata="zookeeper" (3.x only): a ZooKeeper beside it, for the legacy message formats.
+    `config` overrides or adds server.properties entries. stop() is SIGTERM and a wait, so
+    segments and indexes are flushed and trimmed; the log dir stays until the context exits
+    (or forever with keep=True).
+    """
+
+    def __init__(self, version: str = KAFKA_4, *, config: dict[str, object] | None = None,
+                 metadata: str = "kraft", workdir: Path | None = None, keep: bool = False,
+                 start_timeout: float = 240, heap: str = "768m", cluster_id: str | None = None):
+        super().__init__(version)
+        if metadata not in ("kraft", "zookeeper"):
+            raise ValueError(f"metadata must be kraft or zookeeper, not {metadata!r}")
+        if metadata == "zookeeper" and self.major >= 4:
+            raise ValueError("Kafka 4 has no ZooKeeper mode")
+        self.metadata = metadata
+        self.overrides = dict(config or {})
+        self.keep = keep or workdir is not None
+        self.workdir = Path(workdir) if workdir else None
+        self.start_timeout = start_timeout
+        self.heap = heap
+        self.cluster_id = cluster_id or random_cluster_id()
+        self.port = 0
+        self._broker: subprocess.Popen | None = None
+        self._zookeeper: subprocess.Popen | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> "KafkaBroker":
+        try:
+            self.start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        if not self.keep and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.workdir / "logs"
+
+    @property
+    def broker_log(self) -> Path:
+        return self.workdir / "broker.log"
+
+    def partition_dir(self, topic: str, partition: int = 0) -> Path:
+        return self.log_dir / f"{topic}-{partition}"
+
+    def start(self) -> None:
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix=f"kinspect-kafka-{self.version}-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(exist_ok=True)
+        self.port = free_port()
+        properties = self.workdir / "server.properties"
+        if self.metadata == "kraft":
+            settings = self._kraft_settings()
+            _write_properties(properties, settings)
+            self.run(self.main_class("kafka.tools.StorageTool", "org.apache.kafka.tools.StorageTool"),
+                     "format", "--ignore-formatted", "-t", self.cluster_id, "-c", str(properties))
+        else:
+            zk_port = self._start_zookeeper()
+            settings = self._zookeeper_settings(zk_port)
+            _write_properties(properties, settings)
+        self.settings = settings
+        with open(self.broker_log, "ab") as out:
+            self._broker = subprocess.Popen(
+                self.java_command("kafka.Kafka", str(properties), level="INFO", heap=self.heap,
+                                  server=True),
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent)
+        self._wait_until_started()
+
+    def stop(self, timeout: float = 120) -> None:
+        """SIGTERM, then wait: Kafka's shutdown hook flushes, trims indexes, writes snapshots."""
+        self._broker = _terminate(self._broker, timeout)
+        self._zookeeper = _terminate(self._zookeeper, 30)
+
+    @property
+    def running(self) -> bool:
+        return self._broker is not None and self._broker.poll() is None
+
+    def _kraft_settings(self) -> dict[str, object]:
+        controller_port = free_port()
+        return {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
+            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            **self._common_settings(),
+        }
+
+    def _zookeeper_settings(self, zk_port: int) -> dict[str, object]:
+        return {
+            "broker.id": 1,
+            "zookeeper.connect": f"{LOOPBACK}:{zk_port}",
+            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            **self._common_settings(),
+        }
+
+    def _common_settings(self) -> dict[str, object]:
+        return {
+            "log.dirs": self.log_dir,
+            "num.partitions": 1,
+            "offsets.topic.replication.factor": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            "auto.create.topics.enable": "false",
+            **self.overrides,
+        }
+
+    def _start_zookeeper(self) -> int:
+        zk_port = free_port()
+        config = self.workdir / "zookeeper.properties"
+        _write_properties(config, {
+            "dataDir": self.workdir / "zookeeper", "clientPort": zk_port,
+            "clientPortAddress": LOOPBACK, "maxClientCnxns": 0, "admin.enableServer": "false",
+        })
+        with open(self.workdir / "zookeeper.log", "ab") as out:
+            self._zookeeper = subprocess.Popen(
+                self.java_command("org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config),
+                                  level="INFO", server=True),
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + 60
+        while not _accepts_connections(zk_port):
+            if self._zookeeper.poll() is not None or time.monotonic() > deadline:
+                raise LabError("ZooKeeper did not start:\n" + _tail(self.workdir / "zookeeper.log"))
+            time.sleep(0.25)
+        return zk_port
+
+    def _wait_until_started(self) -> None:
+        started = re.compile(rb"Kafka ?Server started|\[KafkaServer id=\d+\] started")
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self._broker.poll() is not None:
+                raise LabError(f"Kafka {self.version} exited with {self._broker.returncode} "
+                               f"while starting:\n{_tail(self.broker_log)}")
+            if started.search(self.broker_log.read_bytes()) and _accepts_connections(self.port):
+                return
+            if time.monotonic() > deadline:
+                raise LabError(f"Kafka {self.version} not started after {self.start_timeout} s:\n"
+                               f"{_tail(self.broker_log)}")
+            time.sleep(0.25)
+
+    # -- Kafka's tools against this broker ----------------------------------------------------
+
+    def topics(self, *args: str) -> str:
+        return self.run("org.apache.kafka.tools.TopicCommand",
+                        "--bootstrap-server", self.bootstrap, *args).stdout
+
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: dict[str, object] | None = None) -> None:
+        args = ["--create", "--topic", name, "--partitions", str(partitions),
+                "--replication-factor", "1"]
+        for key, value in (config or {}).items():
+            args += ["--config", f"{key}={value}"]
+        self.topics(*args)
+
+    def consumer_groups(self, *args: str) -> str:
+        """kafka-consumer-groups; e.g. consumer_groups("--describe", "--group", "g")."""
+        return self.run("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                        "--bootstrap-server", self.bootstrap, *args).stdout
+
+    def console_producer(self, topic: str, lines: list[str],
+                         properties: dict[str, object] | None = None, key_separator: str | None = None) -> None:
+        args = ["--bootstrap-server", self.bootstrap, "--topic", topic]
+        for key, value in (properties or {}).items():
+            args += ["--producer-property", f"{key}={value}"]
+        if key_separator is not None:
+            args += ["--property", "parse.key=true", "--property", f"key.separator={key_separator}"]
+        main = self.main_class("org.apache.kafka.tools.ConsoleProducer", "kafka.tools.ConsoleProducer")
+        self.run(main, *args, input="".join(line + "\n" for line in lines))
+
+    def console_consumer(self, topic: str, max_messages: int, group: str | None = None,
+                         properties: dict[str, object] | None = None,
+                         timeout_ms: int = 60000, print_key: bool = False) -> list[str]:
+        args = ["--bootstrap-server", self.bootstrap, "--topic", topic, "--from-beginning",
+                "--max-messages", str(max_messages), "--timeout-ms", str(timeout_ms)]
+        if group is not None:
+            args += ["--group", group]
+        if print_key:
+            args += ["--property", "print.key=true", "--property", "key.separator=\t"]
+        for key, value in (properties or {}).items():
+            args += ["--consumer-property", f"{key}={value}"]
+        main = self.main_class("org.apache.kafka.tools.consumer.ConsoleConsumer",
+                               "kafka.tools.ConsoleConsumer")
+        return self.run(main, *args).stdout.splitlines()
+
+    def java_clients(self, command: str, properties: dict[str, object], spec: object,
+                     timeout: float = 300) -> list[dict]:
+        """Run tests/lab/kafka/LabClients.java (4.x clients): produce, consume or committed.
+
+        Returns its events, the Java client's own view of what it sent, read and committed.
+        """
+        classpath = self.compile_java(LAB_FILES / "LabClients.java")
+        properties = {"bootstrap.servers": self.bootstrap, **properties}
+        with tempfile.TemporaryDirectory(prefix="kinspect-labclients-") as scratch:
+            props_file, spec_file = Path(scratch) / "props.json", Path(scratch) / "spec.json"
+            props_file.write_text(json.dumps({k: str(v) for k, v in properties.items()}))
+            spec_file.write_text(json.dumps(spec))
+            done = self.run("LabClients", command, str(props_file), str(spec_file),
+                            classpath=classpath, timeout=timeout)
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the lab's Python dies, so no JVM outlives it."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _write_properties(path: Path, settings: dict[str, object]) -> None:
+    path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+
+
+def _terminate(process: subprocess.Popen | None, timeout: float) -> None:
+    if process is None or process.poll() is not None:
+        return None
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    return None
+
+
+def _tail(path: Path, size: int = 6000) -> str:
+    try:
+        return path.read_bytes()[-size:].decode(errors="replace")
+    except OSError:
+        return f"({path} unreadable)"
