@@ -2,7 +2,7 @@
 
 ``decode_batch`` is called by the record-set walker once it has framed a batch: the batch
 occupies ``buf[pos:pos + 12 + batch_length]`` and its magic byte is 2. The records loop is
-the hot path: single-byte varints are decoded inline, longer ones in ``_uvarint``.
+the hot path: one- and two-byte varints are decoded inline, longer ones in ``_uvarint``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class _Bad(Exception):
 
 def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: int,
                  problems: list[Problem], max_output: int) -> dict:
-    (base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
+    (base_offset, batch_length, leader_epoch, _magic, crc, attributes, last_offset_delta,
      base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
      records_count) = HEADER.unpack_from(buf, pos)
     end = pos + 12 + batch_length
@@ -84,7 +84,7 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
             return batch
         records, framed = _decode_records(data, 0, len(data), base_offset, base_timestamp,
                                           fixed_timestamp, where, problems, 0,
-                                          base + payload_start)
+                                          base + payload_start, codec_name(codec))
     batch["records"] = records
     if framed != records_count:
         problems.append(Problem(
@@ -101,12 +101,13 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
 
 def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_timestamp: int,
                     fixed_timestamp: int | None, where: str, problems: list[Problem],
-                    shift: int, compressed_at: int | None) -> tuple[list[dict], int]:
+                    shift: int, compressed_at: int | None, codec: str = ""
+                    ) -> tuple[list[dict], int]:
     """Decode records in data[pos:end]; return them and how many records were framed.
 
     Problem offsets are ``shift + position`` for uncompressed data; inside a decompressed
-    payload they are ``compressed_at`` (the payload's absolute position) and the text says
-    which decompressed byte.
+    payload they are ``compressed_at`` (the payload's absolute position) and the text names
+    the codec and the decompressed byte.
     """
     records: list[dict] = []
     append = records.append
@@ -217,7 +218,7 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
                 at = shift + start
             else:
                 at = compressed_at
-                what += f" (decompressed byte {start})"
+                what += f" (byte {start} of the {codec}-decompressed records)"
             problems.append(Problem(what, f"{where} → records[{framed}]", at, ERROR, check))
             framed += 1
             if record_end is None:

@@ -117,13 +117,14 @@ def _decode_inner(data: bytes, wrapper: dict, where: str, at: int,
     records: list[dict] = []
     raw_offsets: list[int] = []
     view = memoryview(data)
+    codec = f"{wrapper['compression']}-decompressed"
     pos, end = 0, len(data)
     while pos < end:
         inner_where = f"{where} → records[{len(raw_offsets)}]"
         left = end - pos
         if left < 17:
             problems.append(Problem(f"decompressed message set ends with {left} bytes that are "
-                                    f"not a message (decompressed byte {pos})",
+                                    f"not a message ({codec} byte {pos})",
                                     inner_where, at, ERROR, "decompress"))
             break
         _, size = FRAME.unpack_from(data, pos)
@@ -131,23 +132,23 @@ def _decode_inner(data: bytes, wrapper: dict, where: str, at: int,
         if magic not in MIN_MESSAGE_SIZE or size < MIN_MESSAGE_SIZE[magic] or size > left - 12:
             problems.append(Problem(
                 f"decompressed bytes are not a message set: message of size {size}, magic {magic} "
-                f"with {left - 12} bytes left (decompressed byte {pos})",
+                f"with {left - 12} bytes left ({codec} byte {pos})",
                 inner_where, at, ERROR, "decompress"))
             break
         (offset, _, crc, magic, attributes, timestamp, key, value, computed,
          error) = _read_message(data, view, pos)
         if error:
-            problems.append(Problem(f"{error} (decompressed byte {pos})", inner_where, at, ERROR,
+            problems.append(Problem(f"{error} ({codec} byte {pos})", inner_where, at, ERROR,
                                     "record_length"))
             break
         if computed != crc:
             problems.append(Problem(
                 f"inner message CRC-32 is {crc:#010x} but the bytes give {computed:#010x} "
-                f"(decompressed byte {pos})", inner_where, at, ERROR, "crc", computed, crc))
+                f"({codec} byte {pos})", inner_where, at, ERROR, "crc", computed, crc))
         if attributes & CODEC_MASK:
             problems.append(Problem(
                 f"inner message is itself compressed ({codec_name(attributes & CODEC_MASK)}): "
-                f"wrappers nest one level only (decompressed byte {pos})",
+                f"wrappers nest one level only ({codec} byte {pos})",
                 inner_where, at, ERROR, "wrapper_nesting"))
         raw_offsets.append(offset)
         records.append({"offset": offset, "timestamp": timestamp, "key": key, "value": value,

@@ -47,12 +47,10 @@ def iter_batches(buf: bytes | bytearray | memoryview, path: str = "records", bas
 
     Memory stays bounded by the largest batch, so segment files can be streamed from mmap.
     """
-    if isinstance(buf, bytearray):
-        buf = memoryview(buf)
-    view = buf if isinstance(buf, memoryview) else memoryview(buf)
-    if view.ndim != 1 or view.itemsize != 1:
-        view = view.cast("B")
-        buf = view
+    if isinstance(buf, bytes):
+        view = memoryview(buf)
+    else:  # bytearray, memoryview, mmap: read through a flat byte view, copy one batch at a time
+        buf = view = memoryview(buf).cast("B")
     end = len(view)
     pos = 0
     index = 0
@@ -80,10 +78,12 @@ def iter_batches(buf: bytes | bytearray | memoryview, path: str = "records", bas
             if _all_zero(view, pos, end):
                 _zero_padding(pos, end, where, base, problems)
             else:
+                minimum = minimum or MAGIC_AT - FRAME_SIZE + 1
                 problems.append(Problem(
-                    f"length {length} is below the minimum {minimum or 5} for magic {magic}; "
-                    f"the remaining {left} bytes cannot be framed", where, base + pos + 8,
-                    ERROR, "batch_length", f">= {minimum or 5}", length))
+                    f"length {length} is below the minimum {minimum}"
+                    f"{'' if magic is None else f' for magic {magic}'}; the remaining {left} "
+                    f"bytes cannot be framed", where, base + pos + 8, ERROR, "batch_length",
+                    f">= {minimum}", length))
             yield None, problems
             return
         if minimum is None:  # unknown magic: the length is all we can trust, so skip the unit

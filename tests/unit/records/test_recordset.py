@@ -1,9 +1,11 @@
+import mmap
 import struct
 
 import pytest
 
 from kinspect.problems import Problem
 from kinspect.records import decode_records, iter_batches
+from tests.conftest import REALDATA
 from tests.unit.records.conftest import (FIXTURES, java_fixture, kafka_rust_fetch, kafkajs_fetch,
                                          values_of)
 
@@ -86,6 +88,16 @@ def test_iter_batches_streams_unit_by_unit():
     assert first["position"] == 0 and problems == []
     rest = list(stream)
     assert len(rest) + 1 == len(_units(data))
+
+
+def test_a_memory_mapped_segment_streams_batch_by_batch():
+    path = REALDATA / "soc-streaming-detection/auth_events-0/00000000000000000000.log"
+    with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        count = 0
+        for batch, problems in iter_batches(mapped, partial_ok=False):
+            assert problems == [] and type(batch["records"][0]["value"]) is bytes
+            count += 1
+    assert count == 2273
 
 
 def test_truncation_at_every_byte_never_raises_and_frames_what_is_whole():
