@@ -187,15 +187,19 @@ def _inner_offsets(message: dict, inner_offsets: list[int], where: str,
     position = message["position"]
     if any(b <= a for a, b in zip(inner_offsets, inner_offsets[1:])):
         problems.append(Problem("inner message offsets do not increase", where, position, ERROR,
-                                "wrapper_inner_offsets", "increasing", inner_offsets))
+                                "wrapper_inner_offsets", "increasing", _first(inner_offsets)))
         return
     if message["magic"] == 1:
         expected = list(range(len(inner_offsets)))
         if inner_offsets != expected:
             problems.append(Problem("magic 1 inner offsets should be relative: 0, 1, 2, ...", where,
                                     position, WARNING, "wrapper_inner_offsets",
-                                    f"0..{len(expected) - 1}", inner_offsets))
+                                    f"0..{len(expected) - 1}", _first(inner_offsets)))
     elif inner_offsets[-1] != message["offset"]:  # normal in a Produce request
         problems.append(Problem(f"magic 0 wrapper offset {message['offset']} is not its last inner "
                                 f"offset {inner_offsets[-1]}", where, position, INFO,
                                 "wrapper_inner_offsets", inner_offsets[-1], message["offset"]))
+
+
+def _first(offsets: list[int], shown: int = 20) -> list[int | str]:
+    return offsets if len(offsets) <= shown else offsets[:shown] + [f"... {len(offsets)} in all"]
