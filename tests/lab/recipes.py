@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.lab import capinfo
 from tests.lab.netns import lab_network
-from tests.lab.recorder import Recorder
+from tests.lab.recorder import PacketsDropped, Recorder
 from tests.lab.runner import run_client
 from tests.lab.tansu import TansuBroker, tansu_version
 
@@ -99,8 +99,18 @@ def _loopback_mtu() -> int:
     return int(Path("/sys/class/net/lo/mtu").read_text())
 
 
-def record(recipe: Recipe, directory: Path, log_dir: Path | None = None) -> Path:
-    """Record one capture; return the path of its manifest."""
+def record(recipe: Recipe, directory: Path, log_dir: Path | None = None, attempts: int = 3) -> Path:
+    """Record one capture; return the path of its manifest. A capture the kernel dropped
+    packets from is incomplete: it is thrown away and recorded again."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _record_once(recipe, directory, log_dir)
+        except PacketsDropped:
+            if attempt == attempts:
+                raise
+
+
+def _record_once(recipe: Recipe, directory: Path, log_dir: Path | None) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     capture = directory / recipe.filename
     capture.unlink(missing_ok=True)

@@ -18,6 +18,12 @@ from pathlib import Path
 LISTENING = {"tcpdump": re.compile(r"listening on "), "dumpcap": re.compile(r"Capturing on ")}
 TCPDUMP_COUNT = re.compile(r"(\d+) packets? captured")
 TCPDUMP_DROPS = re.compile(r"(\d+) packets? dropped by kernel")
+DUMPCAP_DROPS = re.compile(r"Packets received/dropped on interface .*: \d+/(\d+)")
+BUFFER_MIB = 32  # the default 2 MiB ring overflows when a loaded machine starves the reader
+
+
+class PacketsDropped(RuntimeError):
+    """The kernel dropped packets: the capture is incomplete and must not be used."""
 
 
 @dataclass
@@ -43,9 +49,10 @@ class Recorder:
             # -U: write each packet as it arrives; --immediate-mode: no kernel batching, so
             # SIGINT cannot strand packets in the ring; -Z root: keep the right to write.
             argv = ["tcpdump", "-i", self.interface, "-s", "0", "-U", "--immediate-mode",
-                    "-Z", "root", "-w", str(self.output)]
+                    "-B", str(BUFFER_MIB * 1024), "-Z", "root", "-w", str(self.output)]
         elif self.tool == "dumpcap":
-            argv = ["dumpcap", "-i", self.interface, "-s", "0", "-w", str(self.output)]
+            argv = ["dumpcap", "-i", self.interface, "-s", "0", "-B", str(BUFFER_MIB),
+                    "-w", str(self.output)]
             if self.fmt == "pcap":
                 argv.append("-P")
         else:
@@ -110,9 +117,9 @@ class Recorder:
         self._settle()
         self._terminate()
         self.output.chmod(0o644)  # dumpcap creates 0600; these files are meant to be shared
-        drops = [int(m.group(1)) for line in self.stderr if (m := TCPDUMP_DROPS.search(line))]
-        if any(drops):
-            raise RuntimeError("tcpdump dropped packets:\n" + "\n".join(self.stderr))
+        pattern = TCPDUMP_DROPS if self.tool == "tcpdump" else DUMPCAP_DROPS
+        if any(int(m.group(1)) for line in self.stderr if (m := pattern.search(line))):
+            raise PacketsDropped(f"{self.tool} dropped packets:\n" + "\n".join(self.stderr))
 
     def _terminate(self) -> None:
         self.process.send_signal(signal.SIGINT)
