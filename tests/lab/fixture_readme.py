@@ -46,10 +46,12 @@ this README too.
   interfaces only; nothing leaves the namespaces). Segmentation offload is off
   (`gso_max_segs 1`), so the tap sees the real 1500-byte segments, not 64 KB super-packets.
   The capture runs in the clients' namespace; both namespaces are deleted afterwards.
-- **Capture**: `tcpdump -s 0 -U --immediate-mode` (writes pcap) or `dumpcap -s 0` (pcapng,
-  or pcap with `-P`), filter `tcp port <broker port>`, started and listening before the first
-  client connects, stopped with SIGINT once the packet count has settled. Linux cooked v2
-  (SLL2) comes from `-i any -y LINUX_SLL2`.
+- **Capture**: `tcpdump -s 0 -U --immediate-mode -B 32768` (writes pcap) or
+  `dumpcap -s 0 -B 32` (pcapng, or pcap with `-P`), filter `tcp port <broker port>`, started
+  and listening before the first client connects, stopped with SIGINT once the packet count
+  has settled (tcpdump) or after a one-second pause (dumpcap). A capture the kernel dropped
+  packets from is thrown away and recorded again. Linux cooked v2 (SLL2) comes from
+  `-i any -y LINUX_SLL2`.
 - **Clients** (`tests/lab/clients/`): each makes one producer per codec, produces unique
   values `<label>-<codec>-<i>` (padded with `x` to `--value-size`; every third record
   carries two headers), then a consumer group reads them all back, commits synchronously and

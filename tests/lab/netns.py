@@ -4,11 +4,15 @@ Loopback has MTU 65536, so there a Kafka message is one TCP segment; production 
 split them. The broker runs in one namespace, the clients in the other, and the capture
 watches the veth. Addresses come from 198.18.0.0/15 (RFC 2544 benchmarking) and exist only
 on these two veths; nothing routes out of the namespaces. Deleting a namespace deletes its
-veth end, and with it the pair, so teardown is two commands and always runs.
+veth end, and with it the pair, so teardown is two commands and always runs. Names carry
+the owner's pid, so namespaces left by a killed run (SIGKILL skips `finally`) are swept the
+next time the lab starts.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import secrets
 import subprocess
 import time
@@ -18,6 +22,7 @@ from typing import Iterator
 
 MTU = 1500
 SUBNET_BITS = 30
+OUR_NAMESPACE = re.compile(r"^kinspect-lab-(\d+)-[0-9a-f]{6}-(broker|client)$")
 
 
 @dataclass(frozen=True)
@@ -62,12 +67,37 @@ def _wait_for_carrier(side: Side, timeout: float = 5.0) -> None:
     raise RuntimeError(f"veth {side.interface} in {side.netns} has no carrier after {timeout}s")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphans() -> list[str]:
+    """Delete lab namespaces whose creating process is gone; return their names."""
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    swept = []
+    for line in listing.splitlines():
+        name = line.split()[0] if line.strip() else ""
+        m = OUR_NAMESPACE.match(name)
+        if m and not _alive(int(m.group(1))):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+            swept.append(name)
+    return swept
+
+
 @contextmanager
 def lab_network() -> Iterator[LabNetwork]:
     """Create the namespaces and veth pair; delete both on exit, whatever happened."""
+    sweep_orphans()
     token = secrets.token_hex(3)
-    broker = Side(f"kinspect-{token}-broker", f"kb{token}", "198.18.0.1")
-    client = Side(f"kinspect-{token}-client", f"kc{token}", "198.18.0.2")
+    prefix = f"kinspect-lab-{os.getpid()}-{token}"
+    broker = Side(f"{prefix}-broker", f"kb{token}", "198.18.0.1")
+    client = Side(f"{prefix}-client", f"kc{token}", "198.18.0.2")
     created: list[str] = []
     try:
         for side in (broker, client):
