@@ -135,11 +135,15 @@ class _Fault(Exception):
 
 
 class _Context:
-    __slots__ = ("problems", "prefix", "base", "raw_records")
+    __slots__ = ("problems", "prefix", "base", "raw_records", "partial_ok", "record_checks")
 
-    def __init__(self, prefix: str, base: int, raw_records: bool):
+    def __init__(self, prefix: str, base: int, raw_records: bool, partial_ok: bool = True,
+                 record_checks: bool = False):
         self.problems: list[Problem] = []
         self.prefix, self.base, self.raw_records = prefix, base, raw_records
+        # A broker may cut a fetched record set short; a producer never sends half a batch.
+        self.partial_ok = partial_ok
+        self.record_checks = record_checks
 
     def warn(self, what: str, where: str, pos: int) -> None:
         path = f"{self.prefix} → {where}" if where else self.prefix
@@ -211,7 +215,8 @@ def _records(buf, pos: int, n: int, path: str, c: _Context):
     if decode is None:
         return buf[pos:pos + n]
     try:
-        batches, problems = decode(memoryview(buf)[pos:pos + n], path=path, base=c.base + pos)
+        batches, problems = decode(memoryview(buf)[pos:pos + n], path=path, base=c.base + pos,
+                                   partial_ok=c.partial_ok, checks=c.record_checks)
     except Exception as exc:  # the record decoder must not take the body down with it
         c.problems.append(Problem(f"record decoder failed: {exc!r}", path, c.base + pos))
         return buf[pos:pos + n]
@@ -525,7 +530,7 @@ _DECODERS: dict[tuple[int, int, str], tuple] = {}  # (key, version, kind) → (d
 
 
 def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryview, base: int = 0,
-                path: str | None = None, *, raw_records: bool = False
+                path: str | None = None, *, raw_records: bool = False, record_checks: bool = True
                 ) -> tuple[dict, list[Problem]]:
     """Decode one request or response body (the bytes after the header).
 
@@ -546,7 +551,7 @@ def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryvi
     prefix = default_prefix if path is None else path
     if not isinstance(buf, bytes):
         buf = bytes(buf)
-    body, problems = _run(compiled, buf, base, prefix, raw_records)
+    body, problems = _run(compiled, buf, base, prefix, raw_records, kind == "response", record_checks)
     if (api_key == API_VERSIONS_KEY and kind == "response" and api_version > 0 and problems
             and len(buf) >= 2 and _RUNTIME["_I16"](buf, 0)[0] == UNSUPPORTED_VERSION):
         # a broker lacking the requested version answers with a v0 body
@@ -558,8 +563,9 @@ def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryvi
     return body, problems
 
 
-def _run(decode, buf: bytes, base: int, prefix: str, raw_records: bool):
-    c = _Context(prefix, base, raw_records)
+def _run(decode, buf: bytes, base: int, prefix: str, raw_records: bool, partial_ok: bool = True,
+         record_checks: bool = False):
+    c = _Context(prefix, base, raw_records, partial_ok, record_checks)
     body: dict = {}
     end = len(buf)
     try:
