@@ -1,0 +1,572 @@
+"""kinspect validate, the library: walk paths, tell what each file is, run the record checks of
+kinspect.records on everything in it, and report each problem as a Finding.
+
+Files are told apart by content: a pcap/pcapng/gzip magic is a capture (every record set in
+every Produce/Fetch body is checked, through DecodeRun), Kafka's segment names
+(``00000000000000000000.log``) are log segments, and anything with a plausible batch header at
+byte 0 is a record file (a fixture of batches or message sets). Segments and record files are
+walked unit by unit from an mmap; a unit that does not frame is reported and the walk resumes
+at the next batch whose CRC holds, so one damaged batch does not hide the rest of the file.
+
+``validate_paths`` yields Findings as they are found and a FileReport after each file's last
+finding, so memory stays bounded whatever the size of the files.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
+
+from kinspect.capture.source import sniff_format
+from kinspect.pipeline import CaptureUnreadable, DecodeRun
+from kinspect.problems import ERROR, INFO, WARNING, Problem
+from kinspect.records import iter_batches
+from kinspect.records.checks import check_offset_order
+from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
+from kinspect.records.recordset import MIN_LENGTH
+
+SEGMENT_NAME = re.compile(r"\d{20}\.log")
+# Kafka's files beside the segments: not record sets
+SIDE_FILE = re.compile(r".*(\.index|\.timeindex|\.txnindex|\.snapshot|\.deleted|\.cleaned|\.swap|"
+                       r"checkpoint|\.properties|\.metadata|\.lock)")
+RECORD_APIS = {0: "Produce", 1: "Fetch", 78: "ShareFetch"}
+# Batches no larger than this are believed when detecting record files and resyncing.
+MAX_PLAUSIBLE_LENGTH = 1 << 30
+PROGRESS_EVERY = 4 << 20
+RELEASE_EVERY = 64 << 20
+
+_FRAME = struct.Struct(">qi")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_ZEROS = memoryview(bytes(1 << 20))
+# A position where a unit could start: length (bytes 8..11) in [14, 2**30), magic 0-2 at byte 16.
+_CANDIDATE = re.compile(rb"(?s)(?=.{8}(?:[\x01-\x3f]...|\x00[\x01-\xff]..|\x00\x00[\x01-\xff].|"
+                        rb"\x00\x00\x00[\x0e-\xff]).{4}[\x00-\x02])")
+
+# Check names grouped as CI reports show them (one JUnit testcase per family).
+CHECK_FAMILIES = {
+    "framing": ("batch_length", "magic", "partial_trailing", "trailing_zeros", "resync",
+                "segment_name"),
+    "crc": ("crc",),
+    "records": ("records_count", "record_length", "varint_bounds", "headers"),
+    "compression": ("codec", "decompress", "zstd_legacy", "wrapper_nesting", "wrapper_magic"),
+    "attributes": ("reserved_attributes",),
+    "timestamps": ("max_timestamp", "log_append_time", "legacy_timestamp"),
+    "offsets": ("offset_delta_order", "last_offset_delta", "offset_order", "offset_gap",
+                "wrapper_inner_offsets"),
+    "producer": ("producer_fields",),
+    "control": ("control_record",),
+}
+_FAMILY_OF = {check: family for family, checks in CHECK_FAMILIES.items() for check in checks}
+
+
+def check_family(check: str, kind: str = "records") -> str:
+    return _FAMILY_OF.get(check, "capture" if kind == "capture" else "other")
+
+
+@dataclass(slots=True)
+class Finding:
+    """One problem in one file: the check, where (byte position, batch), expected and found.
+
+    ``position`` is absolute in the file for segments and record files; in a capture it is the
+    byte offset in the Kafka frame of the exchange named by ``context``.
+    """
+    file: str
+    check: str
+    severity: str
+    what: str
+    path: str = ""
+    position: int | None = None
+    batch: int | None = None
+    base_offset: int | None = None
+    expected: object = None
+    found: object = None
+    context: dict | None = None
+
+    def to_dict(self) -> dict:
+        d = {"type": "finding", "file": self.file, "check": self.check,
+             "severity": self.severity, "what": self.what, "path": self.path,
+             "position": self.position, "batch": self.batch, "base_offset": self.base_offset,
+             "expected": self.expected, "found": self.found}
+        if self.context:
+            d.update(self.context)
+        return d
+
+
+@dataclass
+class FileReport:
+    """What one file held and how many findings of each severity it gave."""
+    file: str
+    kind: str  # segment, records, capture, unknown
+    size: int = 0
+    batches: int = 0
+    records: int = 0
+    record_sets: int = 0
+    counts: dict = field(default_factory=lambda: {ERROR: 0, WARNING: 0, INFO: 0})
+    unreadable: str | None = None
+    seconds: float = 0.0
+
+    def failed(self, strict: bool = False) -> bool:
+        return bool(self.counts[ERROR] or (strict and self.counts[WARNING]))
+
+    def status(self, strict: bool = False) -> str:
+        if self.unreadable is not None:
+            return "unreadable"
+        return "problems" if self.failed(strict) else "ok"
+
+    def to_dict(self, strict: bool = False) -> dict:
+        d = {"type": "file", "file": self.file, "kind": self.kind, "status": self.status(strict),
+             "bytes": self.size, "batches": self.batches, "records": self.records,
+             "errors": self.counts[ERROR], "warnings": self.counts[WARNING],
+             "infos": self.counts[INFO]}
+        if self.kind == "capture":
+            d["record_sets"] = self.record_sets
+        if self.unreadable is not None:
+            d["reason"] = self.unreadable
+        return d
+
+
+# ------------------------------------------------------------------ paths and classification
+
+def validate_paths(paths: Iterable[str | os.PathLike], *, max_output: int = DEFAULT_MAX_OUTPUT,
+                   progress: Callable[[str, int, int], None] | None = None
+                   ) -> Iterator[Finding | FileReport]:
+    """Every file under ``paths``: its findings, then its FileReport.
+
+    Named files must be something kinspect validates (else their report is unreadable);
+    files found in directories are skipped silently unless their content or name says Kafka.
+    ``progress(file, done, total)`` is called now and then while a file is walked.
+    """
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for file in _walk_directory(path):
+                kind = classify(file, explicit=False)
+                if kind is not None:
+                    yield from validate_file(file, kind, max_output=max_output, progress=progress)
+        else:
+            yield from validate_file(path, None, max_output=max_output, progress=progress)
+
+
+def _walk_directory(root: Path) -> Iterator[Path]:
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                yield Path(directory, name)
+
+
+def classify(path: Path, explicit: bool = True) -> str | None:
+    """'capture', 'segment', 'records' or None (not something validate reads)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            size = os.fstat(f.fileno()).st_size
+    except OSError:
+        return "unknown" if explicit else None
+    return classify_bytes(path.name, head, size, explicit)
+
+
+def classify_bytes(name: str, head: bytes, size: int, explicit: bool = True) -> str | None:
+    if sniff_format(head) is not None:
+        return "capture"
+    if SEGMENT_NAME.fullmatch(name) or (explicit and name.endswith(".log")):
+        return "segment"
+    if SIDE_FILE.fullmatch(name):
+        return None
+    if _plausible_header(head, size, strict=not explicit):
+        return "records"
+    return None
+
+
+def _plausible_header(head: bytes, size: int, strict: bool) -> bool:
+    """A batch or message header at byte 0. Strict (files met in a directory walk): the
+    unit fits the file and the next header or the end of the file follows it."""
+    if len(head) < 17:
+        return False
+    length = _FRAME.unpack_from(head, 0)[1]
+    minimum = MIN_LENGTH.get(head[16])
+    if minimum is None or not minimum <= length <= MAX_PLAUSIBLE_LENGTH:
+        return False
+    if not strict:
+        return True
+    return 12 + length == size or (12 + length < size - 17 and _fits_next(head, length, size))
+
+
+def _fits_next(head: bytes, length: int, size: int) -> bool:
+    # head holds 64 bytes: a second header is visible only after a short first unit
+    at = 12 + length
+    if at + 17 > len(head):
+        return True
+    next_length = _FRAME.unpack_from(head, at)[1]
+    minimum = MIN_LENGTH.get(head[at + 16])
+    return minimum is not None and minimum <= next_length <= size - at - 12
+
+
+# ------------------------------------------------------------------ one file
+
+def validate_file(path: Path, kind: str | None = None, *, max_output: int = DEFAULT_MAX_OUTPUT,
+                  progress: Callable[[str, int, int], None] | None = None
+                  ) -> Iterator[Finding | FileReport]:
+    name = str(path)
+    started = time.perf_counter()
+    report = FileReport(name, kind or "unknown")
+    try:
+        report.size = path.stat().st_size
+        if kind is None:
+            kind = report.kind = classify(path) or "unknown"
+    except OSError as e:
+        report.unreadable = e.strerror or str(e)
+    if report.unreadable is None and kind == "unknown":
+        report.unreadable = _not_recognised(path)
+    if report.unreadable is None:
+        if kind == "capture":
+            findings = _capture_findings(path, report)
+        else:
+            findings = _mapped_findings(path, report, max_output, progress)
+        for finding in findings:
+            report.counts[finding.severity] = report.counts.get(finding.severity, 0) + 1
+            yield finding
+    report.seconds = time.perf_counter() - started
+    yield report
+
+
+def _not_recognised(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as e:
+        return e.strerror or str(e)
+    if not head:
+        return "empty file: not a capture, log segment or record file"
+    return (f"not a capture, log segment or record file (starts with {head.hex(' ')}); "
+            f"kinspect validate reads pcap/pcapng, *.log segments and files of record batches")
+
+
+def _mapped_findings(path: Path, report: FileReport, max_output: int,
+                     progress: Callable[[str, int, int], None] | None) -> Iterator[Finding]:
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        report.unreadable = e.strerror or str(e)
+        return
+    with f:
+        if report.size == 0:
+            return  # an empty segment: Kafka's newest segment often is
+        try:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as e:
+            report.unreadable = f"cannot map the file: {e}"
+            return
+        try:
+            mapped.madvise(mmap.MADV_SEQUENTIAL)
+            view = memoryview(mapped)
+            released = 0
+
+            def advance(pos: int) -> None:
+                nonlocal released
+                if progress is not None:
+                    progress(str(path), pos, report.size)
+                if pos - released >= RELEASE_EVERY:  # walked pages are not needed again
+                    upto = pos - pos % mmap.PAGESIZE
+                    mapped.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                    released = upto
+
+            try:
+                yield from walk_records(view, str(path), report, max_output=max_output,
+                                        progress=advance, segment_name=path.name)
+            finally:
+                view.release()
+        finally:
+            try:
+                mapped.close()
+            except BufferError:  # a view still referenced somewhere: the collector closes it
+                pass
+
+
+def validate_bytes(data: bytes, name: str = "<bytes>", kind: str = "records", *,
+                   max_output: int = DEFAULT_MAX_OUTPUT) -> tuple[FileReport, list[Finding]]:
+    """Validate an in-memory record file or segment (tests, fuzzing)."""
+    report = FileReport(name, kind, size=len(data))
+    findings = list(walk_records(memoryview(data), name, report, max_output=max_output,
+                                 segment_name=name if kind == "segment" else ""))
+    for finding in findings:
+        report.counts[finding.severity] += 1
+    return report, findings
+
+
+# ------------------------------------------------------------------ segments and record files
+
+def walk_records(view: memoryview, file: str, report: FileReport, *,
+                 max_output: int = DEFAULT_MAX_OUTPUT, progress: Callable[[int], None] | None = None,
+                 segment_name: str = "") -> Iterator[Finding]:
+    """Every unit (v2 batch or legacy message) of a record file, checked; resyncs after damage.
+
+    Each unit that frames is handed whole to kinspect.records (decode + checks); framing is
+    done here because, unlike a record set in a Fetch, a file goes on after a damaged unit.
+    """
+    end = len(view)
+    pos = index = 0
+    previous_last = None
+    next_report = PROGRESS_EVERY
+    resume_at = None  # a valid unit found while looking past a damaged one
+    while pos < end:
+        if progress is not None and pos >= next_report:
+            progress(pos)
+            next_report = pos + PROGRESS_EVERY
+        length = _frames(view, pos, end)
+        if length is None:
+            if end - pos >= 12 and _zeros_to_end(view, pos, end):
+                yield Finding(file, "trailing_zeros", INFO,
+                              f"{end - pos} zero bytes after the last batch (preallocated or "
+                              f"padded space)", f"batch[{index}]", pos, index, None)
+                return
+            resumes = (resume_at if resume_at is not None and resume_at > pos
+                       else _resync(view, pos + 1, end))
+            yield from _unframed(view, pos, end, index, file, resumes)
+            pos, resume_at = resumes, None
+            index += 1
+            continue
+        unit_end = pos + 12 + length
+        problems: list[Problem] = []
+        unit = None
+        for unit, unit_problems in iter_batches(view[pos:unit_end], "", pos, partial_ok=False,
+                                                checks=True, max_output=max_output):
+            problems.extend(unit_problems)
+        base_offset = None
+        if unit is not None:
+            if unit["magic"] == 2:
+                first = base_offset = unit["base_offset"]
+                last = first + unit["last_offset_delta"]
+            else:
+                first = base_offset = (unit["records"][0]["offset"] if unit["records"]
+                                       else unit["offset"])
+                last = unit["offset"]
+            report.batches += 1
+            report.records += len(unit["records"])
+            if index == 0 and segment_name:
+                _segment_name(segment_name, first, pos, problems)
+            check_offset_order(previous_last, first, " → batch[0]", pos, problems)
+            previous_last = last
+        for problem in problems:
+            yield _from_problem(file, problem, index, base_offset)
+        if unit is not None and not unit["crc_valid"] and unit_end < end \
+                and _frames(view, unit_end, end) is None and not _zeros_to_end(view, unit_end, end):
+            # a damaged unit followed by bytes that do not frame: its length may be what's wrong
+            found = _resync(view, pos + 1, end)
+            if found < unit_end:
+                yield Finding(file, "batch_length", ERROR,
+                              f"batch length {length} is damaged: the next valid batch starts "
+                              f"at byte {found:#x}, inside the {length} bytes it declares",
+                              f"batch[{index}]", pos + 8, index, base_offset, found - pos - 12,
+                              length)
+                unit_end = found
+            else:
+                resume_at = found
+        pos = unit_end
+        index += 1
+    if progress is not None:
+        progress(end)
+
+
+def _frames(view: memoryview, pos: int, end: int) -> int | None:
+    """The length of the unit at pos if its header frames one inside the file, else None."""
+    if end - pos < 17:
+        return None
+    length = _FRAME.unpack_from(view, pos)[1]
+    minimum = MIN_LENGTH.get(view[pos + 16])
+    if minimum is None or length < minimum or length > end - pos - 12:
+        return None
+    return length
+
+
+def _sealed(view: memoryview, pos: int, length: int) -> bool:
+    """The unit at pos has a valid CRC: a real batch, not bytes that happen to look like one."""
+    unit_end = pos + 12 + length
+    if view[pos + 16] == 2:
+        return crc32c(view[pos + 21:unit_end]) == _U32.unpack_from(view, pos + 17)[0]
+    return zlib.crc32(view[pos + 16:unit_end]) == _U32.unpack_from(view, pos + 12)[0]
+
+
+def _resync(view: memoryview, start: int, end: int) -> int:
+    """The position of the next unit at or after start whose CRC holds, or end."""
+    for match in _CANDIDATE.finditer(view, start):
+        at = match.start()
+        length = _frames(view, at, end)
+        if length is not None and length <= MAX_PLAUSIBLE_LENGTH and _sealed(view, at, length):
+            return at
+    return end
+
+
+def _zeros_to_end(view: memoryview, pos: int, end: int) -> bool:
+    step = len(_ZEROS)
+    for start in range(pos, end, step):
+        stop = min(end, start + step)
+        if view[start:stop] != _ZEROS[:stop - start]:
+            return False
+    return True
+
+
+def _unframed(view: memoryview, pos: int, end: int, index: int, file: str,
+              resumes: int) -> Iterator[Finding]:
+    """Why the bytes at pos do not frame a unit, and where the walk resumes."""
+    where = f"batch[{index}]"
+    left = end - pos
+    base_offset = _I64.unpack_from(view, pos)[0] if left >= 8 else None
+    if left < 17:
+        yield Finding(file, "partial_trailing", ERROR,
+                      f"truncated batch: {left} bytes at the end are too few for a batch header",
+                      where, pos, index, base_offset, ">= 17", left)
+        return
+    length = _FRAME.unpack_from(view, pos)[1]
+    magic = view[pos + 16]
+    minimum = MIN_LENGTH.get(magic)
+    if minimum is None:
+        yield Finding(file, "magic", ERROR, f"unknown magic {magic}", where, pos + 16, index,
+                      base_offset, "0, 1 or 2", magic)
+    elif length < minimum:
+        yield Finding(file, "batch_length", ERROR,
+                      f"length {length} is below the minimum {minimum} for magic {magic}",
+                      where, pos + 8, index, base_offset, f">= {minimum}", length)
+    elif resumes < end:
+        yield Finding(file, "batch_length", ERROR,
+                      f"length {length} runs past the end of the file ({left - 12} bytes follow "
+                      f"it) but a valid batch starts at byte {resumes:#x}: the length is damaged",
+                      where, pos + 8, index, base_offset, resumes - pos - 12, length)
+    else:
+        yield Finding(file, "partial_trailing", ERROR,
+                      f"truncated batch: it declares {length} bytes after its length field but "
+                      f"only {left - 12} remain", where, pos, index, base_offset, length, left - 12)
+    if resumes < end:
+        yield Finding(file, "resync", WARNING,
+                      f"skipped {resumes - pos} bytes that do not frame a batch; resumed at the "
+                      f"next valid batch at byte {resumes:#x}", where, pos, index, base_offset,
+                      None, resumes - pos)
+
+
+def _segment_name(name: str, first: int, pos: int, problems: list[Problem]) -> None:
+    """Kafka names a segment after the base offset of its first batch."""
+    if not SEGMENT_NAME.fullmatch(name):
+        return
+    named = int(name[:20])
+    if first < named:
+        problems.append(Problem(f"first batch offset {first} is below the segment's base offset "
+                                f"{named} (its file name)", " → batch[0]", pos, WARNING,
+                                "segment_name", f">= {named}", first))
+
+
+def _from_problem(file: str, problem: Problem, index: int, base_offset: int | None) -> Finding:
+    path = problem.path
+    if path.startswith(" → batch[0]"):  # each unit is decoded alone, as batch[0]
+        path = f"batch[{index}]{path[len(' → batch[0]'):]}"
+    return Finding(file, problem.check or "decode", problem.severity, problem.what, path,
+                   problem.offset, index, base_offset, problem.expected, problem.found)
+
+
+# ------------------------------------------------------------------ captures
+
+def _capture_findings(path: Path, report: FileReport) -> Iterator[Finding]:
+    run = DecodeRun(str(path))
+    file = str(path)
+    try:
+        for record in run.records():
+            kind = record.get("type")
+            if kind == "notice":
+                yield Finding(file, f"capture_{record.get('kind', 'notice')}", WARNING,
+                              record.get("what", ""), record.get("conn", ""),
+                              record.get("stream_offset"),
+                              context={"conn": record.get("conn"), "time": record.get("time")})
+            elif kind == "exchange" and record.get("api_key") in RECORD_APIS:
+                yield from _exchange_findings(file, record, report)
+    except CaptureUnreadable as e:
+        report.unreadable = str(e)
+        return
+    for problem in run.capture_problems:
+        yield Finding(file, problem.check or "capture", problem.severity, problem.what,
+                      problem.path, problem.offset, expected=problem.expected,
+                      found=problem.found)
+    if run.kafka_connections == 0:
+        yield Finding(file, "capture_kafka", WARNING,
+                      f"no Kafka traffic found in {run.packets} packets ({run.tcp_packets} TCP): "
+                      f"no record set was checked")
+
+
+def _exchange_findings(file: str, record: dict, report: FileReport) -> Iterator[Finding]:
+    for side in ("request", "response"):
+        body = record.get(side)
+        if body:
+            for batches in _record_sets(body):
+                report.record_sets += 1
+                report.batches += len(batches)
+                report.records += sum(len(batch.get("records", ())) for batch in batches)
+    for problem in record.get("problems") or ():
+        side = problem.get("side")
+        body = record.get(side) if side else None
+        batch, where = _locate(body, problem.get("path", ""))
+        context = {"conn": record.get("conn"), "correlation_id": record.get("correlation_id"),
+                   "api": f"{record.get('api_name')} v{record.get('api_version')}",
+                   "side": side, "time": record.get("request_time"), **where}
+        yield Finding(file, problem.get("check") or "exchange", problem.get("severity", ERROR),
+                      problem.get("what", ""), problem.get("path", ""), problem.get("offset"),
+                      _batch_index(problem),
+                      None if batch is None else batch.get("base_offset", batch.get("offset")),
+                      problem.get("expected"), problem.get("found"), context)
+
+
+def _record_sets(value) -> Iterator[list]:
+    """Decoded record sets (lists of batches) anywhere in a body."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "records" and isinstance(item, list) and (not item or isinstance(item[0], dict)):
+                yield item
+            elif isinstance(item, (dict, list)):
+                yield from _record_sets(item)
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, (dict, list)):
+                yield from _record_sets(item)
+
+
+_STEP = re.compile(r"(\w+)(?:\[(\d+)\])?")
+
+
+def _locate(body, path: str) -> tuple[dict | None, dict]:
+    """Follow a problem path ('FetchResponse v11 → responses[0] → … → records → batch[2]')
+    into the decoded body: the batch it names, and the topic and partition on the way."""
+    where: dict = {}
+    node = body
+    for step in path.split(" → ")[1:]:
+        match = _STEP.fullmatch(step)
+        if match is None or node is None:
+            break
+        name, index = match.group(1), match.group(2)
+        if isinstance(node, dict):
+            for key in ("topic", "name"):
+                if isinstance(node.get(key), str):
+                    where["topic"] = node[key]
+            for key in ("partition_index", "partition", "index"):
+                if isinstance(node.get(key), int):
+                    where["partition"] = node[key]
+        if name == "batch":
+            batches = node if isinstance(node, list) else None
+            i = int(index or 0)
+            return (batches[i] if batches and i < len(batches) and isinstance(batches[i], dict)
+                    else None), where
+        node = node.get(name) if isinstance(node, dict) else None
+        if index is not None:
+            node = node[int(index)] if isinstance(node, list) and int(index) < len(node) else None
+    return None, where
+
+
+def _batch_index(problem: dict) -> int | None:
+    match = re.search(r"→ batch\[(\d+)\]", problem.get("path", ""))
+    return int(match.group(1)) if match else None
