@@ -14,6 +14,7 @@ from tests.lab.recipes import RECIPES
 
 pytestmark = pytest.mark.lab
 
+LEGACY_GROUPS = "kafka-python-legacy-groups"
 SOURCES = [("fresh", r.name) for r in RECIPES] + [("committed", n) for n in committed_names()]
 
 
@@ -40,3 +41,14 @@ def test_decode_agrees_with_the_clients(capture, decoded, check):
     path, manifest = capture
     failures = checks.ALL_CHECKS[check](decoded(path), manifest)
     assert not failures, "\n".join(failures[:40])
+
+
+@pytest.mark.parametrize("source", ["fresh", "committed"])
+def test_tansus_malformed_list_offsets_v0_response_is_reported(source, request, decoded):
+    """Tansu omits old_style_offsets from ListOffsets v0 responses; tshark calls them malformed."""
+    path, _ = request.getfixturevalue(f"{source}_capture")(LEGACY_GROUPS)
+    answered_v0 = [e for e in decoded(path).exchanges
+                   if (e["api_key"], e["api_version"]) == (2, 0) and e["response"] is not None]
+    assert answered_v0
+    for exchange in answered_v0:
+        assert any(p.get("severity") == "error" for p in exchange["problems"]), exchange

@@ -39,18 +39,22 @@ def test_capture_holds_exactly_the_requests_the_clients_logged(name, fresh_captu
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_clients_produced_unique_values_and_consumed_and_committed_them(name, fresh_capture):
+def test_clients_did_what_the_recipe_expects(name, fresh_capture):
     _, manifest = fresh_capture(name)
-    recipe = BY_NAME[name]
     values = [p["value"] for c in manifest["clients"] for p in c["produced"]]
     assert values and len(values) == len(set(values))
     for client in manifest["clients"]:
+        expect = client["expect"]
         assert any(r["api_key"] == checks.PRODUCE and r["sent"] for r in client["requests"])
         delivered = [p for p in client["produced"] if p["delivered"]]
-        if not recipe.all_delivered:
-            assert delivered == [], "Tansu accepted a legacy produce: update the README and recipe"
+        if not expect["delivered"]:
+            assert delivered == [], "Tansu accepted a legacy produce: update the recipe and README"
             continue
         assert len(delivered) == len(client["produced"]), client["notes"]
+        if not expect["consumed"]:
+            assert client["consumer_error"], "the legacy consumer worked: update recipe and README"
+            continue
+        assert client["consumer_error"] is None
         assert {c["value"] for c in client["consumed"]} == {p["value"] for p in delivered}
         # The group committed, per partition, one past the last offset it consumed there.
         last = defaultdict(lambda: -1)

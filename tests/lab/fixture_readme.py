@@ -70,8 +70,19 @@ this README too.
   answers UNKNOWN_PRODUCER_ID (59); nothing is stored. Which one a request meets can change
   between recordings; the file's section below says what happened in it. Legacy formats on
   a broker that accepts them are the Apache Kafka lab's job.
-- The first JoinGroup of a group waits about 3 s before it is answered (a rebalance delay),
-  which shows up as a long latency in the captures.
+- Legacy consumer groups, with values produced by a modern producer: kafka-python
+  `api_version=(0, 10, 1)` (JoinGroup v1, SyncGroup v0, OffsetFetch v1, ListOffsets v1,
+  Fetch v3, OffsetCommit v2, LeaveGroup v0) works. Fetch v3 returns the stored v2 batches
+  as they are (a Kafka broker would down-convert to magic 1); kafka-python reads them anyway.
+  `api_version=(0, 9)` fails: Tansu's ListOffsets v0 response leaves out the
+  `old_style_offsets` array (each partition is just partition_index and error_code), so
+  kafka-python gives up ("Unable to decode response"), tshark marks it malformed, and
+  kinspect must report it as a problem (a lab test checks that).
+- JoinGroup v0 and v1 are first answered MEMBER_ID_REQUIRED (79), which only v4+ clients
+  should see (KIP-394); kafka-python copes and joins again.
+- The second JoinGroup of a new group (the one with the member id) is answered only after
+  about half the session timeout: 3 s for the 6 s the lab's clients use, 5 s for the legacy
+  consumer's 10 s, 23 s for librdkafka's default 45 s. The captures show it as a long latency.
 
 ## The files
 """

@@ -93,7 +93,7 @@ async def run(args, manifest: Manifest) -> None:
 
 def main() -> None:
     args = parse_args("aiokafka")
-    if args.api_version:
+    if args.api_version or args.consumer_api_version:
         sys.exit("aiokafka lab client: --api-version is not supported (aiokafka >= 0.11 needs 0.10+ brokers)")
     manifest = Manifest("aiokafka", {"aiokafka": aiokafka.__version__}, args.bootstrap, args.topic,
                         None if args.no_consume else args.group, None)

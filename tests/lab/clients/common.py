@@ -23,15 +23,20 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 def parse_args(client: str, argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=f"{client} lab client: produce, consume, commit")
     p.add_argument("--bootstrap", required=True)
-    p.add_argument("--topic", default=f"lab-{client}")
-    p.add_argument("--group", default=f"lab-{client}-group")
+    p.add_argument("--topic", help="default: lab-<label>")
+    p.add_argument("--group", help="default: lab-<label>-group")
     p.add_argument("--codecs", default="none", help="comma-separated: " + ",".join(CODECS))
     p.add_argument("--count", type=int, default=5, help="values per codec")
     p.add_argument("--value-size", type=int, default=0, help="pad each value to this many bytes")
     p.add_argument("--api-version", default=None, help="pin the protocol level, e.g. 0.10.1")
+    p.add_argument("--consumer-api-version", default=None,
+                   help="pin only the consumer's protocol level (default: --api-version)")
     p.add_argument("--no-consume", action="store_true", help="produce only")
     p.add_argument("--label", default=client, help="prefix of every value and client id")
     args = p.parse_args(argv)
+    args.topic = args.topic or f"lab-{args.label}"
+    args.group = args.group or f"lab-{args.label}-group"
+    args.consumer_api_version = args.consumer_api_version or args.api_version
     args.codecs = args.codecs.split(",")
     unknown = set(args.codecs) - set(CODECS)
     if unknown:
@@ -84,6 +89,8 @@ class Manifest:
     topic: str
     group: str | None
     api_version: str | None
+    consumer_api_version: str | None = None
+    consumer_error: str | None = None
     produced: list[dict] = field(default_factory=list)
     consumed: list[dict] = field(default_factory=list)
     committed: list[dict] = field(default_factory=list)
@@ -109,6 +116,8 @@ class Manifest:
     def to_dict(self) -> dict:
         return {"client": self.client, "versions": self.versions, "bootstrap": self.bootstrap,
                 "topic": self.topic, "group": self.group, "api_version": self.api_version,
+                "consumer_api_version": self.consumer_api_version,
+                "consumer_error": self.consumer_error,
                 "requests": self.tally.to_list(), "produced": self.produced,
                 "consumed": self.consumed,
                 "committed": sorted(self.committed, key=lambda c: (c["topic"], c["partition"])),

@@ -33,17 +33,17 @@ class TallyHandler(logging.Handler):
         self.manifest.tally.scan(record.getMessage(), SENT, RECEIVED)
 
 
-def common_config(args) -> dict:
+def common_config(args, api_version: str | None) -> dict:
     config = {"bootstrap_servers": args.bootstrap}
-    if args.api_version:
-        config["api_version"] = parse_api_version(args.api_version)
+    if api_version:
+        config["api_version"] = parse_api_version(api_version)
     return config
 
 
 def produce(args, manifest: Manifest) -> None:
     legacy = args.api_version is not None
     for codec in args.codecs:
-        producer = KafkaProducer(**common_config(args), client_id=f"{args.label}-producer-{codec}",
+        producer = KafkaProducer(**common_config(args, args.api_version), client_id=f"{args.label}-producer-{codec}",
                                  compression_type=None if codec == "none" else codec, linger_ms=20,
                                  # a broker that rejects the format drops the connection: fail fast
                                  retries=0 if legacy else 3, request_timeout_ms=10000)
@@ -67,10 +67,22 @@ def produce(args, manifest: Manifest) -> None:
 
 
 def consume(args, manifest: Manifest, expected: set[str]) -> None:
-    consumer = KafkaConsumer(args.topic, **common_config(args), client_id=f"{args.label}-consumer",
-                             group_id=args.group, auto_offset_reset="earliest",
-                             enable_auto_commit=False, session_timeout_ms=6000,
-                             max_poll_interval_ms=10000, heartbeat_interval_ms=2000)
+    api_version = parse_api_version(args.consumer_api_version)
+    timeouts = {"session_timeout_ms": 10000, "heartbeat_interval_ms": 2000}
+    if api_version is None or api_version >= (0, 10, 1):  # KIP-62: a separate poll interval
+        timeouts.update(session_timeout_ms=6000, max_poll_interval_ms=10000)
+    consumer = KafkaConsumer(args.topic, **common_config(args, args.consumer_api_version),
+                             client_id=f"{args.label}-consumer", group_id=args.group,
+                             auto_offset_reset="earliest", enable_auto_commit=False, **timeouts)
+    try:
+        _consume_and_commit(consumer, manifest, expected)
+    except Exception as exc:  # a broker answer the client cannot read: record it, go on
+        manifest.consumer_error = repr(exc)
+    finally:
+        consumer.close()
+
+
+def _consume_and_commit(consumer: KafkaConsumer, manifest: Manifest, expected: set[str]) -> None:
     deadline = time.monotonic() + 60
     while expected and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=500).values():
@@ -85,13 +97,13 @@ def consume(args, manifest: Manifest, expected: set[str]) -> None:
         offset = consumer.committed(TopicPartition(tp.topic, tp.partition))
         if offset is not None and offset >= 0:
             manifest.add_committed(topic=tp.topic, partition=tp.partition, offset=offset)
-    consumer.close()
 
 
 def main() -> None:
     args = parse_args("kafka-python")
     manifest = Manifest("kafka-python", {"kafka-python": kafka.__version__}, args.bootstrap,
-                        args.topic, None if args.no_consume else args.group, args.api_version)
+                        args.topic, None if args.no_consume else args.group, args.api_version,
+                        args.consumer_api_version)
     to_stderr = logging.StreamHandler(sys.stderr)
     to_stderr.setLevel(logging.INFO)  # the tally wants DEBUG; stderr doesn't
     logging.basicConfig(level=logging.INFO, handlers=[to_stderr])

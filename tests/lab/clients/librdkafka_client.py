@@ -22,16 +22,16 @@ SENT = re.compile(r"Sent (\w+)Request \(v(\d+),")
 RECEIVED = re.compile(r"Received (\w+)Response \(v(\d+),")
 
 
-def base_config(args) -> dict:
+def base_config(args, api_version: str | None) -> dict:
     config = {"bootstrap.servers": args.bootstrap, "debug": "protocol"}
-    if args.api_version:  # behave like a client talking to a broker of that version
-        config.update({"api.version.request": False, "broker.version.fallback": args.api_version})
+    if api_version:  # behave like a client talking to a broker of that version
+        config.update({"api.version.request": False, "broker.version.fallback": api_version})
     return config
 
 
 def produce(args, manifest: Manifest) -> None:
     for codec in args.codecs:
-        producer = ck.Producer({**base_config(args), "client.id": f"{args.label}-producer-{codec}",
+        producer = ck.Producer({**base_config(args, args.api_version), "client.id": f"{args.label}-producer-{codec}",
                                 "compression.codec": codec, "linger.ms": 20})
 
         def report(err, msg, codec=codec):
@@ -50,7 +50,7 @@ def produce(args, manifest: Manifest) -> None:
 
 
 def consume(args, manifest: Manifest, expected: set[str]) -> None:
-    consumer = ck.Consumer({**base_config(args), "client.id": f"{args.label}-consumer", "group.id": args.group,
+    consumer = ck.Consumer({**base_config(args, args.consumer_api_version), "client.id": f"{args.label}-consumer", "group.id": args.group,
                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
                             "session.timeout.ms": 6000, "max.poll.interval.ms": 10000})
     consumer.subscribe([args.topic])
@@ -76,7 +76,7 @@ def main() -> None:
     manifest = Manifest("librdkafka", {"confluent-kafka": ck.__version__,
                                        "librdkafka": ck.libversion()[0]},
                         args.bootstrap, args.topic, None if args.no_consume else args.group,
-                        args.api_version)
+                        args.api_version, args.consumer_api_version)
     real_stderr = os.dup(2)
     with tempfile.TemporaryFile("w+") as log:
         os.dup2(log.fileno(), 2)
