@@ -12,6 +12,13 @@ A field is a dict holding only the keys that matter: name, type, versions, nulla
 tag, taggedVersions, flexibleVersions, fields, default (only when it is not the type's zero),
 entityType. Version strings keep Kafka's notation ("0+", "3-7", "none"). "about" texts,
 mapKey, ignorable and zeroCopy are dropped. Output is deterministic: same specs, same bytes.
+
+It also writes kinspect/storage/_record_schemas.py: the records Kafka's coordinators write to
+their internal topics (group-coordinator/ for __consumer_offsets, transaction-coordinator/ for
+__transaction_state), the consumer protocol's subscription and assignment and the KRaft
+control records (clients/), in the same
+segment notation, keyed by struct name, plus the record-type tables that map a key's int16
+type to its key and value structs.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SPECS = REPO.parent / "shared" / "kafka-message-specs"
 OUTPUT = REPO / "kinspect" / "wire" / "_schemas.py"
+RECORDS_OUTPUT = REPO / "kinspect" / "storage" / "_record_schemas.py"
 
 OLD, NEW = "kafka-3.9.0", "kafka-4.2-snapshot"
 PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
@@ -225,13 +233,132 @@ def emit_fields(fields: tuple[dict, ...], indent: int, lines: list[str]) -> None
             lines.append(f"{pad}{{{flat}}},")
 
 
+# -- coordinator records (kinspect/storage/_record_schemas.py) --------------------------------
+
+CLIENT_STRUCTS = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment",
+                  "LeaderChangeMessage", "SnapshotHeaderRecord", "SnapshotFooterRecord",
+                  "KRaftVersionRecord", "VotersRecord")
+
+
+def with_versions(fields: list[dict]) -> list[dict]:
+    """Kafka reads a field without "versions" as present in its taggedVersions."""
+    out = []
+    for f in fields:
+        f = dict(f)
+        if "versions" not in f and "taggedVersions" in f:
+            f["versions"] = f["taggedVersions"]
+        if "fields" in f:
+            f["fields"] = with_versions(f["fields"])
+        out.append(f)
+    return out
+
+
+def record_specs(specs: Path, line: str, folder: str) -> dict[str, dict]:
+    found = {}
+    directory = specs / line / folder
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else ():
+        spec = load(path)
+        spec["fields"] = with_versions(spec["fields"])
+        for common in spec.get("commonStructs", ()):
+            common["fields"] = with_versions(common["fields"])
+        found[spec["name"]] = spec
+    return found
+
+
+def record_types(specs: dict[str, dict], new: bool) -> dict[int, tuple[str, int, str]]:
+    """type → (key struct, key version, value struct). 4.x keys carry the type as apiKey and
+    are version 0; 3.9 keys were "data" whose version was the record type."""
+    table = {}
+    for name, spec in specs.items():
+        if not name.endswith("Key"):
+            continue
+        value = name[:-3] + "Value"
+        if new:
+            table[spec["apiKey"]] = (name, 0, value)
+        else:
+            low, high = parse_range(spec["validVersions"])
+            for record_type in range(low, high + 1):
+                table[record_type] = (name, record_type, value)
+    return table
+
+
+def build_records(specs: Path) -> tuple[dict, dict, dict]:
+    old_group = record_specs(specs, OLD, "group-coordinator")
+    new_group = record_specs(specs, NEW, "group-coordinator")
+    group_types = {**record_types(old_group, False), **record_types(new_group, True)}
+    # the legacy offset commit (type 0) has the offset commit's value in every version
+    if 0 in group_types and 1 in group_types:
+        group_types[0] = (group_types[0][0], group_types[0][1], group_types[1][2])
+    transaction = record_specs(specs, NEW, "transaction-coordinator")
+    transaction_types = record_types(transaction, True)
+    old_all = {**old_group, **{n: s for n, s in client_structs(specs, OLD).items()}}
+    new_all = {**new_group, **transaction, **{n: s for n, s in client_structs(specs, NEW).items()}}
+    used = {name for types in (group_types, transaction_types)
+            for key, _, value in types.values() for name in (key, value)} | set(CLIENT_STRUCTS)
+    # a key is read at the version its type table gives: 4.x keys need no 3.9 segment
+    for name in new_group:
+        if name.endswith("Key"):
+            old_all.pop(name, None)
+    structs = {name: merge(old_all.get(name), new_all.get(name))
+               for name in sorted(used) if name in old_all or name in new_all}
+    return structs, dict(sorted(group_types.items())), dict(sorted(transaction_types.items()))
+
+
+def client_structs(specs: Path, line: str) -> dict[str, dict]:
+    return {name: load(specs / line / "clients" / f"{name}.json") for name in CLIENT_STRUCTS
+            if (specs / line / "clients" / f"{name}.json").exists()}
+
+
+def render_records(specs: Path) -> str:
+    structs, group_types, transaction_types = build_records(specs)
+    head = f'''# GENERATED by tools/gen_schemas.py — do not edit; rerun the generator instead.
+# Generated from Apache Kafka's coordinator record definitions (group-coordinator/*.json,
+# transaction-coordinator/*.json), the consumer protocol and the KRaft control records
+# (clients/ConsumerProtocol*.json, LeaderChangeMessage.json, Snapshot*Record.json, ...),
+# Apache License 2.0, Copyright The Apache Software Foundation:
+#   3.9: apache/kafka 3.9.0-rc3, commit {commit_of(specs, OLD)}
+#   4.2: apache/kafka 4.2.0-SNAPSHOT, commit {commit_of(specs, NEW)}
+# For each version the 4.2 definition wins when 4.2 defines it; else 3.9's.
+#
+# STRUCTS[name] = segments, each (first_version, last_version, flexible_from | None, fields,
+#                 common_structs, source), fields as in kinspect/wire/_schemas.py.
+# GROUP_RECORD_TYPES / TRANSACTION_RECORD_TYPES[type] = (key struct, key version, value struct):
+#   the int16 at the start of a record key picks the type.
+# fmt: off
+'''
+    lines = ["STRUCTS = {"]
+    for name, segments in structs.items():
+        lines.append(f"    {name!r}: (")
+        for first, last, flexible_from, fields, commons, source in segments:
+            lines.append(f"        ({first}, {last}, {flexible_from!r}, (  # from {source}")
+            emit_fields(fields, 12, lines)
+            if not commons:
+                lines.append(f"        ), {{}}, {source!r}),")
+                continue
+            lines.append("        ), {")
+            for struct, struct_fields in commons.items():
+                lines.append(f"            {struct!r}: (")
+                emit_fields(struct_fields, 16, lines)
+                lines.append("            ),")
+            lines.append(f"        }}, {source!r}),")
+        lines.append("    ),")
+    lines.append("}")
+    for title, types in (("GROUP_RECORD_TYPES", group_types),
+                         ("TRANSACTION_RECORD_TYPES", transaction_types)):
+        lines.append(f"{title} = {{")
+        lines += [f"    {key}: {entry!r}," for key, entry in types.items()]
+        lines.append("}")
+    return head + "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     specs = Path(argv[1]) if len(argv) > 1 else DEFAULT_SPECS
     if not (specs / OLD / "clients").is_dir() or not (specs / NEW / "clients").is_dir():
         print(f"gen_schemas: {specs} lacks {OLD}/clients or {NEW}/clients", file=sys.stderr)
         return 2
-    OUTPUT.write_text(render(specs))
-    print(f"wrote {OUTPUT.relative_to(REPO)} ({OUTPUT.stat().st_size:,} bytes)")
+    for output, text in ((OUTPUT, render(specs)), (RECORDS_OUTPUT, render_records(specs))):
+        output.write_text(text)
+        print(f"wrote {output.relative_to(REPO)} ({output.stat().st_size:,} bytes)")
     return 0
 
 

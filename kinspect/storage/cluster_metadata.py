@@ -1,0 +1,77 @@
+"""KRaft metadata records: the values of __cluster_metadata batches and .checkpoint snapshots.
+
+Value: unsigned varint frame version (1), unsigned varint record type (api key), unsigned
+varint record version, then the record, flexible encoding. Keys are null.
+
+    record, problems = decode_metadata_record(value)
+    record = {"type": "TOPIC_RECORD", "record_name": "TopicRecord", "api_key": 2,
+              "version": 0, "data": {"name": ..., "topic_id": ...}}
+"""
+
+from __future__ import annotations
+
+import re
+
+from kinspect.problems import ERROR, WARNING, Problem
+from kinspect.storage import structs
+from kinspect.storage.metadata_schemas import METADATA_RECORDS
+
+FRAME_VERSION = 1
+
+
+def type_name(record_name: str) -> str:
+    """RegisterBrokerRecord → REGISTER_BROKER_RECORD, Kafka's MetadataRecordType name."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", record_name).upper()
+
+
+def decode_metadata_record(value: bytes | None) -> tuple[dict, list[Problem]]:
+    problems: list[Problem] = []
+    if value is None:
+        problems.append(Problem("metadata record has a null value", "value", 0, ERROR,
+                                "metadata_record"))
+        return {"type": None, "data": None}, problems
+    header = []
+    pos = 0
+    for name in ("frame version", "record type", "record version"):
+        number, pos = _uvarint(value, pos)
+        if number is None:
+            problems.append(Problem(f"metadata record {name} is truncated or longer than 5 bytes",
+                                    "value", pos, ERROR, "metadata_record"))
+            return {"type": None, "data": value}, problems
+        header.append(number)
+    frame, api_key, version = header
+    if frame != FRAME_VERSION:
+        problems.append(Problem(f"metadata record frame version {frame} (Kafka writes "
+                                f"{FRAME_VERSION})", "value", 0, WARNING, "metadata_record",
+                                FRAME_VERSION, frame))
+    entry = METADATA_RECORDS.get(api_key)
+    if entry is None:
+        problems.append(Problem(f"unknown metadata record type {api_key}: shown raw", "value", 0,
+                                WARNING, "record_type", sorted(METADATA_RECORDS), api_key))
+        return {"type": f"UNKNOWN({api_key})", "api_key": api_key, "version": version,
+                "data": value[pos:]}, problems
+    name = entry[0]
+    record = {"type": type_name(name), "record_name": name, "api_key": api_key,
+              "version": version}
+    if not structs.has_version(name, version):
+        problems.append(Problem(f"{name} version {version} is unknown: shown raw", "value", 0,
+                                WARNING, "record_version", structs.versions(name), version))
+        record["data"] = value[pos:]
+        return record, problems
+    record["data"], decode_problems = structs.decode_struct(name, version, value[pos:], pos,
+                                                            "value")
+    return record, problems + decode_problems
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int | None, int]:
+    value = shift = 0
+    for _ in range(5):
+        if pos >= len(data):
+            return None, pos
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    return None, pos

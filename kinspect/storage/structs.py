@@ -1,0 +1,94 @@
+"""Decode the structs Kafka writes into its internal topics, with the wire decoder's machinery.
+
+The coordinator records (kinspect/storage/_record_schemas.py, generated from Kafka's JSON
+definitions) and the KRaft metadata records (metadata_schemas.py) are described in the same
+notation as the protocol bodies, so kinspect/wire/messages.py compiles them into the same
+generated decoders: one exec'd function per (struct, version), bounds-checked, never raising.
+
+UUIDs are written as Kafka prints them (URL-safe base64, no padding), as in partition.metadata,
+meta.properties and kafka-dump-log, not as the dashed hex of the wire decoder.
+"""
+
+from __future__ import annotations
+
+import base64
+from functools import lru_cache
+
+from kinspect.problems import ERROR, Problem
+from kinspect.storage._record_schemas import STRUCTS
+from kinspect.storage.metadata_schemas import METADATA_RECORDS
+from kinspect.wire import messages
+
+SEGMENTS: dict[str, tuple] = {
+    **STRUCTS,
+    **{name: ((0, last, 0, fields, {}, "4.1"),)
+       for name, last, fields in METADATA_RECORDS.values()},
+}
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def kafka_uuid(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode("ascii")
+
+
+def _partial_run(buf, pos: int, end: int, o: dict, run: tuple) -> None:
+    """messages' _partial_run, writing UUIDs the Kafka way."""
+    for key, unpack, size in run:
+        if end - pos < size:
+            messages._short(size, end - pos, key, pos)
+        value = unpack(buf, pos)[0]
+        o[key] = kafka_uuid(value) if size == 16 else value
+        pos += size
+
+
+def _segment(name: str, version: int):
+    for segment in SEGMENTS.get(name, ()):
+        if segment[0] <= version <= segment[1]:
+            return segment
+    return None
+
+
+def has_version(name: str, version: int) -> bool:
+    return _segment(name, version) is not None
+
+
+def versions(name: str) -> tuple[int, int] | None:
+    """The lowest and highest version kinspect knows for a struct."""
+    segments = SEGMENTS.get(name)
+    if not segments:
+        return None
+    return min(s[0] for s in segments), max(s[1] for s in segments)
+
+
+@lru_cache(maxsize=None)
+def layout(name: str, version: int) -> messages.Layout:
+    """The resolved fields of one struct version (which must exist: see has_version)."""
+    first, last, flexible_from, fields, commons, _ = _segment(name, version)
+    flexible = flexible_from is not None and version >= flexible_from
+    resolved = messages._resolve(fields, commons, version, flexible)
+    return messages.Layout(-1, version, name, flexible, resolved)
+
+
+@lru_cache(maxsize=None)
+def _decoder(name: str, version: int):
+    source, names = messages._generate(layout(name, version))
+    namespace = dict(messages._RUNTIME)
+    namespace.update(names)
+    namespace["_uuid"] = kafka_uuid
+    namespace["_partial_run"] = _partial_run
+    exec(compile(source, f"<kinspect {name} v{version}>", "exec"), namespace)
+    return namespace["decode"]
+
+
+def decode_struct(name: str, version: int, buf: bytes | memoryview, base: int = 0,
+                  path: str | None = None) -> tuple[dict, list[Problem]]:
+    """Decode buf as one struct version; what decoded before a fault, plus the problems."""
+    prefix = path if path is not None else f"{name} v{version}"
+    if not has_version(name, version):
+        known = versions(name)
+        return {}, [Problem(f"{name} version {version} is unknown (kinspect knows "
+                            f"{'none' if known is None else '%d..%d' % known})", prefix, base,
+                            ERROR, "record_version", known, version)]
+    if not isinstance(buf, bytes):
+        buf = bytes(buf)
+    return messages._run(_decoder(name, version), buf, base, prefix, True)
