@@ -159,18 +159,52 @@ def _raw_ipv6(data):
     return _ipv6(data, 0)
 
 
+# The common case in one unpack: a link header whose type field says IPv4, then an IPv4
+# header without options and a TCP header. Anything else takes the careful path above.
+_IPV4_TCP = "BxHxxHxB2x4s4sHHI4xBB"  # vihl, total, frag, proto, src, dst, sport, dport, seq, doff, flags
+
+
+def _fast_ipv4(link_format: str, ip_at: int, ipv4_tags: tuple, careful):
+    """A decoder trying one unpack of ``link_format`` (which yields the link's protocol tag)
+    plus IPv4 and TCP at ``ip_at``; when the tag is not in ``ipv4_tags`` or anything is
+    unusual, it hands the frame to ``careful``."""
+    unpack = struct.Struct("!" + link_format + _IPV4_TCP).unpack_from
+    need = ip_at + 40
+
+    def decode(data):
+        if len(data) >= need:
+            tag, vihl, total, frag, proto, src, dst, sport, dport, seq, doff, flags = unpack(data)
+            if tag in ipv4_tags and vihl == 0x45 and proto == IPPROTO_TCP and not frag & 0x3FFF and doff >= 0x50:
+                n = len(data)
+                end = ip_at + total if total else n
+                if end > n:
+                    end = n
+                payload_at = ip_at + 20 + ((doff >> 4) << 2)
+                if payload_at <= end:
+                    return (src, dst, sport, dport, seq, flags, data[payload_at:end])
+        return careful(data)
+
+    return decode
+
+
 DECODERS = {
-    ETHERNET: _ethernet,
-    LINUX_SLL: _linux_sll,
-    LINUX_SLL2: _linux_sll2,
-    NULL: _bsd_loopback,
-    LOOP: _bsd_loopback,
-    RAW: _raw,
-    RAW_OLD_A: _raw,
-    RAW_OLD_B: _raw,
-    IPV4: _raw_ipv4,
+    ETHERNET: _fast_ipv4("12xH", 14, (ETH_IPV4,), _ethernet),
+    LINUX_SLL: _fast_ipv4("14xH", 16, (ETH_IPV4,), _linux_sll),
+    LINUX_SLL2: _fast_ipv4("H18x", 20, (ETH_IPV4,), _linux_sll2),
+    NULL: _fast_ipv4("I", 4, (AF_INET, AF_INET << 24), _bsd_loopback),
+    LOOP: _fast_ipv4("I", 4, (AF_INET, AF_INET << 24), _bsd_loopback),
+    RAW: _fast_ipv4("0s", 0, (b"",), _raw),  # no link header: "0s" yields an empty tag
+    RAW_OLD_A: _fast_ipv4("0s", 0, (b"",), _raw),
+    RAW_OLD_B: _fast_ipv4("0s", 0, (b"",), _raw),
+    IPV4: _fast_ipv4("0s", 0, (b"",), _raw_ipv4),
     IPV6: _raw_ipv6,
 }
+
+
+def decoder_for(linktype: int):
+    """The ``data -> segment | None`` function behind decode_tcp for one link type (None if
+    unknown), for a loop that wants to skip the per-packet lookup."""
+    return DECODERS.get(linktype)
 
 
 def decode_tcp(linktype: int, data):

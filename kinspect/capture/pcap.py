@@ -2,8 +2,8 @@
 
 A packet is ``(ts seconds, linktype, data, number)``, number counting from 1.
 ``feed()`` accepts a chunk of a stream or a whole mmap; ``packets()`` yields every complete
-record in what was fed and returns when it needs more bytes; ``close()`` says the input
-ended and reports a record cut short. Malformed input becomes a Problem, never an exception.
+record in what was fed and returns when it needs more bytes; ``close()`` (or
+``packets(final=True)``) says the input ended and reports a record cut short. Malformed input becomes a Problem, never an exception.
 """
 
 from __future__ import annotations
@@ -95,8 +95,12 @@ class PcapParser(RecordParser):
         self._divisor = 1_000_000
         self._max_caplen = STANDARD_MAX_PACKET
 
-    def packets(self) -> Iterator[Packet]:
+    def packets(self, final: bool = False) -> Iterator[Packet]:
+        """Yield the complete packets fed so far; ``final`` says no more bytes will come
+        (the same as calling ``close()`` once the iteration is done)."""
         if self.stopped or (self._record is None and not self._read_header()):
+            if final:
+                self.close()
             return
         buf = self._buf
         pos = self._pos
@@ -116,10 +120,10 @@ class PcapParser(RecordParser):
                     expected=f"<= {max_caplen}",
                     found=caplen,
                 )
-                return
+                break
             data_end = pos + 16 + caplen
             if data_end > end:
-                return
+                break
             if caplen < origlen:
                 self.cut_by_snaplen += 1
             n += 1
@@ -127,6 +131,8 @@ class PcapParser(RecordParser):
             self._pos = data_end
             yield (sec + frac / divisor, linktype, buf[pos + 16 : data_end], n)
             pos = data_end
+        if final:
+            self.close()
 
     def close(self) -> None:
         if not self._closed and self._record is None and not self.stopped:

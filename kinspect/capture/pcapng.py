@@ -48,7 +48,8 @@ class PcapngParser(RecordParser):
         self._epb = struct.Struct(order + "IIIIIII").unpack_from
         self._opb = struct.Struct(order + "IIHxxIIII").unpack_from
 
-    def packets(self) -> Iterator[Packet]:
+    def packets(self, final: bool = False) -> Iterator[Packet]:
+        """Yield the complete packets fed so far; ``final``: no more bytes will come."""
         buf = self._buf
         end = len(buf)
         pos = self._pos
@@ -58,6 +59,8 @@ class PcapngParser(RecordParser):
             if buf[pos : pos + 4] != b"\x0a\x0d\x0d\x0a":
                 self._stop(f"not a pcapng file: first block type {bytes(buf[pos:pos + 4]).hex()}", self._base + pos)
         if self.stopped:
+            if final:
+                self.close()
             return
         head, u32, epb, opb, ifaces = self._head, self._u32, self._epb, self._opb, self.interfaces
         while pos + 12 <= end:
@@ -135,6 +138,8 @@ class PcapngParser(RecordParser):
             self._last_ts = last_ts
             yield (last_ts, linktype, data, n)
         self._pos = pos
+        if final:
+            self.close()
 
     def _section(self, buf, pos: int, end: int) -> int:
         """Start a section at ``pos``: returns the block length, 0 when more bytes are needed."""

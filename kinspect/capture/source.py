@@ -124,14 +124,12 @@ class Capture:
         return self._parser.count
 
     def packets(self) -> Iterator[Packet]:
-        """Yield ``(ts seconds, linktype, data, number)`` for every complete packet."""
+        """An iterator of ``(ts seconds, linktype, data, number)``, one per complete packet."""
         parser = self._parser
         if self._whole is not None:
             parser.feed(self._whole)
-            yield from parser.packets()
-        else:
-            yield from self._stream_packets(parser)
-        parser.close()
+            return parser.packets(final=True)
+        return self._stream_packets(parser)
 
     def _stream_packets(self, parser) -> Iterator[Packet]:
         stream = self._stream
@@ -140,14 +138,15 @@ class Capture:
                 chunk = stream.read(CHUNK)
             except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
                 self.problems.append(Problem(f"gzip stream is damaged or cut short ({exc}); packets after this point are lost", "gzip", None, check="truncated"))
-                return
+                break
             except OSError as exc:
                 self.problems.append(Problem(f"reading stopped: {exc}", self.name, None))
-                return
+                break
             if not chunk:
-                return
+                break
             parser.feed(chunk)
             yield from parser.packets()
+        parser.close()
 
     def close(self) -> None:
         self._whole = None

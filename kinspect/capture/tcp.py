@@ -26,6 +26,7 @@ MASK = 0xFFFFFFFF
 HALF = 0x80000000
 
 Flow = tuple  # (src_ip, sport, dst_ip, dport)
+_new = tuple.__new__
 
 
 class StreamStart(NamedTuple):
@@ -53,11 +54,12 @@ class StreamEnd(NamedTuple):
 
 
 class _Direction:
-    __slots__ = ("seq0", "next", "pending", "pending_bytes", "fin_at", "closed", "last_ts")
+    __slots__ = ("seq0", "next", "expect", "pending", "pending_bytes", "fin_at", "closed", "last_ts")
 
     def __init__(self, seq0: int, ts: float) -> None:
         self.seq0 = seq0  # raw sequence number of stream position 0
         self.next = 0  # position of the next byte to deliver
+        self.expect = seq0  # raw sequence number of that byte
         self.pending: dict[int, bytes] = {}  # position → out-of-order bytes
         self.pending_bytes = 0
         self.fin_at: int | None = None  # position of a FIN waiting for the bytes before it
@@ -77,15 +79,34 @@ class TcpReassembler:
     def segment(self, ts, src, sport, dst, dport, seq, flags, payload) -> list:
         flow = (src, sport, dst, dport)
         d = self._streams.get(flow)
+        # the common cases first: a pure ACK, or the next in-order bytes of a plain stream
+        if d is not None and not (flags & (SYN | FIN | RST) or d.closed):
+            if not payload:
+                d.last_ts = ts
+                return []
+            if seq == d.expect and not d.pending and d.fin_at is None:
+                size = len(payload)
+                d.next += size
+                d.expect = (seq + size) & MASK
+                d.last_ts = ts
+                if type(payload) is not bytes:
+                    payload = bytes(payload)
+                return [_new(StreamData, (flow, ts, payload))]  # StreamData(flow, ts, payload), faster
         events: list = []
+        d = self._other_segment(d, events, ts, flow, seq, flags, payload)
+        if d is not None:
+            d.expect = (d.seq0 + d.next) & MASK
+        return events
+
+    def _other_segment(self, d, events: list, ts, flow, seq, flags, payload) -> _Direction | None:
         if d is None or d.closed or (flags & SYN and d.seq0 != (seq + 1) & MASK):
             if d is None:
                 if not (payload or flags & (SYN | FIN | RST)):
-                    return events  # a pure ACK starts nothing
+                    return None  # a pure ACK starts nothing
             elif not d.closed:
                 self._end(d, flow, ts, "reused", events)  # a new connection on the same ports
             elif not flags & SYN:
-                return events  # a late segment of a stream that already ended
+                return None  # a late segment of a stream that already ended
             d = self._streams[flow] = _Direction((seq + 1) & MASK if flags & SYN else seq, ts)
             events.append(StreamStart(flow, ts, bool(flags & SYN)))
         d.last_ts = ts
@@ -97,11 +118,7 @@ class TcpReassembler:
             size = len(payload)
             if start == nxt:
                 d.next = nxt + size
-                data = payload if type(payload) is bytes else bytes(payload)
-                if d.pending:
-                    self._drain(d, flow, ts, [data], events)
-                else:
-                    events.append(StreamData(flow, ts, data))
+                self._drain(d, flow, ts, [payload if type(payload) is bytes else bytes(payload)], events)
             elif start > nxt:
                 self._buffer(d, flow, ts, start, payload, events)
             elif start + size > nxt:  # overlaps bytes already delivered: keep the new part
@@ -109,16 +126,17 @@ class TcpReassembler:
                 self._drain(d, flow, ts, [bytes(payload[nxt - start :])], events)
         if flags & RST:
             self._end(d, flow, ts, "rst", events)
+            src, sport, dst, dport = flow
             back = (dst, dport, src, sport)
             reverse = self._streams.get(back)
             if reverse is not None and not reverse.closed:
                 self._end(reverse, back, ts, "rst", events)
-            return events
+            return d
         if flags & FIN and d.fin_at is None:
             d.fin_at = d.position(seq) + len(payload)
         if d.fin_at is not None and d.fin_at <= d.next:
             self._end(d, flow, ts, "fin", events)
-        return events
+        return d
 
     def finish(self, ts=None) -> list:
         """The capture ended: declare the remaining holes and end every open stream."""

@@ -4,7 +4,7 @@ import struct
 import pytest
 
 from kinspect.capture import link
-from kinspect.capture.link import decode_tcp, format_addr
+from kinspect.capture.link import decode_tcp, decoder_for, format_addr
 from kinspect.capture.source import open_capture
 
 from .helpers import pcap_file, tshark_fields
@@ -234,6 +234,20 @@ def test_every_prefix_is_safe(realdata, live):
                 assert full[6].startswith(got[6])
         for cut in range(len(frame)):
             decode_tcp(linktype, memoryview(frame)[:cut])
+
+
+def test_decoder_for(realdata):
+    for _ts, linktype, frame, _n in open_capture(realdata / "go-sniffer/kafka.pcap").packets():
+        assert decoder_for(linktype)(frame) == decode_tcp(linktype, frame)
+    assert decoder_for(147) is None
+
+
+def test_fast_and_careful_paths_agree(realdata, live):
+    # the one-unpack path for plain IPv4 must give what the general path gives
+    for path, careful in [(realdata / "ndpi/kafka.pcapng", link._ethernet), (live.files["sll"], link._linux_sll),
+                          (live.files["sll2_ns"], link._linux_sll2), (live.files["ethernet"], link._ethernet)]:
+        for _ts, linktype, frame, _n in open_capture(path).packets():
+            assert decode_tcp(linktype, frame) == careful(frame)
 
 
 def test_memoryview_frames(realdata):

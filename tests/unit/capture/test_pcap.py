@@ -109,6 +109,16 @@ def test_need_more_bytes_is_not_an_error(realdata):
     assert parser.problems == [] and parser.offset == len(data)
 
 
+def test_final_packets_call_reports_the_end(realdata):
+    data = (realdata / "arkime/kafka.pcap").read_bytes()
+    parser = PcapParser()
+    parser.feed(data[:-5])
+    assert len(list(parser.packets(final=True))) == 4
+    assert [p.check for p in parser.problems] == ["truncated"]
+    parser.close()  # closing twice reports nothing new
+    assert len(parser.problems) == 1
+
+
 def test_truncated_at_every_byte(realdata):
     data = (realdata / "go-sniffer/kafka.pcap").read_bytes()
     whole, _ = parse_all(data, PcapParser)
