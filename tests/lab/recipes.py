@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.lab import capinfo
@@ -42,11 +42,11 @@ class Recipe:
     fmt: str                    # "pcap" or "pcapng"
     clients: tuple[ClientRun, ...]
     linktype: str | None = None  # None: the interface's own; "LINUX_SLL2": capture on "any"
-    encapsulation: str = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "encapsulation",
-                           "linux-sll2" if self.linktype == "LINUX_SLL2" else "ether")
+    @property
+    def encapsulation(self) -> str:
+        """capinfos' name for the link type: lo and veth give Ethernet on Linux."""
+        return "linux-sll2" if self.linktype == "LINUX_SLL2" else "ether"
 
     @property
     def filename(self) -> str:
