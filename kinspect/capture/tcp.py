@@ -72,9 +72,14 @@ class _Direction:
 
 
 class TcpReassembler:
-    def __init__(self, max_buffered: int = 16 << 20) -> None:
+    def __init__(self, max_buffered: int = 16 << 20, remember_closed: int = 65536) -> None:
+        """``max_buffered``: out-of-order bytes held per direction before a gap is declared.
+        ``remember_closed``: ended directions kept so that their late retransmissions are
+        ignored rather than taken for new streams; the oldest are forgotten beyond this."""
         self.max_buffered = max_buffered
+        self.remember_closed = remember_closed
         self._streams: dict[Flow, _Direction] = {}
+        self._closed: dict[Flow, _Direction] = {}  # in the order they ended
 
     def segment(self, ts, src, sport, dst, dport, seq, flags, payload) -> list:
         flow = (src, sport, dst, dport)
@@ -141,10 +146,11 @@ class TcpReassembler:
     def finish(self, ts=None) -> list:
         """The capture ended: declare the remaining holes and end every open stream."""
         events: list = []
-        for flow, d in self._streams.items():
+        for flow, d in list(self._streams.items()):
             if not d.closed:
                 self._end(d, flow, d.last_ts if ts is None else ts, "capture_end", events)
         self._streams.clear()
+        self._closed.clear()
         return events
 
     def _buffer(self, d: _Direction, flow, ts, start: int, payload, events: list) -> None:
@@ -187,3 +193,10 @@ class TcpReassembler:
             reason = "fin"
         d.closed = True
         events.append(StreamEnd(flow, ts, reason))
+        closed = self._closed
+        closed.pop(flow, None)
+        closed[flow] = d
+        if len(closed) > self.remember_closed:
+            oldest = next(iter(closed))
+            if self._streams.get(oldest) is closed.pop(oldest):
+                del self._streams[oldest]

@@ -210,6 +210,18 @@ def test_port_reuse_after_close_starts_a_new_stream():
     assert c.send(C2S, 90001, b"second") == [StreamData(C2S, c.ts, b"second")]
 
 
+def test_closed_streams_are_remembered_up_to_a_bound():
+    r = TcpReassembler(remember_closed=2)
+    flows = [(CLIENT, port, SERVER, 9092) for port in (1, 2, 3)]
+    for flow in flows:
+        r.segment(1.0, *flow, 100, SYN, b"")
+        r.segment(2.0, *flow, 101, ACK | FIN, b"bye")
+    assert len(r._streams) == 2  # the first one is forgotten
+    assert r.segment(3.0, *flows[2], 101, ACK | FIN, b"bye") == []  # remembered: a late copy
+    late = r.segment(3.0, *flows[0], 101, ACK | FIN, b"bye")  # forgotten: looks like a new stream
+    assert [type(e) for e in late] == [StreamStart, StreamData, StreamEnd]
+
+
 def test_new_syn_on_an_open_stream_replaces_it():
     c = Conn()
     c.handshake()
