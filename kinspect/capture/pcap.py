@@ -3,7 +3,8 @@
 A packet is ``(ts seconds, linktype, data, number)``, number counting from 1.
 ``feed()`` accepts a chunk of a stream or a whole mmap; ``packets()`` yields every complete
 record in what was fed and returns when it needs more bytes; ``close()`` (or
-``packets(final=True)``) says the input ended and reports a record cut short. Malformed input becomes a Problem, never an exception.
+``packets(final=True)``) says the input ended and reports a record cut short.
+Malformed input becomes a Problem, never an exception.
 """
 
 from __future__ import annotations
@@ -155,7 +156,12 @@ class PcapParser(RecordParser):
         at = self._pos
         magic = bytes(buf[at : at + 4])
         if magic not in MAGICS:
-            self._stop(f"not a pcap file: magic {magic.hex()}", self._base + at, expected="a1b2c3d4 or a1b23c4d", found=magic.hex())
+            self._stop(
+                f"not a pcap file: magic {magic.hex()}",
+                self._base + at,
+                expected="a1b2c3d4 or a1b23c4d",
+                found=magic.hex(),
+            )
             return False
         order, self._divisor = MAGICS[magic]
         _major, _minor, _zone, _sigfigs, snaplen, linktype = struct.unpack_from(order + "HHiIII", buf, at + 4)

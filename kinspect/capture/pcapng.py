@@ -21,7 +21,13 @@ SPB = 3
 EPB = 6
 BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
-BLOCK_NAMES = {SHB: "section header", IDB: "interface description", OPB: "packet", SPB: "simple packet", EPB: "enhanced packet"}
+BLOCK_NAMES = {
+    SHB: "section header",
+    IDB: "interface description",
+    OPB: "packet",
+    SPB: "simple packet",
+    EPB: "enhanced packet",
+}
 
 OPT_END = 0
 OPT_TSRESOL = 9
@@ -168,7 +174,8 @@ class PcapngParser(RecordParser):
             return 0
         major = struct.unpack_from(order + "H", buf, pos + 12)[0]
         if major != 1:
-            self._problem(f"section header version {major}.x is not 1.x; reading it as 1.0", self._base + pos + 12, WARNING, "version")
+            what = f"section header version {major}.x is not 1.x; reading it as 1.0"
+            self._problem(what, self._base + pos + 12, WARNING, "version")
         self._order = order
         self._set_byte_order(order)
         self.interfaces = []
@@ -208,11 +215,13 @@ class PcapngParser(RecordParser):
         self._stop(what + ": the file is corrupt from here", self._base + pos, found=blen)
 
     def _bad_block(self, pos: int, btype: int, blen: int) -> None:
-        self._problem(f"{BLOCK_NAMES[btype]} block is too short ({blen} bytes); skipped", self._base + pos, check="structure")
+        what = f"{BLOCK_NAMES[btype]} block is too short ({blen} bytes); skipped"
+        self._problem(what, self._base + pos, check="structure")
 
     def _bad_packet(self, pos: int, btype: int, iface: int, caplen: int, blen: int) -> None:
         if iface >= len(self.interfaces):
-            what = f"{BLOCK_NAMES[btype]} block names interface {iface}, but the section describes {len(self.interfaces)}"
+            described = len(self.interfaces)
+            what = f"{BLOCK_NAMES[btype]} block names interface {iface}, but the section describes {described}"
         else:
             what = f"{BLOCK_NAMES[btype]} block claims {caplen} captured bytes but holds only {blen - 32}"
         self._problem(what + "; skipped", self._base + pos, check="structure")
@@ -227,4 +236,5 @@ class PcapngParser(RecordParser):
             self._problem(f"truncated section header block: file ends after {left} bytes", at, check="truncated")
             return
         name = BLOCK_NAMES.get(btype, f"type {btype:#x}")
-        self._problem(f"truncated {name} block: file ends after {left} of {blen} bytes", at, check="truncated", expected=blen, found=left)
+        what = f"truncated {name} block: file ends after {left} of {blen} bytes"
+        self._problem(what, at, check="truncated", expected=blen, found=left)

@@ -137,7 +137,8 @@ class Capture:
             try:
                 chunk = stream.read(CHUNK)
             except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-                self.problems.append(Problem(f"gzip stream is damaged or cut short ({exc}); packets after this point are lost", "gzip", None, check="truncated"))
+                what = f"gzip stream is damaged or cut short ({exc}); packets after this point are lost"
+                self.problems.append(Problem(what, "gzip", None, check="truncated"))
                 break
             except OSError as exc:
                 self.problems.append(Problem(f"reading stopped: {exc}", self.name, None))

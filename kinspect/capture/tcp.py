@@ -77,6 +77,8 @@ class TcpReassembler:
         ``remember_closed``: ended directions kept so that their late retransmissions are
         ignored rather than taken for new streams; the oldest are forgotten beyond this."""
         self.max_buffered = max_buffered
+        # many tiny segments cost more memory than their bytes say: bound their number too
+        self.max_pending_segments = max(1024, max_buffered >> 8)
         self.remember_closed = remember_closed
         self._streams: dict[Flow, _Direction] = {}
         self._closed: dict[Flow, _Direction] = {}  # in the order they ended
@@ -158,16 +160,18 @@ class TcpReassembler:
         if held is None or len(held) < len(payload):
             d.pending[start] = payload if type(payload) is bytes else bytes(payload)
             d.pending_bytes += len(payload) - (len(held) if held else 0)
-        if d.pending_bytes > self.max_buffered:
-            self._drain(d, flow, ts, [], events, give_up=self.max_buffered)
+        if d.pending_bytes > self.max_buffered or len(d.pending) > self.max_pending_segments:
+            # give up on holes until half the bound is free, so this does not recur per segment
+            self._drain(d, flow, ts, [], events, self.max_buffered // 2, self.max_pending_segments // 2)
 
-    def _drain(self, d: _Direction, flow, ts, chunks: list, events: list, give_up: int | None = None) -> None:
-        """Deliver buffered bytes that are now in order, after ``chunks`` (already counted in
-        ``d.next``). While more than ``give_up`` bytes stay buffered, skip the hole before them."""
+    def _drain(self, d: _Direction, flow, ts, chunks: list, events: list, keep_bytes=None, keep_segments=0) -> None:
+        """Deliver ``chunks`` (already counted in ``d.next``) and the buffered bytes now in
+        order. With ``keep_bytes``, holes are declared gaps while more than ``keep_bytes``
+        bytes or ``keep_segments`` segments stay buffered."""
         pending = d.pending
         for start in sorted(pending):
             if start > d.next:
-                if give_up is None or d.pending_bytes <= give_up:
+                if keep_bytes is None or (d.pending_bytes <= keep_bytes and len(pending) <= keep_segments):
                     break
                 if chunks:
                     events.append(StreamData(flow, ts, b"".join(chunks)))
@@ -185,7 +189,7 @@ class TcpReassembler:
 
     def _end(self, d: _Direction, flow, ts, reason: str, events: list) -> None:
         if d.pending:
-            self._drain(d, flow, ts, [], events, give_up=0)
+            self._drain(d, flow, ts, [], events, keep_bytes=0)
         if d.fin_at is not None and reason != "rst":
             if d.fin_at > d.next:  # the bytes just before the FIN never came
                 events.append(StreamGap(flow, ts, d.fin_at - d.next))

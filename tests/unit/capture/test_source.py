@@ -1,12 +1,15 @@
 import gzip
 import io
 import os
+import random
 import subprocess
 import sys
 
 import pytest
 
+from kinspect.capture.link import decode_tcp
 from kinspect.capture.source import CHUNK, Capture, CaptureError, open_capture
+from kinspect.capture.tcp import TcpReassembler
 
 from .helpers import parse_all, pcap_header, pcap_record, tshark_fields
 
@@ -220,3 +223,27 @@ def test_live_captures(live, tshark, name, linktype):
     assert len(packets) == len(expected) > 10
     for (ts, _lt, data, _n), (t_ts, t_len) in zip(packets, expected):
         assert abs(ts - float(t_ts)) < 5e-7 and len(data) == int(t_len)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_mutated_captures_never_raise(realdata, name):
+    """Random damage to real captures: the whole path reports problems, never raises."""
+    raw = (realdata / name).read_bytes()
+    rng = random.Random(name)
+    for _ in range(300):
+        data = bytearray(raw)
+        for _ in range(rng.randrange(1, 8)):
+            at = rng.randrange(len(data))
+            data[at : at + rng.randrange(1, 5)] = rng.randbytes(rng.randrange(0, 5))
+        try:
+            capture = open_capture(io.BytesIO(bytes(data)))
+        except CaptureError:
+            continue  # the magic itself was damaged
+        reassembler = TcpReassembler(max_buffered=4096)
+        with capture:
+            for ts, linktype, frame, _n in capture.packets():
+                segment = decode_tcp(linktype, frame)
+                if segment is not None:
+                    src, dst, sport, dport, seq, flags, payload = segment
+                    reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload)
+        reassembler.finish()
