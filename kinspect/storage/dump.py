@@ -1,0 +1,353 @@
+"""Dump one broker file as a stream of events (dicts): the library behind `kinspect dump`.
+
+    for event in dump_file("logs/t-0/00000000000000000000.log", buf, describe(path), options,
+                           companion):
+        ...
+
+buf holds the file's bytes (an mmap is fine: segments are walked batch by batch); companion
+(suffix) returns the bytes of the same segment's .log (for .index, .timeindex, .txnindex) or
+None. Every file yields a "file" event first and a "summary" event last. Events keep bytes as
+bytes: renderers decide how to show them (views.py, kafka_format.py). Problems are attached as
+dicts (Problem.to_dict()) under "problems".
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from kinspect.problems import ERROR, WARNING, Problem
+from kinspect.records import batch as v2
+from kinspect.records.codecs import DEFAULT_MAX_OUTPUT, decompress
+from kinspect.storage import checkpoints, index, segment, snapshot, txnindex
+from kinspect.storage.cluster_metadata import decode_metadata_record
+from kinspect.storage.files import FileInfo
+from kinspect.storage.offsets_records import decode_offsets_record
+from kinspect.storage.transaction_state import decode_transaction_record
+
+RECORD_DECODERS = {
+    "__consumer_offsets": lambda key, value: decode_offsets_record(key, value),
+    "__transaction_state": lambda key, value: decode_transaction_record(key, value),
+    "__cluster_metadata": lambda key, value: decode_metadata_record(value),
+}
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+
+Companion = Callable[[str], object]
+
+
+@dataclass(frozen=True)
+class DumpOptions:
+    records: bool = False        # each batch's records
+    data: bool = False           # keys, values and headers (implies records)
+    internal: bool = True        # decode __consumer_offsets, __transaction_state, metadata records
+    checks: bool = True          # the record checks of kinspect.records.checks
+    shallow: bool = False        # batch headers only: no CRC, no records (fastest)
+    max_output: int = DEFAULT_MAX_OUTPUT
+
+
+def dump_file(display: str, buf, info: FileInfo, options: DumpOptions,
+              companion: Companion) -> Iterator[dict]:
+    head = {"type": "file", "file": display, "kind": info.kind, "size": len(buf)}
+    for name in ("base_offset", "topic", "partition", "renamed", "directory_state"):
+        value = getattr(info, name)
+        if value is not None:
+            head[name] = value
+    if info.kind == "kraft_snapshot" and info.snapshot_epoch is not None:
+        head["end_offset"], head["epoch"] = info.base_offset, info.snapshot_epoch
+    yield head
+    counts = Counts()
+    dumper = _DUMPERS.get(info.kind)
+    if dumper is None:
+        counts.problem(Problem(f"not a file kinspect knows how to read", display, None, WARNING,
+                               "file_kind"))
+        yield {"type": "notice", "file": display, **counts.problems[-1].to_dict()}
+    else:
+        for event in dumper(display, buf, info, options, companion, counts):
+            event.setdefault("file", display)
+            yield event
+    yield counts.summary(display, info.kind)
+
+
+class Counts:
+    """What a file held and what went wrong, for its summary event."""
+
+    def __init__(self):
+        self.items = self.records = self.damaged = 0
+        self.severities = {"error": 0, "warning": 0, "info": 0}
+        self.checks: dict[str, int] = {}
+        self.first_offset = self.last_offset = None
+        self.problems: list[Problem] = []
+
+    def problem(self, problem: Problem) -> None:
+        self.problems.append(problem)
+
+    def add(self, problems: list[Problem]) -> list[dict]:
+        for p in problems:
+            self.severities[p.severity] = self.severities.get(p.severity, 0) + 1
+            if p.check:
+                self.checks[p.check] = self.checks.get(p.check, 0) + 1
+        return [p.to_dict() for p in problems]
+
+    def summary(self, display: str, kind: str | None) -> dict:
+        self.add(self.problems)
+        out = {"type": "summary", "file": display, "kind": kind, "items": self.items,
+               "problems": dict(self.severities), "checks": dict(sorted(self.checks.items()))}
+        if kind in ("log", "kraft_snapshot"):
+            out.update(record_count=self.records, damaged_bytes=self.damaged,
+                       first_offset=self.first_offset, last_offset=self.last_offset)
+        return out
+
+
+# -- segments and KRaft snapshots ---------------------------------------------------------------
+
+def _dump_segment(display, buf, info, options, companion, counts) -> Iterator[dict]:
+    decoder = RECORD_DECODERS.get(info.records_topic) if options.internal else None
+    deep = not options.shallow
+    batches = []
+    for kind, item, problems in segment.walk_segment(buf, display, checks=options.checks,
+                                                     decode=deep, max_output=options.max_output):
+        if kind != "batch":
+            if kind == "damage":
+                counts.damaged += item["size"]
+            yield {"type": kind, **item, "problems": counts.add(problems)}
+            continue
+        event = batch_event(item) if deep else _shallow_event(item)
+        counts.items += 1
+        counts.records += event.get("count") or len(item.get("records") or ())
+        first = event["base_offset"] if event["magic"] == 2 else _first_legacy(item)
+        counts.first_offset = first if counts.first_offset is None else counts.first_offset
+        counts.last_offset = event["last_offset"]
+        if deep and (options.records or options.data):
+            event["records"] = _records(buf, item, event, decoder if options.data else None,
+                                        display, problems, options.max_output)
+        if info.kind == "kraft_snapshot":
+            batches.append((event["position"], event.get("control", {}).get("type")))
+        event["problems"] = counts.add(problems)
+        yield event
+    if info.kind == "kraft_snapshot":
+        for problem in _snapshot_frame(batches, display):
+            yield {"type": "notice", **problem.to_dict()}
+            counts.add([problem])
+
+
+def batch_event(unit: dict) -> dict:
+    """The header fields of a decoded unit, named as kafka-dump-log names them."""
+    if unit["magic"] != 2:
+        return {"type": "batch", "magic": unit["magic"], "position": unit["position"],
+                "size": 12 + unit["message_size"], "last_offset": unit["offset"],
+                "timestamp_type": unit["timestamp_type"], "max_timestamp": unit["timestamp"],
+                "compression": unit["compression"], "crc": unit["crc"],
+                "crc_valid": unit["crc_valid"], "attributes": unit["attributes"]}
+    sequence = unit["base_sequence"]
+    event = {"type": "batch", "magic": 2, "position": unit["position"],
+             "size": 12 + unit["batch_length"], "base_offset": unit["base_offset"],
+             "last_offset": unit["base_offset"] + unit["last_offset_delta"],
+             "count": unit["records_count"], "base_sequence": sequence,
+             "last_sequence": (NO_SEQUENCE if sequence == NO_SEQUENCE
+                               else increment_sequence(sequence, unit["last_offset_delta"])),
+             "producer_id": unit["producer_id"], "producer_epoch": unit["producer_epoch"],
+             "partition_leader_epoch": unit["partition_leader_epoch"],
+             "is_transactional": unit["is_transactional"], "is_control": unit["is_control"],
+             "delete_horizon_ms": unit["base_timestamp"] if unit["has_delete_horizon"] else None,
+             "timestamp_type": unit["timestamp_type"], "base_timestamp": unit["base_timestamp"],
+             "max_timestamp": unit["max_timestamp"], "compression": unit["compression"],
+             "crc": unit["crc"], "crc_valid": unit["crc_valid"], "attributes": unit["attributes"]}
+    if "control" in unit:
+        event["control"] = unit["control"]
+    return event
+
+
+def _shallow_event(header: dict) -> dict:
+    return {"type": "batch", **header, "crc_valid": None}
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's sequence arithmetic: sequences wrap from INT32_MAX to 0."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def _first_legacy(unit: dict) -> int:
+    records = unit.get("records")
+    return records[0]["offset"] if records else unit.get("offset", unit.get("last_offset"))
+
+
+def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list[Problem],
+             max_output: int) -> list[dict]:
+    out = []
+    base_sequence = event.get("base_sequence", NO_SEQUENCE)
+    inner_crcs = (_inner_crcs(buf, unit, max_output)
+                  if unit["magic"] != 2 and unit["compression"] != "none" else None)
+    for index, record in enumerate(unit["records"]):
+        record = dict(record)
+        key, value = record["key"], record["value"]
+        record["key_size"] = -1 if key is None else len(key)
+        record["value_size"] = -1 if value is None else len(value)
+        if unit["magic"] == 2:
+            delta = record["offset"] - event["base_offset"]
+            record["sequence"] = (NO_SEQUENCE if base_sequence == NO_SEQUENCE
+                                  else increment_sequence(base_sequence, delta))
+        else:
+            if inner_crcs is None:  # the message is its own record
+                record["crc_valid"], record["crc"] = unit["crc_valid"], unit["crc"]
+            else:
+                record["crc"] = inner_crcs[index] if index < len(inner_crcs) else None
+            if record["timestamp"] is None:
+                record["timestamp"] = -1
+        if decoder is not None and not event.get("is_control"):
+            decoded, decode_problems = decoder(key, value)
+            record["decoded"] = decoded
+            where = f"{display} → batch at {event['position']} → records[{index}]"
+            for p in decode_problems:
+                p.path = f"{where} → {p.path}" if p.path else where
+            problems.extend(decode_problems)
+        out.append(record)
+    return out
+
+
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+
+
+def _inner_crcs(buf, unit: dict, max_output: int) -> list[int]:
+    """The stored CRC-32 of each message inside a compressed legacy wrapper."""
+    start = unit["position"]
+    data = bytes(memoryview(buf)[start:start + 12 + unit["message_size"]])
+    cursor = 18 + (8 if unit["magic"] == 1 else 0)
+    key_size = _I32.unpack_from(data, cursor)[0]
+    cursor += 4 + max(key_size, 0)
+    value_size = _I32.unpack_from(data, cursor)[0]
+    inner, _ = decompress(unit["attributes"] & 0x07, data[cursor + 4:cursor + 4 + value_size],
+                          max_output, unit["magic"])
+    crcs = []
+    pos = 0
+    while inner is not None and pos + 16 <= len(inner):
+        crcs.append(_U32.unpack_from(inner, pos + 12)[0])
+        pos += 12 + _I32.unpack_from(inner, pos + 8)[0]
+    return crcs
+
+
+def _snapshot_frame(batches: list[tuple[int, str | None]], display: str) -> list[Problem]:
+    """A KRaft snapshot starts with a SnapshotHeader batch and ends with a SnapshotFooter."""
+    problems = []
+    if not batches or batches[0][1] != "SNAPSHOT_HEADER":
+        problems.append(Problem("KRaft snapshot does not start with a SnapshotHeader control "
+                                "batch", display, 0, ERROR, "kraft_snapshot"))
+    if not batches or batches[-1][1] != "SNAPSHOT_FOOTER":
+        at = batches[-1][0] if batches else 0
+        problems.append(Problem("KRaft snapshot does not end with a SnapshotFooter control "
+                                "batch (cut off?)", display, at, ERROR, "kraft_snapshot"))
+    return problems
+
+
+# -- indexes -----------------------------------------------------------------------------------
+
+def _log_headers(log) -> Callable[[], Iterator[dict]] | None:
+    if log is None:
+        return None
+    return lambda: (item for kind, item, _ in segment.walk_segment(log, decode=False)
+                    if kind == "batch")
+
+
+def _no_log(display: str, counts: Counts) -> Iterator[dict]:
+    problem = Problem("no .log of the same segment beside it: entries are not checked against "
+                      "the log", display, None, WARNING, "index_log")
+    counts.add([problem])
+    yield {"type": "notice", **problem.to_dict()}
+
+
+def _dump_offset_index(display, buf, info, options, companion, counts) -> Iterator[dict]:
+    log = companion(".log")
+    if log is None:
+        yield from _no_log(display, counts)
+    checked = index.check_offset_index(buf, info.base_offset or 0, _log_headers(log), display,
+                                       None if log is None else len(log))
+    yield from _index_events(checked, "index_entry", counts)
+
+
+def _dump_time_index(display, buf, info, options, companion, counts) -> Iterator[dict]:
+    log = companion(".log")
+    if log is None:
+        yield from _no_log(display, counts)
+    checked = index.check_time_index(buf, info.base_offset or 0, _log_headers(log), display)
+    yield from _index_events(checked, "time_index_entry", counts)
+
+
+def _index_events(checked, entry_type: str, counts: Counts) -> Iterator[dict]:
+    for kind, item, problems in checked:
+        if kind == "entry":
+            counts.items += 1
+            yield {"type": entry_type, **item, "problems": counts.add(problems)}
+        else:
+            yield {"type": f"index_{kind}", **item, "problems": counts.add(problems)}
+
+
+# -- producer snapshots, transaction indexes, checkpoints --------------------------------------
+
+def _dump_producer_snapshot(display, buf, info, options, companion, counts) -> Iterator[dict]:
+    decoded, problems = snapshot.decode_snapshot(buf, display)
+    producers = decoded.pop("producers")
+    yield {"type": "producer_snapshot", **decoded, "problems": counts.add(problems)}
+    for producer in producers:
+        counts.items += 1
+        yield {"type": "producer", **producer}
+
+
+def _dump_txnindex(display, buf, info, options, companion, counts) -> Iterator[dict]:
+    log = companion(".log")
+    if log is None:
+        yield from _no_log(display, counts)
+    headers = _log_headers(log)
+    batches = index._Batches(headers) if headers is not None else None
+    for entry, problems in txnindex.iter_aborted(buf, display):
+        if entry is None:
+            yield {"type": "index_trailing", "problems": counts.add(problems)}
+            continue
+        counts.items += 1
+        if batches is not None:
+            batch = batches.ending_at_or_after(entry["last_offset"])
+            control = _control_type(log, batch) if batch is not None else None
+            problems += txnindex.check_marker(entry, batch, control,
+                                              f"{display} → entry[{entry['index']}]",
+                                              entry["index"] * txnindex.ENTRY.size)
+        yield {"type": "aborted_txn", **entry, "problems": counts.add(problems)}
+
+
+def _control_type(log, header: dict) -> str | None:
+    if not header["is_control"] or header["magic"] != 2:
+        return None
+    view = memoryview(log).cast("B") if not isinstance(log, bytes) else memoryview(log)
+    data = log if isinstance(log, bytes) else view
+    unit = v2.decode_batch(data, view, header["position"], 0, "", 0, [], DEFAULT_MAX_OUTPUT)
+    return unit.get("control", {}).get("type")
+
+
+def _dump_text(decode, event_type: str):
+    def dumper(display, buf, info, options, companion, counts) -> Iterator[dict]:
+        decoded, problems = decode(bytes(buf), display)
+        counts.items += len(decoded.get("entries") or ())
+        yield {"type": event_type, **decoded, "problems": counts.add(problems)}
+    return dumper
+
+
+def _dump_nothing(display, buf, info, options, companion, counts) -> Iterator[dict]:
+    return iter(())
+
+
+_DUMPERS = {
+    "log": _dump_segment, "kraft_snapshot": _dump_segment,
+    "index": _dump_offset_index, "timeindex": _dump_time_index,
+    "producer_snapshot": _dump_producer_snapshot, "txnindex": _dump_txnindex,
+    "leader_epoch_checkpoint": _dump_text(checkpoints.decode_leader_epoch_checkpoint,
+                                          "checkpoint"),
+    "offset_checkpoint": _dump_text(checkpoints.decode_offset_checkpoint, "checkpoint"),
+    "partition_metadata": _dump_text(checkpoints.decode_partition_metadata,
+                                     "partition_metadata"),
+    "meta_properties": _dump_text(checkpoints.decode_properties, "properties"),
+    "quorum_state": _dump_text(checkpoints.decode_json_file, "json_file"),
+    "clean_shutdown": _dump_text(checkpoints.decode_json_file, "json_file"),
+    "lock": _dump_nothing,
+}

@@ -1,0 +1,99 @@
+"""Decoded structs as Kafka's generated JSON converters write them (for --format kafka).
+
+Field order is the definition's; names are the definition's with a lower-case first letter;
+tagged fields appear only when they differ from their default; bytes are base64 with padding;
+UUIDs Kafka's base64; strings escaped as Jackson does (\\uXXXX in upper case, short escapes for
+\\b \\t \\n \\f \\r); doubles as Java's Double.toString.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from decimal import Decimal
+
+from kinspect.storage import structs
+from kinspect.wire.messages import NO_DEFAULT, Field
+
+_ESCAPES = {i: f"\\u{i:04X}" for i in range(0x20)}
+_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r",
+                 ord('"'): '\\"', ord("\\"): "\\\\"})
+_ZERO = {"bool": False, "string": "", "bytes": b"", "uuid": structs.ZERO_UUID, "float64": 0.0}
+
+
+def java_json(name: str, version: int, data: dict, nested: dict[str, str] | None = None) -> str:
+    """One struct version as JSON text; nested maps a bytes field's key to the struct its
+    decoded dict (with its own "version") was read as (consumer protocol members)."""
+    return _struct(structs.layout(name, version).fields, data, nested or {})
+
+
+def string(text: str | bytes) -> str:
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8", "replace")
+    return '"' + text.translate(_ESCAPES) + '"'
+
+
+def double(value: float) -> str:
+    """Java's Double.toString: plain between 1e-3 and 1e7, else d.dddE±n; always a dot."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1, value) < 0 else "0.0"
+    sign = "-" if value < 0 else ""
+    shortest = Decimal(repr(abs(value))).normalize()
+    _, digits, exponent = shortest.as_tuple()
+    if 1e-3 <= abs(value) < 1e7:
+        text = format(shortest, "f")
+        return sign + (text if "." in text else text + ".0")
+    text = "".join(map(str, digits))
+    return f"{sign}{text[0]}.{text[1:] or '0'}E{len(digits) - 1 + exponent}"
+
+
+def _struct(fields: tuple[Field, ...], data: dict, nested: dict[str, str]) -> str:
+    parts = []
+    for f in fields:
+        if f.key not in data:
+            continue
+        value = data[f.key]
+        if f.tag is not None and value == _default(f):
+            continue
+        parts.append(f'"{f.name[:1].lower()}{f.name[1:]}":{_value(f, value, nested)}')
+    return "{" + ",".join(parts) + "}"
+
+
+def _default(f: Field):
+    if f.default is not NO_DEFAULT:
+        return f.default
+    if f.array:
+        return []
+    if f.type == "struct":
+        return None
+    return _ZERO.get(f.type, 0)
+
+
+def _value(f: Field, value, nested: dict[str, str]) -> str:
+    if value is None:
+        return "null"
+    if f.array:
+        single = Field(f.name, f.key, f.type, False, False, None, f.compact, f.fields)
+        return "[" + ",".join(_value(single, item, nested) for item in value) + "]"
+    if f.type == "struct":
+        return _struct(f.fields, value, nested)
+    if f.type == "bytes":
+        if isinstance(value, dict) and f.key in nested:
+            return java_json(nested[f.key], _known(nested[f.key], value["version"]), value)
+        return '"' + base64.b64encode(bytes(value)).decode("ascii") + '"'
+    if f.type in ("string", "uuid"):
+        return string(value)
+    if f.type == "bool":
+        return "true" if value else "false"
+    if f.type == "float64":
+        return double(value)
+    return str(value)
+
+
+def _known(name: str, version: int) -> int:
+    low, high = structs.versions(name)
+    return min(max(version, low), high)
