@@ -203,7 +203,7 @@ DECODERS = {
 
 def decoder_for(linktype: int):
     """The ``data -> segment | None`` function behind decode_tcp for one link type (None if
-    unknown), for a loop that wants to skip the per-packet lookup."""
+    unknown), for a loop that wants to skip the per-packet lookup. ``data`` must be bytes."""
     return DECODERS.get(linktype)
 
 
@@ -212,10 +212,13 @@ def decode_tcp(linktype: int, data):
 
     Addresses are 4 or 16 bytes; flags is the TCP flags byte (FIN 1, SYN 2, RST 4, PSH 8,
     ACK 16); payload excludes link padding. IP fragments and unknown link types give None.
+    Addresses and payload are bytes even when ``data`` is a memoryview (it is copied).
     """
     decoder = DECODERS.get(linktype)
     if decoder is None:
         return None
+    if type(data) is not bytes:
+        data = bytes(data)
     return decoder(data)
 
 

@@ -253,7 +253,8 @@ def test_fast_and_careful_paths_agree(realdata, live):
 def test_memoryview_frames(realdata):
     frame = frames(realdata / "arkime/kafka.pcap")[3]
     got = decode_tcp(1, memoryview(frame))
-    assert as_tshark(got) == as_tshark(decode_tcp(1, frame))
+    assert got == decode_tcp(1, frame)
+    assert all(type(part) is bytes for part in (got[0], got[1], got[6]))
 
 
 def test_format_addr():
