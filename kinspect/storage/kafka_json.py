@@ -54,11 +54,17 @@ def double(value: float) -> str:
 def _struct(fields: tuple[Field, ...], data: dict, nested: dict[str, str]) -> str:
     parts = []
     for f in fields:
-        if f.key not in data:
+        if f.tag is not None and f.type == "struct" and not f.array:
+            # Kafka's default for a tagged struct is an empty struct: null is written
+            value = data.get(f.key)
+            if value is None and not f.nullable:
+                continue
+        elif f.key not in data:
             continue
-        value = data[f.key]
-        if f.tag is not None and value == _default(f):
-            continue
+        else:
+            value = data[f.key]
+            if f.tag is not None and value == _default(f):
+                continue
         parts.append(f'"{f.name[:1].lower()}{f.name[1:]}":{_value(f, value, nested)}')
     return "{" + ",".join(parts) + "}"
 

@@ -12,6 +12,7 @@ meta.properties and kafka-dump-log, not as the dashed hex of the wire decoder.
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from functools import lru_cache
 
 from kinspect.problems import ERROR, Problem
@@ -69,9 +70,34 @@ def layout(name: str, version: int) -> messages.Layout:
     return messages.Layout(-1, version, name, flexible, resolved)
 
 
+class _Generator(messages._Generator):
+    """The wire generator, plus tagged nullable structs (not in the protocol, but in
+    coordinator records): their presence marker is an unsigned varint, 0 null and 1 present,
+    where a plain nullable struct's is an int8, -1 null."""
+
+    def struct_field(self, f, body, obj, ind, where, path_expr):
+        if f.nullable and f.tag is not None:
+            body += [f"{ind}if pos >= end: _short(1, 0, {f.key!r}, pos)",
+                     f"{ind}pos += 1",
+                     f"{ind}if buf[pos - 1] == 0:",
+                     f"{ind}    {obj}[{f.key!r}] = None",
+                     f"{ind}else:"]
+            f, ind = replace(f, nullable=False), ind + "    "
+        super().struct_field(f, body, obj, ind, where, path_expr)
+
+
+def _generate(lay: messages.Layout) -> tuple[str, dict]:
+    gen = _Generator(lay.flexible)
+    gen.function(lay.fields)
+    for table, functions in gen.tag_tables.items():
+        entries = ", ".join(f"{tag}: {fn}" for tag, fn in functions.items())
+        gen.lines.append(f"{table} = {{{entries}}}")
+    return "\n".join(gen.lines) + "\n", gen.names
+
+
 @lru_cache(maxsize=None)
 def _decoder(name: str, version: int):
-    source, names = messages._generate(layout(name, version))
+    source, names = _generate(layout(name, version))
     namespace = dict(messages._RUNTIME)
     namespace.update(names)
     namespace["_uuid"] = kafka_uuid
