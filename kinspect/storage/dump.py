@@ -65,8 +65,7 @@ def dump_file(display: str, buf, info: FileInfo, options: DumpOptions,
         yield {"type": "notice", "file": display, **counts.problems[-1].to_dict()}
     else:
         for event in dumper(display, buf, info, options, companion, counts):
-            event.setdefault("file", display)
-            yield event
+            yield {"type": event["type"], "file": display, **event}
     yield counts.summary(display, info.kind)
 
 
@@ -93,7 +92,8 @@ class Counts:
     def summary(self, display: str, kind: str | None) -> dict:
         self.add(self.problems)
         out = {"type": "summary", "file": display, "kind": kind, "items": self.items,
-               "problems": dict(self.severities), "checks": dict(sorted(self.checks.items()))}
+               "problem_counts": dict(self.severities),
+               "checks": dict(sorted(self.checks.items()))}
         if kind in ("log", "kraft_snapshot"):
             out.update(record_count=self.records, damaged_bytes=self.damaged,
                        first_offset=self.first_offset, last_offset=self.last_offset)
