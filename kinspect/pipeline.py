@@ -75,8 +75,8 @@ class DecodeRun:
                     continue
                 tcp_packets += 1
                 last_ts = ts
-                src, dst, sport, dport, seq, flags, payload = segment
-                for event in reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload):
+                src, dst, sport, dport, seq, flags, payload, ack = segment
+                for event in reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload, ack):
                     yield from handlers[type(event)](event)
             for event in reassembler.finish(last_ts):
                 yield from handlers[type(event)](event)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import socket
 import struct
 
-TcpSegment = tuple  # (src_ip, dst_ip, sport, dport, seq, flags, payload)
+TcpSegment = tuple  # (src_ip, dst_ip, sport, dport, seq, flags, payload, ack or None)
 
 ETH_IPV4 = 0x0800
 ETH_IPV6 = 0x86DD
 VLAN_TAGS = (0x8100, 0x88A8, 0x9100)
 
 IPPROTO_TCP = 6
+ACK = 0x10
 IPV6_SKIPPED_HEADERS = (0, 43, 60)  # hop-by-hop, routing, destination options
 IPV6_FRAGMENT = 44
 
@@ -30,7 +31,7 @@ NULL, ETHERNET, RAW_OLD_A, RAW_OLD_B, RAW, LOOP, LINUX_SLL, LINUX_SLL2, IPV4, IP
 
 _u16 = struct.Struct("!H").unpack_from
 _ipv4_len_frag = struct.Struct("!H2xH").unpack_from  # total length, flags + fragment offset
-_tcp = struct.Struct("!HHI4xBB").unpack_from  # ports, seq, (ack skipped), data offset, flags
+_tcp = struct.Struct("!HHIIBB").unpack_from  # ports, seq, ack, data offset, flags
 
 
 def _ipv4(data, off: int):
@@ -82,11 +83,11 @@ def _ipv6(data, off: int):
 def _tcp_segment(data, t: int, end: int, src, dst):
     if t + 20 > end:
         return None
-    sport, dport, seq, data_offset, flags = _tcp(data, t)
+    sport, dport, seq, ack, data_offset, flags = _tcp(data, t)
     payload_at = t + ((data_offset >> 4) << 2)
     if data_offset < 0x50 or payload_at > end:
         return None
-    return (src, dst, sport, dport, seq, flags, data[payload_at:end])
+    return (src, dst, sport, dport, seq, flags, data[payload_at:end], ack if flags & ACK else None)
 
 
 def _by_version(data, off: int):
@@ -161,7 +162,7 @@ def _raw_ipv6(data):
 
 # The common case in one unpack: a link header whose type field says IPv4, then an IPv4
 # header without options and a TCP header. Anything else takes the careful path above.
-_IPV4_TCP = "BxHxxHxB2x4s4sHHI4xBB"  # vihl, total, frag, proto, src, dst, sport, dport, seq, doff, flags
+_IPV4_TCP = "BxHxxHxB2x4s4sHHIIBB"  # vihl, total, frag, proto, src, dst, sport, dport, seq, ack, doff, flags
 
 
 def _fast_ipv4(link_format: str, ip_at: int, ipv4_tags: tuple, careful):
@@ -173,7 +174,7 @@ def _fast_ipv4(link_format: str, ip_at: int, ipv4_tags: tuple, careful):
 
     def decode(data):
         if len(data) >= need:
-            tag, vihl, total, frag, proto, src, dst, sport, dport, seq, doff, flags = unpack(data)
+            tag, vihl, total, frag, proto, src, dst, sport, dport, seq, ack, doff, flags = unpack(data)
             if tag in ipv4_tags and vihl == 0x45 and proto == IPPROTO_TCP and not frag & 0x3FFF and doff >= 0x50:
                 n = len(data)
                 end = ip_at + total if total else n
@@ -181,7 +182,7 @@ def _fast_ipv4(link_format: str, ip_at: int, ipv4_tags: tuple, careful):
                     end = n
                 payload_at = ip_at + 20 + ((doff >> 4) << 2)
                 if payload_at <= end:
-                    return (src, dst, sport, dport, seq, flags, data[payload_at:end])
+                    return (src, dst, sport, dport, seq, flags, data[payload_at:end], ack if flags & ACK else None)
         return careful(data)
 
     return decode
@@ -208,7 +209,8 @@ def decoder_for(linktype: int):
 
 
 def decode_tcp(linktype: int, data):
-    """``(src_ip, dst_ip, sport, dport, seq, flags, payload)`` for a TCP segment, else None.
+    """``(src_ip, dst_ip, sport, dport, seq, flags, payload, ack)`` for a TCP segment, else None.
+    ``ack`` is the acknowledgment number, or None when the ACK flag is not set.
 
     Addresses are 4 or 16 bytes; flags is the TCP flags byte (FIN 1, SYN 2, RST 4, PSH 8,
     ACK 16); payload excludes link padding. IP fragments and unknown link types give None.

@@ -82,8 +82,20 @@ class TcpReassembler:
         self.remember_closed = remember_closed
         self._streams: dict[Flow, _Direction] = {}
         self._closed: dict[Flow, _Direction] = {}  # in the order they ended
+        self._holey: set = set()  # flows holding out-of-order bytes behind a hole
 
-    def segment(self, ts, src, sport, dst, dport, seq, flags, payload) -> list:
+    def segment(self, ts, src, sport, dst, dport, seq, flags, payload, ack=None) -> list:
+        """One captured segment. ``ack`` (the raw acknowledgment number, when the ACK flag
+        is set) lets a hole in the other direction be declared lost as soon as its receiver
+        acknowledges bytes the capture never saw, instead of at the stream's end."""
+        if self._holey and ack is not None:
+            back = (dst, dport, src, sport)
+            if back in self._holey:
+                early = self._acked(back, ts, ack)
+                return early + self._segment(ts, src, sport, dst, dport, seq, flags, payload)
+        return self._segment(ts, src, sport, dst, dport, seq, flags, payload)
+
+    def _segment(self, ts, src, sport, dst, dport, seq, flags, payload) -> list:
         flow = (src, sport, dst, dport)
         d = self._streams.get(flow)
         # the common cases first: a pure ACK, or the next in-order bytes of a plain stream
@@ -155,7 +167,30 @@ class TcpReassembler:
         self._closed.clear()
         return events
 
+    def _acked(self, flow, ts, ack: int) -> list:
+        """The receiver acknowledged up to ``ack``: holes below it were lost by the capture."""
+        d = self._streams.get(flow)
+        events: list = []
+        if d is None or d.closed or not d.pending:
+            self._holey.discard(flow)
+            return events
+        acked = d.position(ack)
+        while d.pending:
+            first = min(d.pending)
+            if first > acked or first <= d.next:
+                break
+            events.append(StreamGap(flow, ts, first - d.next))
+            d.next = first
+            self._drain(d, flow, ts, [], events)
+        d.expect = (d.seq0 + d.next) & MASK
+        if not d.pending:
+            self._holey.discard(flow)
+        if d.fin_at is not None and d.fin_at <= d.next:
+            self._end(d, flow, ts, "fin", events)
+        return events
+
     def _buffer(self, d: _Direction, flow, ts, start: int, payload, events: list) -> None:
+        self._holey.add(flow)
         held = d.pending.get(start)
         if held is None or len(held) < len(payload):
             d.pending[start] = payload if type(payload) is bytes else bytes(payload)

@@ -20,7 +20,7 @@ def as_tshark(segment):
     """A decode_tcp result in the shape of tshark's fields, for comparison."""
     if segment is None:
         return None
-    src, dst, sport, dport, seq, flags, payload = segment
+    src, dst, sport, dport, seq, flags, payload, _ack = segment
     return (ip_text(src), ip_text(dst), str(sport), str(dport), str(seq), flags, bytes(payload).hex())
 
 
@@ -262,3 +262,12 @@ def test_format_addr():
     assert format_addr(socket.inet_pton(socket.AF_INET6, "::1"), 9092) == "[::1]:9092"
     assert format_addr(socket.inet_pton(socket.AF_INET6, "fe80::1:0:0:2"), 1) == "[fe80::1:0:0:2]:1"
     assert format_addr(memoryview(bytes([127, 0, 0, 1])), 0) == "127.0.0.1:0"
+
+
+def test_ack_numbers_agree_with_tshark(realdata):
+    path = realdata / "ndpi/kafka.pcapng"
+    theirs = [(int(ack) if int(flags, 16) & 0x10 else None)
+              for ack, flags in tshark_fields(path, "tcp.ack_raw", "tcp.flags")]
+    with open_capture(path) as capture:
+        ours = [decode_tcp(lt, data)[7] for _ts, lt, data, _n in capture.packets()]
+    assert ours == theirs and any(ours)

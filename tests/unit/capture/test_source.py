@@ -244,6 +244,6 @@ def test_mutated_captures_never_raise(realdata, name):
             for ts, linktype, frame, _n in capture.packets():
                 segment = decode_tcp(linktype, frame)
                 if segment is not None:
-                    src, dst, sport, dport, seq, flags, payload = segment
+                    src, dst, sport, dport, seq, flags, payload, _ack = segment
                     reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload)
         reassembler.finish()

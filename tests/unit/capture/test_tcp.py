@@ -21,10 +21,11 @@ class Conn:
         self.r = TcpReassembler(max_buffered)
         self.ts = 0.0
 
-    def send(self, flow, seq, payload=b"", flags=ACK | PSH, ts=None):
+    def send(self, flow, seq, payload=b"", flags=ACK | PSH, ts=None, ack=None):
         self.ts = self.ts + 1 if ts is None else ts
         src, sport, dst, dport = flow
-        return self.r.segment(self.ts, src, sport, dst, dport, seq % WRAP, flags, payload)
+        return self.r.segment(self.ts, src, sport, dst, dport, seq % WRAP, flags, payload,
+                              None if ack is None else ack % WRAP)
 
     def handshake(self, client_isn=1000, server_isn=5000):
         events = self.send(C2S, client_isn, flags=SYN)
@@ -331,7 +332,7 @@ def reassemble(path):
     streams, ends = {}, {}
     with open_capture(path) as capture:
         for ts, linktype, frame, _n in capture.packets():
-            src, dst, sport, dport, seq, flags, payload = decode_tcp(linktype, frame)
+            src, dst, sport, dport, seq, flags, payload, _ack = decode_tcp(linktype, frame)
             events = r.segment(ts, src, sport, dst, dport, seq, flags, payload)
             for e in events:
                 if type(e) is StreamData:
@@ -396,3 +397,38 @@ def test_live_exchanges_are_reassembled_exactly(live, name):
         to_client = [f for f in streams if f[1] == live.port and streams[f] == reply]
         assert len(to_server) == 1 and len(to_client) == 1
     assert set(ends.values()) == {"fin"}
+
+
+def test_hole_acknowledged_by_the_receiver_is_declared_lost_at_once():
+    c = Conn()
+    c.handshake()
+    c.send(C2S, 1001, b"a" * 10)
+    held = c.send(C2S, 1021, b"c" * 10)          # bytes 1011..1020 never captured
+    assert data(held) == b""
+    events = c.send(S2C, 5001, b"reply", ack=1031)  # the server has all of them
+    gaps = [e for e in events if type(e) is StreamGap]
+    assert [(g.flow, g.missing) for g in gaps] == [(C2S, 10)]
+    assert data(events) == b"c" * 10                 # delivered now, not at the stream's end
+    assert data(events, S2C) == b"reply"
+    assert events.index(gaps[0]) < [i for i, e in enumerate(events) if type(e) is StreamData][0]
+
+
+def test_ack_inside_the_hole_waits_for_a_retransmission():
+    c = Conn()
+    c.handshake()
+    c.send(C2S, 1001, b"a" * 10)
+    c.send(C2S, 1021, b"c" * 10)
+    assert [e for e in c.send(S2C, 5001, ack=1015) if type(e) is StreamGap] == []
+    events = c.send(C2S, 1011, b"b" * 10)            # the retransmission fills it
+    assert data(events) == b"b" * 10 + b"c" * 10
+    assert not [e for e in events if type(e) is StreamGap]
+
+
+def test_ack_across_sequence_wraparound():
+    c = Conn()
+    c.handshake(client_isn=WRAP - 15)
+    c.send(C2S, WRAP - 14, b"a" * 10)
+    c.send(C2S, WRAP + 6, b"c" * 10)                 # hole straddles 2**32
+    events = c.send(S2C, 5001, ack=WRAP + 16)
+    assert [e.missing for e in events if type(e) is StreamGap] == [10]
+    assert data(events) == b"c" * 10
