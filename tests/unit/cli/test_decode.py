@@ -1,0 +1,145 @@
+"""kinspect decode from the command line: output modes, filters, exit codes, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from kinspect.cli import cli
+from tests.conftest import PCAPS
+
+DEMO = PCAPS / "librdkafka-produce-consume.pcapng"
+
+
+def run(*args, input=None):
+    result = CliRunner().invoke(cli, ["decode", *map(str, args)], input=input)
+    return result
+
+
+def json_lines(text: str) -> list[dict]:
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert all(isinstance(obj, dict) for obj in lines)
+    return lines
+
+
+def test_json_lines_follow_the_contract():
+    result = run("--json", DEMO)
+    assert result.exit_code == 0, result.output
+    records = json_lines(result.stdout)
+    exchanges = [r for r in records if r["type"] == "exchange"]
+    assert len(exchanges) > 50
+    required = {"conn", "api_key", "api_name", "api_version", "correlation_id", "client_id", "request_time",
+                "response_time", "latency_ms", "request", "response", "error_codes", "problems"}
+    for r in exchanges:
+        assert required <= set(r)
+        if r["response"] is not None:
+            assert r["latency_ms"] >= 0
+    produced = [rec["value"] for r in exchanges if r["api_name"] == "Produce"
+                for topic in r["request"]["topic_data"] for part in topic["partition_data"]
+                for batch in part["records"] for rec in batch["records"]]
+    assert produced and all(isinstance(v, str) for v in produced)
+
+
+def test_text_mode_one_line_per_exchange():
+    result = run(DEMO)
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert any("Produce v10" in line and "librdkafka-producer-gzip" in line for line in lines)
+    assert "\x1b[" not in result.stdout  # plain text when not a terminal
+
+
+def test_filters():
+    produce = json_lines(run("--json", "--api", "produce", DEMO).stdout)
+    assert produce and {r["api_name"] for r in produce} == {"Produce"}
+    by_key = json_lines(run("--json", "--api", "0", DEMO).stdout)
+    assert len(by_key) == len(produce)
+    clients = json_lines(run("--json", "--client-id", "*-zstd", DEMO).stdout)
+    assert clients and all(r["client_id"].endswith("-zstd") for r in clients)
+    slow = json_lines(run("--json", "--min-latency-ms", "100", DEMO).stdout)
+    assert slow and all(r["latency_ms"] >= 100 for r in slow)
+    errors = json_lines(run("--json", "--errors", DEMO).stdout)
+    assert errors and all(r["error_codes"] or r["problems"] for r in errors if r["type"] == "exchange")
+    topic = json_lines(run("--json", "--topic", "lab-librdkafka", "--api", "Fetch", DEMO).stdout)
+    assert topic and {r["api_name"] for r in topic} == {"Fetch"}
+    assert json_lines(run("--json", "--topic", "no-such-topic", DEMO).stdout) == []
+
+
+def test_unknown_api_is_a_usage_error():
+    result = run("--api", "Bogus", DEMO)
+    assert result.exit_code == 2
+    assert "unknown API" in result.output
+
+
+def test_summary_json_and_text():
+    rows = json_lines(run("--summary", "--json", DEMO).stdout)
+    by_api = {r["api_name"]: r for r in rows if r["type"] == "summary"}
+    assert by_api["Produce"]["count"] == 15 and by_api["Produce"]["latency_p99_ms"] is not None
+    assert any(r["type"] == "summary_error" and r["error"] == "MEMBER_ID_REQUIRED" for r in rows)
+    text = run("--summary", DEMO).stdout
+    assert "Exchanges by API" in text and "Produce" in text
+
+
+def test_gzip_and_stdin(tmp_path):
+    gz = tmp_path / "demo.pcapng.gz"
+    gz.write_bytes(gzip.compress(DEMO.read_bytes()))
+    plain = json_lines(run("--json", DEMO).stdout)
+    assert json_lines(run("--json", gz).stdout) == plain
+    piped = subprocess.run([sys.executable, "-m", "kinspect", "decode", "--json", "-"],
+                           input=DEMO.read_bytes(), capture_output=True, check=True)
+    assert json_lines(piped.stdout.decode()) == plain
+
+
+@pytest.mark.parametrize("content, code, message", [
+    (b"", 3, "empty"),
+    (b"GET / HTTP/1.1\r\n\r\n", 3, "not a pcap or pcapng"),
+    (b"\x1f\x8bnot really gzip", 3, ""),
+])
+def test_unreadable_input_exits_3_with_one_line(tmp_path, content, code, message):
+    path = tmp_path / "bad.pcap"
+    path.write_bytes(content)
+    proc = subprocess.run([sys.executable, "-m", "kinspect", "decode", str(path)], capture_output=True, text=True)
+    assert proc.returncode == code
+    assert "Traceback" not in proc.stderr
+    assert message in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_missing_file_exits_3():
+    proc = subprocess.run([sys.executable, "-m", "kinspect", "decode", "/nonexistent.pcap"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr
+
+
+def test_truncated_capture_prints_what_came_before_and_exits_1(tmp_path):
+    data = DEMO.read_bytes()
+    cut = tmp_path / "cut.pcapng"
+    cut.write_bytes(data[: len(data) // 2])
+    whole = json_lines(run("--json", DEMO).stdout)
+    proc = subprocess.run([sys.executable, "-m", "kinspect", "decode", "--json", str(cut)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 1
+    partial = json_lines(proc.stdout)
+    assert 0 < len([r for r in partial if r["type"] == "exchange"]) < len(whole)
+    assert any(r["type"] == "notice" and r["kind"] == "capture" and r["offset"] for r in partial)
+    assert "truncated" in proc.stderr
+
+
+def test_no_kafka_in_capture_exits_1(tmp_path):
+    # The arkime capture's Kafka, announced on a port it doesn't use, with heuristics off.
+    from tests.conftest import REALDATA
+    result = run("--no-heuristic", REALDATA / "go-sniffer/kafka.pcap")
+    assert result.exit_code == 0  # 9092 is always a Kafka port
+    other = subprocess.run(["editcap", "-r", str(DEMO), str(tmp_path / "syn.pcapng"), "1-3"], capture_output=True)
+    assert other.returncode == 0
+    proc = subprocess.run([sys.executable, "-m", "kinspect", "decode", str(tmp_path / "syn.pcapng")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "no Kafka traffic found" in proc.stderr
+
+
+def test_help_shows_examples():
+    result = CliRunner().invoke(cli, ["decode", "--help"])
+    assert result.exit_code == 0 and "Examples:" in result.output and "kinspect decode" in result.output
