@@ -65,13 +65,24 @@ class RequestHeader:
 
 
 def parse_request_header(frame, start: int = 0, end: int | None = None) -> RequestHeader | None:
-    """Parses the request header of a frame payload (after the int32 size). None if it doesn't fit."""
+    """Parses the request header of a frame payload (after the int32 size). None if it doesn't fit.
+
+    For an API nobody told us about the header version is a guess (new APIs are flexible);
+    if v2 doesn't fit, v1 is tried so that at least the correlation id and client id are kept.
+    """
     if end is None:
         end = len(frame)
     if end - start < 8:
         return None
     api_key, api_version, correlation_id = _REQ_FIXED.unpack_from(frame, start)
     header_version = apis.request_header_version(api_key, api_version)
+    header = _parse_rest(frame, start, end, api_key, api_version, correlation_id, header_version)
+    if header is None and header_version == 2 and not apis.is_known(api_key, api_version):
+        header = _parse_rest(frame, start, end, api_key, api_version, correlation_id, 1)
+    return header
+
+
+def _parse_rest(frame, start, end, api_key, api_version, correlation_id, header_version):
     pos = start + 8
     client_id = None
     if header_version >= 1:

@@ -229,6 +229,11 @@ def test_recorded_captures_decode_without_problems_and_round_trip(tshark):
     for pcap, port in captures:
         for _, kind, key, version, body, _ in capture_exchanges(pcap, port):
             decoded, problems = decode_body(key, version, kind, body)
+            if (key, version, kind) == (2, 0, "response") and "legacy" in pcap.name:
+                # Tansu leaves out ListOffsets v0's old_style_offsets (pcaps/README.md): a real
+                # broker bug, which must be reported where it is.
+                assert [p.path.rsplit(" → ", 1)[1] for p in problems] == ["old_style_offsets"]
+                continue
             assert problems == [], (pcap.name, key, version, kind, [str(p) for p in problems])
             raw_decoded, _ = decode_body(key, version, kind, body, raw_records=True)
             assert encode_body(key, version, kind, raw_decoded) == body, (pcap.name, key, version, kind)

@@ -1,0 +1,109 @@
+"""Pairing on one connection: by correlation id, with the request deciding the response's schema."""
+
+from __future__ import annotations
+
+import struct
+
+from kinspect.wire.encode import encode_body, encode_request
+from kinspect.wire.exchange import Connection
+from kinspect.wire.topics import TopicNames
+
+
+def connection():
+    return Connection("10.0.0.1:5000-10.0.0.2:9092", TopicNames(), max_frame=1 << 20, client_syn=True,
+                      server_syn=True)
+
+
+def response(api_key, version, correlation_id, body, flexible_header=False):
+    payload = struct.pack(">i", correlation_id) + (b"\x00" if flexible_header else b"")
+    payload += encode_body(api_key, version, "response", body)
+    return struct.pack(">i", len(payload)) + payload
+
+
+METADATA_V1_RESPONSE = {"brokers": [{"node_id": 1, "host": "b1", "port": 9092, "rack": None}],
+                        "controller_id": 1, "topics": []}
+
+
+def test_pipelined_requests_pair_out_of_order_with_latency():
+    c = connection()
+    out = c.client_data(encode_request(3, 1, 7, "app", {"topics": None}), 1.0)
+    out += c.client_data(encode_request(3, 1, 8, "app", {"topics": None}), 1.5)
+    assert out == []
+    out = c.server_data(response(3, 1, 8, METADATA_V1_RESPONSE), 2.0)
+    out += c.server_data(response(3, 1, 7, METADATA_V1_RESPONSE), 3.0)
+    assert [(r["correlation_id"], r["latency_ms"]) for r in out] == [(8, 500.0), (7, 2000.0)]
+    assert out[0]["response"]["brokers"][0]["host"] == "b1"
+    assert out[0]["client_id"] == "app" and out[0]["problems"] == []
+
+
+def test_acks_zero_produce_expects_no_response():
+    c = connection()
+    body = {"transactional_id": None, "acks": 0, "timeout_ms": 100, "topic_data": []}
+    out = c.client_data(encode_request(0, 3, 1, "p", body), 1.0)
+    assert len(out) == 1 and out[0]["response_expected"] is False and out[0]["response"] is None
+    assert c.close(2.0) == []
+
+
+def test_unanswered_and_orphan():
+    c = connection()
+    c.client_data(encode_request(3, 1, 1, "app", {"topics": None}), 1.0)
+    out = c.server_data(response(3, 1, 99, METADATA_V1_RESPONSE), 2.0)
+    assert out[0]["type"] == "orphan_response" and out[0]["correlation_id"] == 99
+    left = c.close(3.0)
+    assert left[0]["correlation_id"] == 1 and left[0]["response"] is None
+    assert "no response" in left[0]["problems"][-1]["what"]
+
+
+def test_api_versions_response_header_is_v0_even_when_flexible():
+    c = connection()
+    c.client_data(encode_request(18, 3, 5, "c", {"client_software_name": "x", "client_software_version": "1"}), 1.0)
+    body = {"error_code": 0, "api_keys": [{"api_key": 0, "min_version": 0, "max_version": 9}],
+            "throttle_time_ms": 0}
+    out = c.server_data(response(18, 3, 5, body, flexible_header=False), 1.1)
+    assert out[0]["response"]["api_keys"][0]["max_version"] == 9 and not out[0]["problems"]
+
+
+def test_api_versions_v0_fallback_with_unsupported_version():
+    c = connection()
+    c.client_data(encode_request(18, 3, 5, "c", {"client_software_name": "x", "client_software_version": "1"}), 1.0)
+    v0 = {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]}
+    out = c.server_data(response(18, 0, 5, v0), 1.1)
+    assert out[0]["error_codes"] == ["UNSUPPORTED_VERSION"]
+    assert out[0]["response"]["api_keys"][0]["max_version"] == 2
+    assert [p["severity"] for p in out[0]["problems"]] == ["info"]
+
+
+def test_flexible_response_header_and_error_names():
+    c = connection()
+    c.client_data(encode_request(10, 3, 2, "c", {"key": "g", "key_type": 0}), 1.0)
+    body = {"throttle_time_ms": 0, "error_code": 15, "error_message": None, "node_id": -1, "host": "",
+            "port": -1}
+    out = c.server_data(response(10, 3, 2, body, flexible_header=True), 1.2)
+    assert out[0]["error_codes"] == ["COORDINATOR_NOT_AVAILABLE"] and not out[0]["problems"]
+
+
+def test_correlation_id_reused_before_response():
+    c = connection()
+    c.client_data(encode_request(3, 1, 1, "app", {"topics": None}), 1.0)
+    out = c.client_data(encode_request(3, 1, 1, "app", {"topics": None}), 2.0)
+    assert len(out) == 1 and "reused" in out[0]["problems"][-1]["what"]
+
+
+def test_malformed_response_body_keeps_the_partial_tree():
+    c = connection()
+    c.client_data(encode_request(3, 1, 1, "app", {"topics": None}), 1.0)
+    whole = response(3, 1, 1, METADATA_V1_RESPONSE)
+    cut = whole[4:-6]
+    out = c.server_data(struct.pack(">i", len(cut)) + cut, 2.0)
+    assert out[0]["response"]["brokers"][0]["host"] == "b1"
+    error = [p for p in out[0]["problems"] if p["severity"] == "error"][0]
+    assert error["path"].startswith("MetadataResponse v1") and error["offset"] > 4
+
+
+def test_unknown_api_key_is_reported_not_fatal():
+    c = connection()
+    frame = struct.pack(">ihhih", 12, 999, 0, 1, 2) + b"ab"
+    c.client_data(frame, 1.0)
+    out = c.server_data(struct.pack(">ii", 4, 1), 1.5)
+    assert out[0]["api_name"] == "Unknown(999)" and out[0]["request"] is None
+    assert "unknown API key 999" in out[0]["problems"][0]["what"]
