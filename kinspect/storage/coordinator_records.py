@@ -56,13 +56,3 @@ def decode_coordinator_record(key: bytes | None, value: bytes | None, types: dic
                                                          "value")
     problems += value_problems
     return out, problems
-
-
-def value_struct(types: dict, record: dict) -> str | None:
-    entry = types.get(record.get("record_type"))
-    return None if entry is None else entry[2]
-
-
-def key_struct(types: dict, record: dict) -> tuple[str, int] | None:
-    entry = types.get(record.get("record_type"))
-    return None if entry is None else (entry[0], entry[1])

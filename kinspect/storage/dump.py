@@ -181,8 +181,7 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
     base_sequence = event.get("base_sequence", NO_SEQUENCE)
     inner_crcs = (_inner_crcs(buf, unit, max_output)
                   if unit["magic"] != 2 and unit["compression"] != "none" else None)
-    for index, record in enumerate(unit["records"]):
-        record = dict(record)
+    for index, record in enumerate(unit["records"]):  # the unit's own dicts, fresh per batch
         key, value = record["key"], record["value"]
         record["key_size"] = -1 if key is None else len(key)
         record["value_size"] = -1 if value is None else len(value)
@@ -301,7 +300,7 @@ def _dump_txnindex(display, buf, info, options, companion, counts) -> Iterator[d
     if log is None:
         yield from _no_log(display, counts)
     headers = _log_headers(log)
-    batches = index._Batches(headers) if headers is not None else None
+    batches = index.BatchCursor(headers) if headers is not None else None
     for entry, problems in txnindex.iter_aborted(buf, display):
         if entry is None:
             yield {"type": "index_trailing", "problems": counts.add(problems)}

@@ -8,7 +8,10 @@ offset is 0 after the first one starts it, as for Kafka's own reader.
 The broker appends an .index entry after each append of about index.interval.bytes: the
 position of the first batch appended and the largest offset appended, so normally the last
 offset of the batch at that position (kafka-dump-log checks exactly this); a follower that
-appends several batches at once leaves an entry whose offset is the last of a later batch.
+appends several batches at once leaves an entry whose offset is the last of a later batch,
+and brokers before 0.11 indexed the first offset of the append, inside the batch. Either
+way a lookup (the last entry at or below an offset, then a scan) lands well: the entry's
+position must start a batch whose base offset is at or below the entry's offset.
 A .timeindex entry holds the largest timestamp so far and the last offset of its batch.
 
     for kind, item, problems in check_offset_index(index_buf, base_offset, headers, path):
@@ -67,7 +70,7 @@ def _tail_problems(info: dict, path: str) -> list[Problem]:
                     info["position"], ERROR, "index_garbage")]
 
 
-class _Batches:
+class BatchCursor:
     """Walks batch headers forward; restarts from the top when asked to go back."""
 
     def __init__(self, headers: Headers):
@@ -99,7 +102,7 @@ class _Batches:
 
 def check_offset_index(buf, base_offset: int, headers: Headers | None, path: str,
                        log_size: int | None = None) -> Iterator[Item]:
-    batches = _Batches(headers) if headers is not None else None
+    batches = BatchCursor(headers) if headers is not None else None
     previous = None
     for (kind, fields, problems), following in _with_next_position(
             iter_entries(buf, OFFSET_ENTRY, path, 0)):
@@ -143,7 +146,7 @@ def _with_next_position(items: Iterator) -> Iterator[tuple[tuple, int | None]]:
         current = following
 
 
-def _check_against_log(entry: dict, batches: _Batches, following: int | None,
+def _check_against_log(entry: dict, batches: BatchCursor, following: int | None,
                        log_size: int | None, where: str, at: int,
                        problems: list[Problem]) -> None:
     offset, position = entry["offset"], entry["position"]
@@ -164,9 +167,11 @@ def _check_against_log(entry: dict, batches: _Batches, following: int | None,
                                 where, at, ERROR, "index_offset", batch["base_offset"], offset))
         return
     if offset < batch["last_offset"]:
+        # brokers before 0.11 indexed the first offset of an append; lookups still land well
         problems.append(Problem(f"offset {offset} is inside the batch at position {position} "
-                                f"(offsets up to {batch['last_offset']}), not its last",
-                                where, at, ERROR, "index_offset", batch["last_offset"], offset))
+                                f"(offsets up to {batch['last_offset']}), not its last, as "
+                                f"brokers before 0.11 indexed (kafka-dump-log lists a mismatch)",
+                                where, at, INFO, "index_offset", batch["last_offset"], offset))
         return
     # an append of several batches: the offset must end a later batch before the next entry
     later = batches.ending_at_or_after(offset)
@@ -185,7 +190,7 @@ def _check_against_log(entry: dict, batches: _Batches, following: int | None,
 def check_time_index(buf, base_offset: int, headers: Headers | None, path: str
                      ) -> Iterator[Item]:
     """kind "entry": {"index", "timestamp", "offset", "batch_max_timestamp", "batch_last_offset"}."""
-    batches = _Batches(headers) if headers is not None else None
+    batches = BatchCursor(headers) if headers is not None else None
     previous = None
     for kind, fields, problems in iter_entries(buf, TIME_ENTRY, path, 1):
         if kind == "zero_tail":

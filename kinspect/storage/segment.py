@@ -140,13 +140,6 @@ def header(data, view: memoryview, pos: int) -> dict:
             "is_transactional": False, "is_control": False}
 
 
-def last_offset(unit: dict) -> int:
-    """The last offset of a decoded unit or of a header()."""
-    if "last_offset" in unit:
-        return unit["last_offset"]
-    return _last_offset(unit)
-
-
 def _decode_unit(data, view, pos, index, path, problems, max_output, checks) -> dict:
     where = f"{path} → batch[{index}]"
     if view[pos + MAGIC_AT] == 2:

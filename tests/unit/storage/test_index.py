@@ -2,7 +2,7 @@ import struct
 
 from kinspect.storage.index import OFFSET_ENTRY, TIME_ENTRY, check_offset_index, check_time_index
 from kinspect.storage.segment import walk_segment
-from tests.unit.storage.conftest import KAFKA4, SEGMENT, SOC, need
+from tests.unit.storage.conftest import KAFKA4, LEGACY, SEGMENT, SOC, need
 
 INDEX = SOC / "00000000000000000000.index"
 TIMEINDEX = SOC / "00000000000000000000.timeindex"
@@ -82,6 +82,14 @@ def test_entry_pointing_inside_a_batch_is_caught():
     items = _offsets(bytes(entries), log)
     assert _checks(items) == [("index_position", "error")]
     assert items[10][2][0].offset == 8 * 10 + 4
+
+
+def test_entry_inside_its_batch_is_information():
+    """Brokers before 0.11 indexed the first offset of an append: lookups still land well."""
+    log = need(LEGACY / "legacy-v1-gzip-0" / SEGMENT).read_bytes()
+    wrapper = _batches(log)[1]  # a gzip wrapper of 4 messages
+    entry = OFFSET_ENTRY.pack(wrapper["last_offset"] - 2, wrapper["position"])
+    assert _checks(_offsets(entry, log)) == [("index_offset", "info")]
 
 
 def test_offset_order_and_wrong_offsets():
