@@ -146,6 +146,8 @@ def record(args) -> dict:
                 "command": "python tools/record_bench_capture.py" + (" --force" if args.force else ""),
                 "recorded_seconds": round(time.time() - started, 1),
                 "file_info": info.to_dict(), **manifest}
+    argv = manifest["capture"]["argv"]
+    manifest["capture"]["argv"] = [manifest["file"] if a == partial.name else a for a in argv]
     partial.rename(capture_path(cache, name))
     manifest_path(cache, name).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest

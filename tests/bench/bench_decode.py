@@ -1,0 +1,217 @@
+"""Decode benchmark (not a test): kinspect decode against tshark on the same capture, in one run.
+
+    python tests/bench/bench_decode.py                       # the cached 1M-packet lab capture
+    python tests/bench/bench_decode.py FILE --port 9092 --fractions 0.1,1 --repeat 3
+
+Each tool decodes the first 10%, 25%, 50% and 100% of the capture's packets (prefixes cut with
+editcap) with stdout to /dev/null; per run: wall time, the child's own CPU time and peak RSS
+(os.wait4), packets/s and MB/s of capture. Ratios are tshark's time over the tool's, so 2.0 means
+twice tshark's speed. Prints a table and writes tests/bench/results/decode-<capture>-<date>.json
+with the machine's facts. Record the capture first: sudo python tools/record_bench_capture.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.bench.measure import machine_facts, run_child  # noqa: E402
+from tests.bench.prefixes import prefix  # noqa: E402
+from tools.record_bench_capture import capture_path, manifest_path  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FRACTIONS = (0.1, 0.25, 0.5, 1.0)
+PEER = "tshark"
+
+
+def commands(port: int) -> dict[str, callable]:
+    """Tool name → argv for a capture file. tshark's is the one issue 3 names."""
+    kinspect = [sys.executable, "-m", "kinspect", "decode"] + ([] if port == 9092 else ["--port", str(port)])
+    return {
+        PEER: lambda f: ["tshark", "-r", str(f), "-d", f"tcp.port=={port},kafka", "-T", "fields",
+                         "-e", "kafka.api_key", "-e", "kafka.correlation_id"],
+        "kinspect --json": lambda f: [*kinspect, "--json", str(f)],
+        "kinspect --summary": lambda f: [*kinspect, "--summary", "--json", str(f)],
+    }
+
+
+def count_packets(capture: Path) -> int:
+    out = subprocess.run(["capinfos", "-c", "-M", "-T", "-r", str(capture)], capture_output=True,
+                         text=True, check=True).stdout
+    return int(out.split("\t")[-1])
+
+
+def measure(capture: Path, port: int, fractions, repeat: int, tools: list[str]) -> tuple[list, list]:
+    """Every (fraction, tool) run `repeat` times, tools interleaved (order rotated per round) so
+    that a busy moment on the machine does not land on one tool only."""
+    total = count_packets(capture)
+    argv_for = commands(port)
+    runs, summary_rows = [], []
+    for fraction in fractions:
+        packets = max(1, round(total * fraction))
+        path = prefix(capture, packets, total)
+        size = path.stat().st_size
+        for r in range(repeat):
+            order = tools[r % len(tools):] + tools[:r % len(tools)]
+            for tool in order:
+                argv = argv_for[tool](path)
+                load = os.getloadavg()[0]
+                if tool == "kinspect --summary":
+                    with tempfile.TemporaryFile("w+") as out:
+                        child = run_child(argv, stdout=out)
+                        out.seek(0)
+                        rows = [json.loads(line) for line in out]
+                    if fraction == fractions[-1]:
+                        summary_rows = rows
+                else:
+                    child = run_child(argv)
+                runs.append({"fraction": fraction, "packets": packets, "bytes": size, "tool": tool,
+                             "repeat": r, "load_average_1m": round(load, 2), "argv": _shown(argv),
+                             **child.to_dict()})
+                print(f"  {fraction:>5.0%} {tool:20} {child.wall_s:8.2f} s wall {child.cpu_s:8.2f} s cpu "
+                      f"{child.peak_rss_mb:8.1f} MB  exit {child.exit_code}", file=sys.stderr, flush=True)
+    return runs, summary_rows
+
+
+def _shown(argv: list[str]) -> list[str]:
+    return ["python" if a == sys.executable else Path(a).name if os.sep in a else a for a in argv]
+
+
+def aggregate(runs: list[dict]) -> list[dict]:
+    """Median over repeats per (fraction, tool), with rates and ratios against the peer."""
+    rows = []
+    keys = sorted({(r["fraction"], r["tool"]) for r in runs}, key=lambda k: (k[0], k[1] != PEER, k[1]))
+    for fraction, tool in keys:
+        mine = [r for r in runs if r["fraction"] == fraction and r["tool"] == tool]
+        wall = statistics.median(r["wall_s"] for r in mine)
+        cpu = statistics.median(r["cpu_s"] for r in mine)
+        packets, size = mine[0]["packets"], mine[0]["bytes"]
+        rows.append({"fraction": fraction, "tool": tool, "packets": packets, "mb": round(size / 1e6, 1),
+                     "runs": len(mine), "exit_codes": sorted({r["exit_code"] for r in mine}),
+                     "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+                     "packets_per_s": round(packets / wall), "mb_per_s": round(size / 1e6 / wall, 2),
+                     "packets_per_cpu_s": round(packets / cpu),
+                     "peak_rss_mb": max(r["peak_rss_mb"] for r in mine)})
+    peers = {r["fraction"]: r for r in rows if r["tool"] == PEER}
+    for row in rows:
+        peer = peers.get(row["fraction"])
+        row["speed_vs_tshark_wall"] = round(peer["wall_s"] / row["wall_s"], 2) if peer else None
+        row["speed_vs_tshark_cpu"] = round(peer["cpu_s"] / row["cpu_s"], 2) if peer else None
+    return rows
+
+
+def growth(rows: list[dict]) -> dict:
+    """Per tool, from the smallest to the largest prefix: the exponent b in time ∝ packets^b
+    (1.0 is linear) and how peak RSS grew."""
+    out = {}
+    for tool in sorted({r["tool"] for r in rows}):
+        mine = sorted((r for r in rows if r["tool"] == tool), key=lambda r: r["packets"])
+        if len(mine) < 2:
+            continue
+        first, last = mine[0], mine[-1]
+        scale = last["packets"] / first["packets"]
+        out[tool] = {
+            "packets": [first["packets"], last["packets"]],
+            "cpu_exponent": round(math.log(last["cpu_s"] / first["cpu_s"]) / math.log(scale), 2),
+            "wall_exponent": round(math.log(last["wall_s"] / first["wall_s"]) / math.log(scale), 2),
+            "peak_rss_mb": [r["peak_rss_mb"] for r in mine],
+            "peak_rss_growth": round(last["peak_rss_mb"] / first["peak_rss_mb"], 2),
+            "us_per_packet_cpu": [round(r["cpu_s"] / r["packets"] * 1e6, 2) for r in mine],
+        }
+    return out
+
+
+COLUMNS = (("fraction", "{:>5.0%}"), ("tool", "{:<20}"), ("packets", "{:>9,}"), ("mb", "{:>8.1f}"),
+           ("wall_s", "{:>8.2f}"), ("cpu_s", "{:>8.2f}"), ("packets_per_s", "{:>9,}"),
+           ("mb_per_s", "{:>7.2f}"), ("peak_rss_mb", "{:>8.1f}"), ("speed_vs_tshark_wall", "{:>6}"),
+           ("speed_vs_tshark_cpu", "{:>6}"))
+HEADINGS = ("part", "tool", "packets", "MB", "wall s", "cpu s", "pkts/s", "MB/s", "RSS MB",
+            "×wall", "×cpu")
+
+
+def table(rows: list[dict]) -> str:
+    widths = [len(fmt.format(rows[0][key])) if rows else 8 for key, fmt in COLUMNS]
+    lines = ["  ".join(h.rjust(w) if i not in (1,) else h.ljust(w)
+                       for i, (h, w) in enumerate(zip(HEADINGS, widths)))]
+    for row in rows:
+        lines.append("  ".join(fmt.format(row[key]) for key, fmt in COLUMNS))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("capture", nargs="?", type=Path, default=capture_path())
+    parser.add_argument("--port", type=int, help="the broker's port (default: the manifest's, else 9092)")
+    parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
+    parser.add_argument("--repeat", type=int, default=1, help="runs per (fraction, tool); medians are reported")
+    parser.add_argument("--tools", default=",".join(commands(9092)), help="comma-separated subset")
+    parser.add_argument("--out", type=Path, help="results JSON (default: tests/bench/results/...)")
+    args = parser.parse_args(argv)
+    if not args.capture.is_file():
+        parser.error(f"{args.capture} is missing: record it with sudo python tools/record_bench_capture.py")
+    manifest = _manifest(args.capture)
+    port = args.port or manifest.get("capture", {}).get("port", 9092)
+    tools = args.tools.split(",")
+    unknown = set(tools) - set(commands(port))
+    if unknown:
+        parser.error(f"unknown tools {sorted(unknown)}")
+    fractions = [float(f) for f in args.fractions.split(",")]
+    facts_before = machine_facts()
+    started = time.time()
+    runs, summary_rows = measure(args.capture, port, fractions, args.repeat, tools)
+    rows = aggregate(runs)
+    result = {"benchmark": "decode", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+              "seconds": round(time.time() - started, 1), "machine": facts_before,
+              "load_average_after": os.getloadavg(),
+              "capture": {"file": args.capture.name, "port": port, "packets": count_packets(args.capture),
+                          "bytes": args.capture.stat().st_size, "manifest": _manifest_digest(manifest),
+                          "exchanges_by_api": [r for r in summary_rows if "count" in r and "error" not in r]},
+              "commands": {tool: _shown(commands(port)[tool]("FILE")) for tool in tools},
+              "rows": rows, "growth": growth(rows), "runs": runs}
+    out = args.out or RESULTS / f"decode-{args.capture.stem}-{time.strftime('%Y%m%d-%H%M', time.gmtime(started))}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(table(rows))
+    for tool, g in result["growth"].items():
+        print(f"{tool}: cpu ∝ packets^{g['cpu_exponent']}, peak RSS {g['peak_rss_mb']} MB "
+              f"(×{g['peak_rss_growth']} from {g['packets'][0]:,} to {g['packets'][1]:,} packets)")
+    print(f"results: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+    return 0
+
+
+def _manifest(capture: Path) -> dict:
+    path = capture.with_name(capture.stem + ".manifest.json")
+    if capture == capture_path():
+        path = manifest_path()
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _manifest_digest(manifest: dict) -> dict:
+    """What the capture is, without the per-round detail."""
+    if not manifest:
+        return {}
+    rounds = manifest.get("rounds", [])
+    produced = sum(c["delivered"] for r in rounds for c in r["produced"].values())
+    return {"summary": manifest.get("summary"), "command": manifest.get("command"),
+            "broker": manifest.get("broker"), "capture": manifest.get("capture"),
+            "file_info": manifest.get("file_info"), "rounds": len(rounds),
+            "clients": rounds[0]["versions"] if rounds else None,
+            "codecs": sorted(rounds[0]["produced"]) if rounds else None,
+            "messages_delivered": produced, "messages_consumed": sum(r["consumed"] for r in rounds),
+            "commits": sum(r["commits"] for r in rounds),
+            "value_size": rounds[0]["value_size"] if rounds else None}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Where `kinspect decode --json` spends its time, per layer (not a test).
+
+    python tests/bench/profile_decode.py                       # first 25% of the cached capture
+    python tests/bench/profile_decode.py FILE --fraction 1 --repeat 3
+
+Two views, written to tests/bench/results/profile-<capture>-<date>.json and printed:
+- stages: the pipeline cut after each layer (tests/bench/stages.py), one process per run,
+  best CPU time of --repeat runs; a layer's cost is its stage minus the stage before. No
+  profiler overhead, so these are the numbers to trust.
+- cProfile of the real command, own time folded into layers (tests/bench/layers.py), and the
+  top functions. The profiler inflates Python-heavy layers; use it for the detail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.bench.bench_decode import count_packets  # noqa: E402
+from tests.bench.layers import by_layer, top_functions  # noqa: E402
+from tests.bench.measure import machine_facts, run_child  # noqa: E402
+from tests.bench.prefixes import prefix  # noqa: E402
+from tests.bench.stages import STAGES  # noqa: E402
+from tools.record_bench_capture import capture_path  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+STAGE_LAYERS = {"read": "capture reader", "link": "link", "tcp": "tcp",
+                "frames": "frames, headers, pairing", "bodies": "body decode (record sets raw)",
+                "records": "records (decompress, parse)", "checks": "record checks",
+                "json": "JSON encode", "write": "output write"}
+
+
+def stage_costs(path: Path, repeat: int) -> list[dict]:
+    rows, previous = [], 0.0
+    for stage in STAGES:
+        best = None
+        for _ in range(repeat):
+            out = subprocess.run([sys.executable, "-m", "tests.bench.stages", stage, str(path)], cwd=REPO,
+                                 capture_output=True, text=True, check=True).stdout
+            result = json.loads(out)
+            if best is None or result["cpu_s"] < best["cpu_s"]:
+                best = result
+        best["layer"] = STAGE_LAYERS[stage]
+        best["adds_cpu_s"] = round(best["cpu_s"] - previous, 3)
+        previous = best["cpu_s"]
+        rows.append(best)
+        print(f"  stage {stage:8} {best['cpu_s']:7.2f} s cpu", file=sys.stderr, flush=True)
+    return rows
+
+
+def full_command(path: Path, repeat: int) -> dict:
+    runs = [run_child([sys.executable, "-m", "kinspect", "decode", "--json", str(path)]) for _ in range(repeat)]
+    best = min(runs, key=lambda r: r.cpu_s)
+    return best.to_dict()
+
+
+def profile(path: Path) -> dict:
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "decode.prof"
+        subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "kinspect", "decode", "--json",
+                        str(path)], cwd=REPO, stdout=subprocess.DEVNULL, check=True)
+        stats = pstats.Stats(str(out))
+    layers = by_layer(stats)
+    total = sum(layers.values())
+    return {"total_s": round(total, 3),
+            "layers": [{"layer": k, "own_s": round(v, 3), "share": round(v / total, 3)} for k, v in layers.items()],
+            "top_functions": top_functions(stats, 25)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("capture", nargs="?", type=Path, default=capture_path())
+    parser.add_argument("--fraction", type=float, default=0.25, help="profile this prefix of the capture")
+    parser.add_argument("--repeat", type=int, default=3, help="stage runs; the best CPU time counts")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    total = count_packets(args.capture)
+    packets = max(1, round(total * args.fraction))
+    path = prefix(args.capture, packets, total)
+    started = time.time()
+    facts = machine_facts()
+    stages = stage_costs(path, args.repeat)
+    command = full_command(path, args.repeat)
+    profiled = profile(path)
+    result = {"benchmark": "decode profile", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+              "machine": facts, "capture": {"file": path.name, "packets": packets, "bytes": path.stat().st_size},
+              "stages": stages, "command": command, "cprofile": profiled}
+    out = args.out or RESULTS / f"profile-{args.capture.stem}-{time.strftime('%Y%m%d-%H%M', time.gmtime(started))}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{path.name}: {packets:,} packets, {path.stat().st_size / 1e6:.1f} MB")
+    print(f"\n{'layer (stage)':32} {'adds cpu s':>10} {'µs/packet':>10} {'peak RSS MB':>12}")
+    for row in stages:
+        print(f"{row['layer']:32} {row['adds_cpu_s']:10.2f} {row['adds_cpu_s'] / packets * 1e6:10.2f} "
+              f"{row['peak_rss_mb']:12.1f}")
+    print(f"{'whole command (click, start-up)':32} {command['cpu_s']:10.2f} "
+          f"{command['cpu_s'] / packets * 1e6:10.2f} {command['peak_rss_mb']:12.1f}   (total)")
+    print(f"\ncProfile, own time by layer (total {profiled['total_s']:.2f} s under the profiler)")
+    for row in profiled["layers"]:
+        print(f"  {row['layer']:34} {row['own_s']:8.2f} s {row['share']:6.1%}")
+    print("\ntop functions by own time")
+    for row in profiled["top_functions"][:15]:
+        print(f"  {row['own_s']:7.2f} s {row['calls']:>9,}  {row['function']}  [{row['layer']}]")
+    print(f"\nresults: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""The decode pipeline cut after each layer, to measure what each layer adds (not a test).
+
+    python -m tests.bench.stages STAGE CAPTURE      # prints {"stage", "cpu_s", "rss"...} as JSON
+
+Each stage does everything the one before it did, plus one layer: reading packets, link
+decode, TCP reassembly, Kafka frames/headers/pairing, bodies (record sets kept raw), records
+without checks, records with checks (the default), JSON encoding, writing to /dev/null.
+Run one stage per process, so each starts cold and its peak memory is its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+
+from kinspect.capture.link import decode_tcp
+from kinspect.capture.source import open_capture
+from kinspect.capture.tcp import TcpReassembler
+from kinspect.pipeline import DecodeRun
+from kinspect.render import jsonl
+from kinspect.wire import messages
+
+STAGES = ("read", "link", "tcp", "frames", "bodies", "records", "checks", "json", "write")
+
+
+def _packets(path: str, link: bool, tcp: bool) -> int:
+    reassembler = TcpReassembler()
+    n = 0
+    with open_capture(path) as capture:
+        for ts, linktype, data, _number in capture.packets():
+            n += 1
+            if not link:
+                continue
+            segment = decode_tcp(linktype, data)
+            if segment is None or not tcp:
+                continue
+            src, dst, sport, dport, seq, flags, payload = segment
+            for _event in reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload):
+                pass
+    return n
+
+
+def _decode(path: str, stage: str) -> int:
+    if stage == "bodies":
+        messages.decode_body = functools.partial(messages.decode_body, raw_records=True)
+    elif stage == "records":
+        messages.decode_body = functools.partial(messages.decode_body, record_checks=False)
+    run = DecodeRun(path, decode_bodies=stage != "frames")
+    n = 0
+    if stage in ("json", "write"):
+        out = open("/dev/null", "w") if stage == "write" else None
+        for record in run.records():
+            line = jsonl.dumps(record)
+            if out is not None:
+                out.write(line)
+                out.write("\n")
+            n += 1
+        if out is not None:
+            out.close()
+    else:
+        for _record in run.records():
+            n += 1
+    return n
+
+
+def run_stage(stage: str, path: str) -> dict:
+    started = time.process_time()
+    if stage in ("read", "link", "tcp"):
+        count = _packets(path, link=stage != "read", tcp=stage == "tcp")
+    else:
+        count = _decode(path, stage)
+    cpu = time.process_time() - started
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    kb = {k: int(status[k].split()[0]) for k in ("VmHWM", "RssAnon", "RssFile")}
+    return {"stage": stage, "items": count, "cpu_s": round(cpu, 3),
+            "peak_rss_mb": round(kb["VmHWM"] / 1024, 1), "rss_anon_mb_at_end": round(kb["RssAnon"] / 1024, 1),
+            "rss_file_mb_at_end": round(kb["RssFile"] / 1024, 1)}
+
+
+if __name__ == "__main__":
+    stage_name, capture_file = sys.argv[1:3]
+    if stage_name not in STAGES:
+        sys.exit(f"stage must be one of {', '.join(STAGES)}")
+    print(json.dumps(run_stage(stage_name, capture_file)))
