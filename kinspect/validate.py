@@ -47,10 +47,13 @@ RELEASE_EVERY = 64 << 20
 _FRAME = struct.Struct(">qi")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_V2_TAIL = struct.Struct(">hiqqqhii")  # attributes .. records count
 _ZEROS = memoryview(bytes(1 << 20))
-# A position where a unit could start: length (bytes 8..11) in [14, 2**30), magic 0-2 at byte 16.
-_CANDIDATE = re.compile(rb"(?s)(?=.{8}(?:[\x01-\x3f]...|\x00[\x01-\xff]..|\x00\x00[\x01-\xff].|"
-                        rb"\x00\x00\x00[\x0e-\xff]).{4}[\x00-\x02])")
+# Where a unit could start: offset below 2**56, length in [14, 2**30), then magic 2 with the
+# reserved attribute bits clear, or magic 0/1 with attributes below 16.
+_CANDIDATE = re.compile(rb"(?s)(?=\x00.{7}(?:[\x01-\x3f]...|\x00[\x01-\xff]..|\x00\x00[\x01-\xff].|"
+                        rb"\x00\x00\x00[\x0e-\xff]).{4}(?:\x02.{4}\x00[\x00-\x7f]|[\x00\x01][\x00-\x0f]))")
 
 # Check names grouped as CI reports show them (one JUnit testcase per family).
 CHECK_FAMILIES = {
@@ -69,8 +72,16 @@ CHECK_FAMILIES = {
 _FAMILY_OF = {check: family for family, checks in CHECK_FAMILIES.items() for check in checks}
 
 
-def check_family(check: str, kind: str = "records") -> str:
-    return _FAMILY_OF.get(check, "capture" if kind == "capture" else "other")
+CAPTURE_FAMILIES = ("capture", "decode")
+
+
+def check_family(check: str) -> str:
+    """The family of a check name; captures add 'capture' (the file, the TCP streams) and
+    'decode' (the bodies around the record sets)."""
+    family = _FAMILY_OF.get(check)
+    if family is not None:
+        return family
+    return "capture" if check.startswith("capture") else "decode"
 
 
 @dataclass(slots=True)
@@ -92,6 +103,22 @@ class Finding:
     found: object = None
     context: dict | None = None
 
+    def __str__(self) -> str:
+        """One line: check, place, batch, what, expected and found."""
+        place = []
+        if self.position is not None:
+            place.append(f"{'frame ' if self.context else ''}byte {self.position:#x}")
+        if self.path:
+            place.append(self.path)
+        if self.base_offset is not None:
+            place.append(f"base offset {self.base_offset}")
+        if self.context and self.context.get("correlation_id") is not None:
+            place.append(f"{self.context['conn']} #{self.context['correlation_id']}")
+        text = f"{self.check}{' at ' if place else ''}{', '.join(place)}: {self.what}"
+        if self.expected is not None or self.found is not None:
+            text += f" (expected {_shown(self.check, self.expected)}, found {_shown(self.check, self.found)})"
+        return text
+
     def to_dict(self) -> dict:
         d = {"type": "finding", "file": self.file, "check": self.check,
              "severity": self.severity, "what": self.what, "path": self.path,
@@ -100,6 +127,12 @@ class Finding:
         if self.context:
             d.update(self.context)
         return d
+
+
+def _shown(check: str, value) -> str:
+    if check == "crc" and isinstance(value, int):
+        return f"{value:#010x}"
+    return str(value)
 
 
 @dataclass
@@ -137,24 +170,30 @@ class FileReport:
 
 # ------------------------------------------------------------------ paths and classification
 
-def validate_paths(paths: Iterable[str | os.PathLike], *, max_output: int = DEFAULT_MAX_OUTPUT,
+def validate_paths(paths: Iterable[str | os.PathLike], *, skip_unknown: bool = False,
+                   max_output: int = DEFAULT_MAX_OUTPUT,
                    progress: Callable[[str, int, int], None] | None = None
                    ) -> Iterator[Finding | FileReport]:
     """Every file under ``paths``: its findings, then its FileReport.
 
-    Named files must be something kinspect validates (else their report is unreadable);
-    files found in directories are skipped silently unless their content or name says Kafka.
-    ``progress(file, done, total)`` is called now and then while a file is walked.
+    Named files must be something kinspect validates (else their report is unreadable),
+    unless ``skip_unknown``: then, as files found in directories, they are skipped silently
+    unless their name or content says Kafka. ``progress(file, done, total)`` is called now
+    and then while a file is walked.
     """
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            for file in _walk_directory(path):
-                kind = classify(file, explicit=False)
-                if kind is not None:
-                    yield from validate_file(file, kind, max_output=max_output, progress=progress)
+            found = _walk_directory(path)
+        elif skip_unknown and path.is_file():
+            found = iter((path,))
         else:
             yield from validate_file(path, None, max_output=max_output, progress=progress)
+            continue
+        for file in found:
+            kind = classify(file, explicit=False)
+            if kind is not None:
+                yield from validate_file(file, kind, max_output=max_output, progress=progress)
 
 
 def _walk_directory(root: Path) -> Iterator[Path]:
@@ -169,47 +208,59 @@ def classify(path: Path, explicit: bool = True) -> str | None:
     """'capture', 'segment', 'records' or None (not something validate reads)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(64)
-            size = os.fstat(f.fileno()).st_size
-    except OSError:
-        return "unknown" if explicit else None
-    return classify_bytes(path.name, head, size, explicit)
+            if os.fstat(f.fileno()).st_size == 0:
+                return classify_bytes(path.name, b"", explicit)
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    return classify_bytes(path.name, view, explicit)
+                finally:
+                    view.release()
+    except (OSError, ValueError):
+        return None
 
 
-def classify_bytes(name: str, head: bytes, size: int, explicit: bool = True) -> str | None:
-    if sniff_format(head) is not None:
+def classify_bytes(name: str, data: bytes | memoryview, explicit: bool = True) -> str | None:
+    """Tell a file's kind from its name and content.
+
+    A record file starts with a unit whose CRC holds, or with a header whose length leads
+    to the end of the file or to a unit whose CRC holds (the first unit is damaged). A file
+    named on the command line (explicit) needs less: a plausible header at byte 0, or one
+    whose length leads to the end or to another header (damage is reported, not skipped).
+    """
+    size = len(data)
+    head = bytes(data[:8])
+    if sniff_format(head) == "gzip":
+        head = _gunzip_head(data)
+    if sniff_format(head) in ("pcap", "pcapng"):
         return "capture"
     if SEGMENT_NAME.fullmatch(name) or (explicit and name.endswith(".log")):
         return "segment"
-    if SIDE_FILE.fullmatch(name):
+    if SIDE_FILE.fullmatch(name) or size < 17:
         return None
-    if _plausible_header(head, size, strict=not explicit):
+    length = _FRAME.unpack_from(data, 0)[1]
+    minimum = MIN_LENGTH.get(data[16])
+    if minimum is None:
+        after = 12 + length
+        follows = _frames(data, after, size) is not None if explicit else _sealed_at(data, after, size)
+        return "records" if length >= 5 and (after == size or (after < size and follows)) else None
+    if not minimum <= length <= MAX_PLAUSIBLE_LENGTH:
+        return None
+    if explicit or 12 + length == size or _sealed_at(data, 0, size) or _sealed_at(data, 12 + length, size):
         return "records"
     return None
 
 
-def _plausible_header(head: bytes, size: int, strict: bool) -> bool:
-    """A batch or message header at byte 0. Strict (files met in a directory walk): the
-    unit fits the file and the next header or the end of the file follows it."""
-    if len(head) < 17:
-        return False
-    length = _FRAME.unpack_from(head, 0)[1]
-    minimum = MIN_LENGTH.get(head[16])
-    if minimum is None or not minimum <= length <= MAX_PLAUSIBLE_LENGTH:
-        return False
-    if not strict:
-        return True
-    return 12 + length == size or (12 + length < size - 17 and _fits_next(head, length, size))
+def _gunzip_head(data) -> bytes:
+    try:
+        return zlib.decompressobj(31).decompress(bytes(data[:4096]), 8)
+    except zlib.error:
+        return b""
 
 
-def _fits_next(head: bytes, length: int, size: int) -> bool:
-    # head holds 64 bytes: a second header is visible only after a short first unit
-    at = 12 + length
-    if at + 17 > len(head):
-        return True
-    next_length = _FRAME.unpack_from(head, at)[1]
-    minimum = MIN_LENGTH.get(head[at + 16])
-    return minimum is not None and minimum <= next_length <= size - at - 12
+def _sealed_at(view, pos: int, end: int) -> bool:
+    length = _frames(view, pos, end)
+    return length is not None and _well_formed(view, pos, length) and _sealed(view, pos, length)
 
 
 # ------------------------------------------------------------------ one file
@@ -331,7 +382,7 @@ def walk_records(view: memoryview, file: str, report: FileReport, *,
                               f"padded space)", f"batch[{index}]", pos, index, None)
                 return
             resumes = (resume_at if resume_at is not None and resume_at > pos
-                       else _resync(view, pos + 1, end))
+                       else _skip_unknown_magic(view, pos, end) or _resync(view, pos + 1, end))
             yield from _unframed(view, pos, end, index, file, resumes)
             pos, resume_at = resumes, None
             index += 1
@@ -380,13 +431,23 @@ def walk_records(view: memoryview, file: str, report: FileReport, *,
 
 def _frames(view: memoryview, pos: int, end: int) -> int | None:
     """The length of the unit at pos if its header frames one inside the file, else None."""
-    if end - pos < 17:
+    if pos < 0 or end - pos < 17:
         return None
     length = _FRAME.unpack_from(view, pos)[1]
     minimum = MIN_LENGTH.get(view[pos + 16])
     if minimum is None or length < minimum or length > end - pos - 12:
         return None
     return length
+
+
+def _skip_unknown_magic(view: memoryview, pos: int, end: int) -> int | None:
+    """Where the unit after one with a damaged magic byte starts, if its length leads to one."""
+    if end - pos < 17 or view[pos + 16] in MIN_LENGTH:
+        return None
+    after = pos + 12 + _FRAME.unpack_from(view, pos)[1]
+    if pos + 17 <= after and (after == end or _frames(view, after, end) is not None):
+        return after
+    return None
 
 
 def _sealed(view: memoryview, pos: int, length: int) -> bool:
@@ -401,10 +462,31 @@ def _resync(view: memoryview, start: int, end: int) -> int:
     """The position of the next unit at or after start whose CRC holds, or end."""
     for match in _CANDIDATE.finditer(view, start):
         at = match.start()
-        length = _frames(view, at, end)
-        if length is not None and length <= MAX_PLAUSIBLE_LENGTH and _sealed(view, at, length):
+        if _sealed_at(view, at, end):
             return at
     return end
+
+
+def _well_formed(view: memoryview, at: int, length: int) -> bool:
+    """Header fields a writer never gets wrong, checked before paying for a CRC."""
+    if length > MAX_PLAUSIBLE_LENGTH or _I64.unpack_from(view, at)[0] < 0:
+        return False
+    if view[at + 16] == 2:
+        (attributes, last_delta, _, _, _, epoch, _,
+         count) = _V2_TAIL.unpack_from(view, at + 21)
+        return (not attributes & 0xFF80 and -1 <= last_delta and -1 <= epoch
+                and 0 <= count <= length - 49)
+    if view[at + 17] & 0xF0:
+        return False
+    key_at = at + (26 if view[at + 16] == 1 else 18)
+    key = _I32.unpack_from(view, key_at)[0]
+    if key < -1 or key > length:
+        return False
+    value_at = key_at + 4 + max(key, 0)
+    if value_at + 4 > at + 12 + length:
+        return False
+    value = _I32.unpack_from(view, value_at)[0]
+    return value_at + 4 + max(value, 0) == at + 12 + length
 
 
 def _zeros_to_end(view: memoryview, pos: int, end: int) -> bool:
@@ -446,11 +528,10 @@ def _unframed(view: memoryview, pos: int, end: int, index: int, file: str,
         yield Finding(file, "partial_trailing", ERROR,
                       f"truncated batch: it declares {length} bytes after its length field but "
                       f"only {left - 12} remain", where, pos, index, base_offset, length, left - 12)
-    if resumes < end:
+    if resumes < end and not (minimum is None and resumes == pos + 12 + length):
         yield Finding(file, "resync", WARNING,
                       f"skipped {resumes - pos} bytes that do not frame a batch; resumed at the "
-                      f"next valid batch at byte {resumes:#x}", where, pos, index, base_offset,
-                      None, resumes - pos)
+                      f"next valid batch at byte {resumes:#x}", where, pos, index, base_offset)
 
 
 def _segment_name(name: str, first: int, pos: int, problems: list[Problem]) -> None:

@@ -1,0 +1,145 @@
+"""kinspect validate: record integrity checks over captures, segments and record files, for CI."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.text import Text
+
+from kinspect.cli.output import Output, output_options
+from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, INFO, WARNING
+from kinspect.render.junit import JUnitReport
+from kinspect.validate import FileReport, Finding, validate_paths
+
+SHOWN_PER_FILE = 200
+STYLES = {ERROR: "red", WARNING: "yellow", INFO: "dim"}
+
+EPILOG = """\b
+Examples:
+  kinspect validate tests/fixtures/ pcaps/capture.pcapng
+  kinspect validate /var/lib/kafka/data/orders-0/00000000000000000000.log
+  kinspect validate --strict --junit validate.xml fixtures/
+  kinspect validate --json samples/ | jq 'select(.type == "finding")'
+
+\b
+What is read: pcap/pcapng (also .gz): every record set of every Produce and Fetch;
+Kafka log segments (*.log); files of record batches or message sets (told by content);
+directories, recursively (files that are none of these are skipped).
+
+\b
+Checks: batch and message CRCs, framing, magic, record structure and counts, codecs and
+decompression, attributes, timestamps, offsets, producer fields, control records. A damaged
+unit is reported and the walk resumes at the next valid batch.
+
+\b
+Exit codes: 0 clean; 1 problems (errors, or warnings too with --strict); 2 usage error;
+3 a file is unreadable or not something kinspect validates.
+"""
+
+
+@click.command(epilog=EPILOG)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--strict", is_flag=True, help="Fail on warnings too, not only on errors.")
+@click.option("--junit", "junit_file", type=click.Path(dir_okay=False, writable=True),
+              help="Also write a JUnit XML report here (a testsuite per file).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Show information findings too (compaction gaps, padding, partial fetches).")
+@click.option("--skip-unknown", is_flag=True,
+              help="Skip named files that are not captures, segments or record files (as in "
+                   "directories) instead of failing with exit 3; for pre-commit.")
+@output_options
+def validate(paths, strict, junit_file, verbose, skip_unknown, out: Output):
+    """Check Kafka record batches in captures, log segments, record files and directories.
+
+    Each finding names its check, severity, byte position, batch and base offset, and what
+    was expected and found.
+    """
+    junit = JUnitReport(strict) if junit_file else None
+    progress = _Progress(out)
+    files = failed = unreadable = 0
+    shown: list[Finding] = []
+    hidden = 0
+    try:
+        for event in validate_paths(paths, skip_unknown=skip_unknown, progress=progress):
+            if isinstance(event, Finding):
+                if junit is not None:
+                    junit.add(event)
+                if out.as_json:
+                    out.record(event.to_dict())
+                elif verbose or event.severity != INFO:
+                    if len(shown) < SHOWN_PER_FILE:
+                        shown.append(event)
+                    else:
+                        hidden += 1
+                continue
+            progress.done()
+            files += 1
+            failed += event.failed(strict)
+            if event.unreadable is not None:
+                unreadable += 1
+                out.warn(f"kinspect: {event.file}: {event.unreadable}")
+            if junit is not None:
+                junit.end_file(event)
+            if out.as_json:
+                out.record(event.to_dict(strict))
+            else:
+                _print_file(out, event, shown, hidden, strict)
+            shown, hidden = [], 0
+    finally:
+        progress.done()
+        if junit is not None:
+            Path(junit_file).write_bytes(junit.to_xml())
+    if not out.as_json:
+        out.text(f"{files} file(s): {files - failed - unreadable} OK, {failed} with problems, "
+                 f"{unreadable} unreadable")
+    sys.exit(EXIT_UNREADABLE if unreadable else EXIT_PROBLEMS if failed else EXIT_OK)
+
+
+def _print_file(out: Output, report: FileReport, shown: list[Finding], hidden: int,
+                strict: bool) -> None:
+    status = report.status(strict)
+    label = {"ok": ("OK", "green"), "problems": ("FAIL", "bold red"),
+             "unreadable": ("UNREADABLE", "bold red")}[status]
+    counts = [f"{n} {name}{'s' if n != 1 else ''}" for name, n in
+              (("error", report.counts[ERROR]), ("warning", report.counts[WARNING]),
+               ("note", report.counts[INFO])) if n]
+    if report.unreadable is not None:
+        detail = report.unreadable
+    else:
+        units = f"{report.batches} batches, {report.records} records"
+        if report.kind == "capture":
+            units = f"{report.record_sets} record sets, {units}"
+        detail = f"{report.kind}: {units}" + (f"; {', '.join(counts)}" if counts else "")
+    out.text(Text.assemble((f"{label[0]:<11}", label[1]), (report.file, "bold"), f"  {detail}"))
+    for finding in shown:
+        out.text(Text.assemble("  ", (f"{finding.severity:<8}", STYLES.get(finding.severity, "")),
+                               str(finding)))
+    if hidden:
+        out.text(f"  ... {hidden} more findings (use --json for all of them)")
+
+
+class _Progress:
+    """A progress bar for each large file, on a terminal only."""
+
+    MIN_SIZE = 64 << 20
+
+    def __init__(self, out: Output):
+        self.out = out
+        self.file = None
+        self.bar = None
+
+    def __call__(self, file: str, done: int, total: int) -> None:
+        if file != self.file:
+            self.done()
+            self.file = file
+            if total >= self.MIN_SIZE:
+                self.bar = self.out.progress(total).__enter__()
+        if self.bar is not None:
+            self.bar.update(done)
+
+    def done(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+        self.file = self.bar = None
