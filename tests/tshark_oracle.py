@@ -34,3 +34,81 @@ def tshark_requests(tshark: str, capture, ports) -> Counter:
 def kinspect_requests(records) -> Counter:
     return Counter((r["api_key"], r["api_version"], r["correlation_id"], r["client_id"] or None)
                    for r in records if r.get("type") == "exchange")
+
+
+BODY_FIELDS = ("tcp.srcport", "tcp.dstport", "kafka.correlation_id", "kafka.api_version", "kafka.topic_name",
+               "kafka.partition_id", "kafka.offset", "kafka.error", "_ws.expert.severity", "_ws.expert.message")
+# Expert infos about the capture itself, not about the Kafka dissection.
+CAPTURE_EXPERTS = ("Frame length is less than captured length",)
+EXPERT_WARNING = 0x600000
+
+
+def tshark_bodies(tshark: str, capture, ports) -> dict:
+    """(client port, correlation id, "request"|"response") → {"topics", "partitions", "offsets", "errors"}
+    for every Kafka PDU tshark dissects without an expert warning or error. Frames holding more than
+    one PDU are left out: tshark's fields don't say which PDU a value came from."""
+    cmd = [tshark, "-n", "-r", str(capture), "-Y", "kafka", "-T", "fields", "-E", "separator=\t",
+           "-E", "occurrence=a", "-E", "aggregator=,"]
+    for port in sorted(ports):
+        cmd += ["-d", f"tcp.port=={port},kafka"]
+    for field in BODY_FIELDS:
+        cmd += ["-e", field]
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in text.splitlines():
+        fields = (line.split("\t") + [""] * 10)[:10]
+        sport, dport, corr, version, topics, parts, offsets, errors, severity, messages = fields
+        if "," in corr or not corr:
+            continue
+        experts = zip(severity.split(",") if severity else [], messages.split(",") if messages else [])
+        if any(int(level) >= EXPERT_WARNING and not message.startswith(CAPTURE_EXPERTS)
+               for level, message in experts):
+            continue
+        kind = "request" if version else "response"
+        client_port = int(sport) if int(dport) in ports else int(dport)
+        ints = lambda text: [int(v) for v in text.split(",")] if text else []  # noqa: E731
+        found[(client_port, int(corr), kind)] = {
+            "topics": set(topics.split(",")) if topics else set(), "partitions": set(ints(parts)),
+            "offsets": set(ints(offsets)), "errors": set(ints(errors))}
+    return found
+
+
+def _walk_values(value, out: dict) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, bool):
+                continue
+            if isinstance(item, int):
+                if key.endswith("error_code"):
+                    out["errors"].add(item)
+                elif key in ("partition", "partition_index", "index", "partition_id"):
+                    out["partitions"].add(item)
+                elif "offset" in key or key in ("high_watermark", "last_stable_offset"):
+                    out["offsets"].add(item)
+            elif key in ("partition_indexes", "partitions") and isinstance(item, list) and item \
+                    and isinstance(item[0], int):
+                out["partitions"].update(item)
+            elif isinstance(item, str) and key in ("name", "topic", "topic_name"):
+                out["topics"].add(item)
+            else:
+                _walk_values(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _walk_values(item, out)
+
+
+def kinspect_bodies(records) -> dict:
+    """The same view of kinspect's exchanges: every topic, partition, offset and error code in each body."""
+    found = {}
+    for r in records:
+        if r.get("type") != "exchange":
+            continue
+        client_port = int(r["conn"].split("-")[0].rsplit(":", 1)[1])
+        for kind in ("request", "response"):
+            body = r.get(kind)
+            if body is None:
+                continue
+            values = {"topics": set(), "partitions": set(), "offsets": set(), "errors": set()}
+            _walk_values(body, values)
+            found[(client_port, r["correlation_id"], kind)] = values
+    return found

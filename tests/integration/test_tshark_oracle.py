@@ -63,3 +63,32 @@ def test_lab_captures_agree_with_tshark(tshark, path):
 
 def test_lab_captures_are_committed():
     assert len(lab_captures()) >= 2, "pcaps/ should hold captures recorded in the lab"
+
+
+BODY_CAPTURES = [REALDATA / "go-sniffer/kafka.pcap", REALDATA / "ndpi/kafka.pcapng", *lab_captures()]
+
+
+def test_bodies_agree_with_tshark_where_it_decodes_them(tshark):
+    """Where tshark dissects a body without expert warnings, the topics, partitions, offsets and error
+    codes it shows are all in kinspect's decode of the same body (kinspect shows more fields).
+    tshark 4.0 can't dissect the newer versions (Produce v9+, Fetch v12+, ...): those captures add
+    nothing here, which is why the count is over all captures."""
+    from tests.tshark_oracle import kinspect_bodies, tshark_bodies
+
+    compared = {}
+    for path in BODY_CAPTURES:
+        _, records = decode(path, ports=frozenset())
+        ours = kinspect_bodies(records)
+        theirs = tshark_bodies(tshark, path, server_ports(records))
+        for key, seen in theirs.items():
+            if not any(seen.values()):
+                continue
+            where = (path.name, *key)
+            assert key in ours, f"tshark decoded {where}, kinspect has no such body"
+            mine = ours[key]
+            assert seen["topics"] == mine["topics"], where
+            assert seen["partitions"] <= mine["partitions"], where
+            assert seen["offsets"] <= mine["offsets"], where
+            assert seen["errors"] <= mine["errors"] | {0}, where
+            compared[path.name] = compared.get(path.name, 0) + 1
+    assert sum(compared.values()) >= 20 and len(compared) >= 3, compared
