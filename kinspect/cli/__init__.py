@@ -23,8 +23,11 @@ def cli():
 
 def _register() -> None:
     from kinspect.cli.decode import decode
+    from kinspect.cli.dump import dump
+    from kinspect.cli.validate import validate
 
-    cli.add_command(decode)
+    for command in (decode, dump, validate):
+        cli.add_command(command)
 
 
 _register()
