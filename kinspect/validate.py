@@ -24,41 +24,28 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crc32c import crc32c
-
 from kinspect.capture.source import sniff_format
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import ERROR, INFO, WARNING, Problem
-from kinspect.records import iter_batches
-from kinspect.records.checks import check_offset_order
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
-from kinspect.records.recordset import MIN_LENGTH
+from kinspect.storage.segment import MIN_LENGTH, find_next_batch, walk_segment
 
 SEGMENT_NAME = re.compile(r"\d{20}\.log")
 # Kafka's files beside the segments: not record sets
 SIDE_FILE = re.compile(r".*(\.index|\.timeindex|\.txnindex|\.snapshot|\.deleted|\.cleaned|\.swap|"
                        r"checkpoint|\.properties|\.metadata|\.lock)")
 RECORD_APIS = {0: "Produce", 1: "Fetch", 78: "ShareFetch"}
-# Batches no larger than this are believed when detecting record files and resyncing.
+# Batches no larger than this are believed when telling record files by content.
 MAX_PLAUSIBLE_LENGTH = 1 << 30
 PROGRESS_EVERY = 4 << 20
 RELEASE_EVERY = 64 << 20
 
 _FRAME = struct.Struct(">qi")
-_U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_V2_TAIL = struct.Struct(">hiqqqhii")  # attributes .. records count
-_ZEROS = memoryview(bytes(1 << 20))
-# Where a unit could start: offset below 2**56, length in [14, 2**30), then magic 2 with the
-# reserved attribute bits clear, or magic 0/1 with attributes below 16.
-_CANDIDATE = re.compile(rb"(?s)(?=\x00.{7}(?:[\x01-\x3f]...|\x00[\x01-\xff]..|\x00\x00[\x01-\xff].|"
-                        rb"\x00\x00\x00[\x0e-\xff]).{4}(?:\x02.{4}\x00[\x00-\x7f]|[\x00\x01][\x00-\x0f]))")
 
 # Check names grouped as CI reports show them (one JUnit testcase per family).
 CHECK_FAMILIES = {
-    "framing": ("batch_length", "magic", "partial_trailing", "trailing_zeros", "resync",
-                "segment_name"),
+    "framing": ("batch_length", "magic", "partial_trailing", "trailing_zeros", "segment_name"),
     "crc": ("crc",),
     "records": ("records_count", "record_length", "varint_bounds", "headers"),
     "compression": ("codec", "decompress", "zstd_legacy", "wrapper_nesting", "wrapper_magic"),
@@ -229,6 +216,7 @@ def classify_bytes(name: str, data: bytes | memoryview, explicit: bool = True) -
     whose length leads to the end or to another header (damage is reported, not skipped).
     """
     size = len(data)
+    data = memoryview(data)
     head = bytes(data[:8])
     if sniff_format(head) == "gzip":
         head = _gunzip_head(data)
@@ -357,80 +345,85 @@ def validate_bytes(data: bytes, name: str = "<bytes>", kind: str = "records", *,
 
 # ------------------------------------------------------------------ segments and record files
 
-def walk_records(view: memoryview, file: str, report: FileReport, *,
-                 max_output: int = DEFAULT_MAX_OUTPUT, progress: Callable[[int], None] | None = None,
+def walk_records(buf, file: str, report: FileReport, *, max_output: int = DEFAULT_MAX_OUTPUT,
+                 progress: Callable[[int], None] | None = None,
                  segment_name: str = "") -> Iterator[Finding]:
-    """Every unit (v2 batch or legacy message) of a record file, checked; resyncs after damage.
+    """Every unit (v2 batch or legacy message) of a record file, checked, as Findings.
 
-    Each unit that frames is handed whole to kinspect.records (decode + checks); framing is
-    done here because, unlike a record set in a Fetch, a file goes on after a damaged unit.
+    kinspect.storage.segment walks the file and resumes at the next valid batch after damage;
+    here each stretch of damage is named by the framing check it fails, at its field.
     """
-    end = len(view)
-    pos = index = 0
-    previous_last = None
+    index = 0
     next_report = PROGRESS_EVERY
-    resume_at = None  # a valid unit found while looking past a damaged one
-    while pos < end:
+    damaged = None  # (position, length, base offset, index) of the last unit, if its CRC failed
+    for kind, item, problems in walk_segment(buf, "", checks=True, max_output=max_output):
+        pos = item["position"]
         if progress is not None and pos >= next_report:
             progress(pos)
             next_report = pos + PROGRESS_EVERY
-        length = _frames(view, pos, end)
-        if length is None:
-            if end - pos >= 12 and _zeros_to_end(view, pos, end):
-                yield Finding(file, "trailing_zeros", INFO,
-                              f"{end - pos} zero bytes after the last batch (preallocated or "
-                              f"padded space)", f"batch[{index}]", pos, index, None)
-                return
-            resumes = (resume_at if resume_at is not None and resume_at > pos
-                       else _skip_unknown_magic(view, pos, end) or _resync(view, pos + 1, end))
-            yield from _unframed(view, pos, end, index, file, resumes)
-            pos, resume_at = resumes, None
-            index += 1
-            continue
-        unit_end = pos + 12 + length
-        problems: list[Problem] = []
-        unit = None
-        for unit, unit_problems in iter_batches(view[pos:unit_end], "", pos, partial_ok=False,
-                                                checks=True, max_output=max_output):
-            problems.extend(unit_problems)
-        base_offset = None
-        if unit is not None:
-            if unit["magic"] == 2:
-                first = base_offset = unit["base_offset"]
-                last = first + unit["last_offset_delta"]
-            else:
-                first = base_offset = (unit["records"][0]["offset"] if unit["records"]
-                                       else unit["offset"])
-                last = unit["offset"]
+        if kind == "batch":
+            first = _first_offset(item)
             report.batches += 1
-            report.records += len(unit["records"])
+            report.records += len(item["records"])
             if index == 0 and segment_name:
                 _segment_name(segment_name, first, pos, problems)
-            check_offset_order(previous_last, first, " → batch[0]", pos, problems)
-            previous_last = last
-        for problem in problems:
-            yield _from_problem(file, problem, index, base_offset)
-        if unit is not None and not unit["crc_valid"] and unit_end < end \
-                and _frames(view, unit_end, end) is None and not _zeros_to_end(view, unit_end, end):
-            # a damaged unit followed by bytes that do not frame: its length may be what's wrong
-            found = _resync(view, pos + 1, end)
-            if found < unit_end:
-                yield Finding(file, "batch_length", ERROR,
-                              f"batch length {length} is damaged: the next valid batch starts "
-                              f"at byte {found:#x}, inside the {length} bytes it declares",
-                              f"batch[{index}]", pos + 8, index, base_offset, found - pos - 12,
-                              length)
-                unit_end = found
-            else:
-                resume_at = found
-        pos = unit_end
-        index += 1
+            for problem in problems:
+                yield _from_problem(file, problem, index, first)
+            length = item["batch_length"] if item["magic"] == 2 else item["message_size"]
+            damaged = None if item["crc_valid"] else (pos, length, first, index)
+            index += 1
+        elif kind == "padding":  # padding and damage items carry one problem each
+            yield _from_problem(file, problems[0], index, None)
+        else:
+            yield _damage(buf, item, problems[0].what, damaged, index, file)
+            damaged = None
     if progress is not None:
-        progress(end)
+        progress(len(buf))
 
 
-def _frames(view: memoryview, pos: int, end: int) -> int | None:
-    """The length of the unit at pos if its header frames one inside the file, else None."""
+def _first_offset(unit: dict) -> int:
+    if unit["magic"] == 2:
+        return unit["base_offset"]
+    return unit["records"][0]["offset"] if unit["records"] else unit["offset"]
+
+
+def _damage(buf, item: dict, what: str, damaged: tuple | None, index: int, file: str) -> Finding:
+    """Bytes that are not a batch, named by the framing check they fail (one finding)."""
+    pos, resumed = item["position"], item["resumed_at"]
+    if damaged is not None and damaged[0] + 12 + damaged[1] == pos:
+        # a unit that fails its CRC, then bytes that do not frame: its length is what is wrong
+        at, length, base_offset, unit = damaged
+        return Finding(file, "batch_length", ERROR,
+                       f"batch length {length} is probably damaged (or this batch and the "
+                       f"next one are): the batch fails its CRC and the bytes after it do not "
+                       f"frame a batch; {what}", f"batch[{unit}]",
+                       at + 8, unit, base_offset, None if resumed is None else resumed - at - 12,
+                       length)
+    left = len(buf) - pos
+    where = f"batch[{index}]"
+    base_offset = _I64.unpack_from(buf, pos)[0] if left >= 8 else None
+    if left < 17:
+        return Finding(file, "partial_trailing", ERROR, f"truncated batch: {what}", where, pos,
+                       index, base_offset, ">= 17", left)
+    length = _FRAME.unpack_from(buf, pos)[1]
+    magic = buf[pos + 16]
+    minimum = MIN_LENGTH.get(magic)
+    if minimum is None:
+        return Finding(file, "magic", ERROR, what, where, pos + 16, index, base_offset,
+                       "0, 1 or 2", magic)
+    if length < minimum:
+        return Finding(file, "batch_length", ERROR, what, where, pos + 8, index, base_offset,
+                       f">= {minimum}", length)
+    if length > left - 12 and resumed is None:
+        return Finding(file, "partial_trailing", ERROR, f"truncated batch: {what}", where, pos,
+                       index, base_offset, length, left - 12)
+    # the length runs past the end of the file or past a valid batch: it is damaged
+    return Finding(file, "batch_length", ERROR, what, where, pos + 8, index, base_offset,
+                   None if resumed is None else resumed - pos - 12, length)
+
+
+def _frames(view, pos: int, end: int) -> int | None:
+    """The length of the unit at pos if its header frames one inside the buffer, else None."""
     if pos < 0 or end - pos < 17:
         return None
     length = _FRAME.unpack_from(view, pos)[1]
@@ -440,98 +433,9 @@ def _frames(view: memoryview, pos: int, end: int) -> int | None:
     return length
 
 
-def _skip_unknown_magic(view: memoryview, pos: int, end: int) -> int | None:
-    """Where the unit after one with a damaged magic byte starts, if its length leads to one."""
-    if end - pos < 17 or view[pos + 16] in MIN_LENGTH:
-        return None
-    after = pos + 12 + _FRAME.unpack_from(view, pos)[1]
-    if pos + 17 <= after and (after == end or _frames(view, after, end) is not None):
-        return after
-    return None
-
-
-def _sealed(view: memoryview, pos: int, length: int) -> bool:
-    """The unit at pos has a valid CRC: a real batch, not bytes that happen to look like one."""
-    unit_end = pos + 12 + length
-    if view[pos + 16] == 2:
-        return crc32c(view[pos + 21:unit_end]) == _U32.unpack_from(view, pos + 17)[0]
-    return zlib.crc32(view[pos + 16:unit_end]) == _U32.unpack_from(view, pos + 12)[0]
-
-
-def _resync(view: memoryview, start: int, end: int) -> int:
-    """The position of the next unit at or after start whose CRC holds, or end."""
-    for match in _CANDIDATE.finditer(view, start):
-        at = match.start()
-        if _sealed_at(view, at, end):
-            return at
-    return end
-
-
-def _well_formed(view: memoryview, at: int, length: int) -> bool:
-    """Header fields a writer never gets wrong, checked before paying for a CRC."""
-    if length > MAX_PLAUSIBLE_LENGTH or _I64.unpack_from(view, at)[0] < 0:
-        return False
-    if view[at + 16] == 2:
-        (attributes, last_delta, _, _, _, epoch, _,
-         count) = _V2_TAIL.unpack_from(view, at + 21)
-        return (not attributes & 0xFF80 and -1 <= last_delta and -1 <= epoch
-                and 0 <= count <= length - 49)
-    if view[at + 17] & 0xF0:
-        return False
-    key_at = at + (26 if view[at + 16] == 1 else 18)
-    key = _I32.unpack_from(view, key_at)[0]
-    if key < -1 or key > length:
-        return False
-    value_at = key_at + 4 + max(key, 0)
-    if value_at + 4 > at + 12 + length:
-        return False
-    value = _I32.unpack_from(view, value_at)[0]
-    return value_at + 4 + max(value, 0) == at + 12 + length
-
-
-def _zeros_to_end(view: memoryview, pos: int, end: int) -> bool:
-    step = len(_ZEROS)
-    for start in range(pos, end, step):
-        stop = min(end, start + step)
-        if view[start:stop] != _ZEROS[:stop - start]:
-            return False
-    return True
-
-
-def _unframed(view: memoryview, pos: int, end: int, index: int, file: str,
-              resumes: int) -> Iterator[Finding]:
-    """Why the bytes at pos do not frame a unit, and where the walk resumes."""
-    where = f"batch[{index}]"
-    left = end - pos
-    base_offset = _I64.unpack_from(view, pos)[0] if left >= 8 else None
-    if left < 17:
-        yield Finding(file, "partial_trailing", ERROR,
-                      f"truncated batch: {left} bytes at the end are too few for a batch header",
-                      where, pos, index, base_offset, ">= 17", left)
-        return
-    length = _FRAME.unpack_from(view, pos)[1]
-    magic = view[pos + 16]
-    minimum = MIN_LENGTH.get(magic)
-    if minimum is None:
-        yield Finding(file, "magic", ERROR, f"unknown magic {magic}", where, pos + 16, index,
-                      base_offset, "0, 1 or 2", magic)
-    elif length < minimum:
-        yield Finding(file, "batch_length", ERROR,
-                      f"length {length} is below the minimum {minimum} for magic {magic}",
-                      where, pos + 8, index, base_offset, f">= {minimum}", length)
-    elif resumes < end:
-        yield Finding(file, "batch_length", ERROR,
-                      f"length {length} runs past the end of the file ({left - 12} bytes follow "
-                      f"it) but a valid batch starts at byte {resumes:#x}: the length is damaged",
-                      where, pos + 8, index, base_offset, resumes - pos - 12, length)
-    else:
-        yield Finding(file, "partial_trailing", ERROR,
-                      f"truncated batch: it declares {length} bytes after its length field but "
-                      f"only {left - 12} remain", where, pos, index, base_offset, length, left - 12)
-    if resumes < end and not (minimum is None and resumes == pos + 12 + length):
-        yield Finding(file, "resync", WARNING,
-                      f"skipped {resumes - pos} bytes that do not frame a batch; resumed at the "
-                      f"next valid batch at byte {resumes:#x}", where, pos, index, base_offset)
+def _sealed_at(view, pos: int, end: int) -> bool:
+    """A whole unit with a valid CRC starts at pos: a real batch, not look-alike bytes."""
+    return 0 <= pos < end and find_next_batch(view, view, pos, end, stop=pos + 1) == pos
 
 
 def _segment_name(name: str, first: int, pos: int, problems: list[Problem]) -> None:
@@ -546,9 +450,7 @@ def _segment_name(name: str, first: int, pos: int, problems: list[Problem]) -> N
 
 
 def _from_problem(file: str, problem: Problem, index: int, base_offset: int | None) -> Finding:
-    path = problem.path
-    if path.startswith(" → batch[0]"):  # each unit is decoded alone, as batch[0]
-        path = f"batch[{index}]{path[len(' → batch[0]'):]}"
+    path = problem.path.removeprefix(" → ")  # the walk's path prefix is empty
     return Finding(file, problem.check or "decode", problem.severity, problem.what, path,
                    problem.offset, index, base_offset, problem.expected, problem.found)
 
