@@ -22,6 +22,8 @@ from kinspect.capture.pcapng import PcapngParser
 from kinspect.problems import Problem
 
 CHUNK = 1 << 20
+RELEASE_STEP = 32 << 20    # mapped bytes handed back to the kernel at a time
+RELEASE_BEHIND = 1 << 20   # kept behind the parser
 GZIP_MAGIC = b"\x1f\x8b"
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
 
@@ -128,8 +130,27 @@ class Capture:
         parser = self._parser
         if self._whole is not None:
             parser.feed(self._whole)
-            return parser.packets(final=True)
+            return self._mapped_packets(parser, self._whole)
         return self._stream_packets(parser)
+
+    @staticmethod
+    def _mapped_packets(parser, mapped) -> Iterator[Packet]:
+        """Packets from a mapped file, handing the pages already read back to the kernel so
+        that resident memory stays flat whatever the file size (packets are copies)."""
+        release = getattr(mapped, "madvise", None)
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        if release is None or advice is None or not isinstance(mapped, mmap.mmap):
+            yield from parser.packets(final=True)
+            return
+        released = 0
+        for count, packet in enumerate(parser.packets(final=True), 1):
+            yield packet
+            if not count & 0x3FFF:
+                done = parser.offset - RELEASE_BEHIND
+                if done - released >= RELEASE_STEP:
+                    done -= done % mmap.PAGESIZE
+                    release(advice, released, done - released)
+                    released = done
 
     def _stream_packets(self, parser) -> Iterator[Packet]:
         stream = self._stream
