@@ -182,7 +182,8 @@ class KafkaBroker(KafkaTools):
 
     def __init__(self, version: str = KAFKA_4, *, config: dict[str, object] | None = None,
                  metadata: str = "kraft", workdir: Path | None = None, keep: bool = False,
-                 start_timeout: float = 240, heap: str = "768m", cluster_id: str | None = None):
+                 start_timeout: float = 240, heap: str = "768m", cluster_id: str | None = None,
+                 port: int = 0):
         super().__init__(version)
         if metadata not in ("kraft", "zookeeper"):
             raise ValueError(f"metadata must be kraft or zookeeper, not {metadata!r}")
@@ -195,6 +196,7 @@ class KafkaBroker(KafkaTools):
         self.start_timeout = start_timeout
         self.heap = heap
         self.cluster_id = cluster_id or random_cluster_id()
+        self.requested_port = port
         self.port = 0
         self._broker: subprocess.Popen | None = None
         self._zookeeper: subprocess.Popen | None = None
@@ -234,7 +236,7 @@ class KafkaBroker(KafkaTools):
             self.workdir = Path(tempfile.mkdtemp(prefix=f"kinspect-kafka-{self.version}-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
-        self.port = free_port()
+        self.port = self.requested_port or free_port()
         properties = self.workdir / "server.properties"
         if self.metadata == "kraft":
             settings = self._kraft_settings()
@@ -347,6 +349,21 @@ class KafkaBroker(KafkaTools):
         for key, value in (config or {}).items():
             args += ["--config", f"{key}={value}"]
         self.topics(*args)
+
+    def features(self, *args: str) -> str:
+        """kafka-features; e.g. features("upgrade", "--feature", "share.version=1")."""
+        return self.run("org.apache.kafka.tools.FeatureCommand",
+                        "--bootstrap-server", self.bootstrap, *args).stdout
+
+    def configs(self, *args: str) -> str:
+        """kafka-configs; e.g. configs("--entity-type", "groups", "--entity-name", "g", "--describe")."""
+        return self.run(self.main_class("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"),
+                        "--bootstrap-server", self.bootstrap, *args).stdout
+
+    def share_groups(self, *args: str) -> str:
+        """kafka-share-groups (4.1+); e.g. share_groups("--describe", "--group", "g")."""
+        return self.run("org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+                        "--bootstrap-server", self.bootstrap, *args).stdout
 
     def consumer_groups(self, *args: str) -> str:
         """kafka-consumer-groups; e.g. consumer_groups("--describe", "--group", "g")."""

@@ -4,6 +4,7 @@
 //   java LabClients produce   PROPS_JSON SCRIPT_JSON   steps: send, flush, begin, commit, abort, offsets, sleep
 //   java LabClients consume   PROPS_JSON SPEC_JSON     subscribe, read N records, commit, report committed()
 //   java LabClients committed PROPS_JSON SPEC_JSON     committed() of a group, without joining it
+//   java LabClients share     PROPS_JSON SPEC_JSON     a share-group member (KIP-932), explicit acks
 //
 // Every outcome is one JSON object per line on stdout: the client's own view, kept as an oracle.
 // Bytes: a JSON string is UTF-8, null is null, {"b64": "..."} is raw bytes.
@@ -17,23 +18,31 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.Collection;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.Future;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -50,6 +59,7 @@ public final class LabClients {
             case "produce": produce(props, spec); break;
             case "consume": consume(props, spec); break;
             case "committed": committed(props, spec); break;
+            case "share": share(props, spec); break;
             default: throw new IllegalArgumentException("unknown command " + args[0]);
         }
     }
@@ -137,21 +147,44 @@ public final class LabClients {
 
     // -- consume -----------------------------------------------------------------------------
 
+    // spec: topics | pattern; expect (records, stop when reached); idle_ms (stop that long after the
+    // last record, once assigned); timeout_ms; commit_every; commit_metadata; no_final_commit;
+    // record_delay_ms (slows a member down so that a second one joins while there is work).
     private static void consume(Properties props, JsonNode spec) throws Exception {
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.putIfAbsent(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.putIfAbsent(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         int expect = spec.get("expect").asInt();
+        long idleMs = spec.path("idle_ms").asLong(0);
+        long recordDelayMs = spec.path("record_delay_ms").asLong(0);
         int commitEvery = spec.path("commit_every").asInt(0);
         String metadata = spec.path("commit_metadata").asText("");
-        long deadline = System.currentTimeMillis() + spec.path("timeout_ms").asLong(60000);
+        long deadline = System.currentTimeMillis() + spec.path("timeout_ms").asLong(90000);
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            subscribe(consumer, spec);
             Map<TopicPartition, OffsetAndMetadata> position = new LinkedHashMap<>();
+            subscribe(consumer, spec, new ConsumerRebalanceListener() {
+                public void onPartitionsRevoked(Collection<TopicPartition> revoked) {
+                    Map<TopicPartition, OffsetAndMetadata> leaving = new LinkedHashMap<>();
+                    for (TopicPartition tp : revoked) {
+                        OffsetAndMetadata om = position.remove(tp);
+                        if (om != null) leaving.put(tp, om);
+                    }
+                    commit(consumer, leaving, "revoked");
+                }
+                public void onPartitionsAssigned(Collection<TopicPartition> assigned) {
+                    ArrayNode partitions = event("assigned").putArray("partitions");
+                    for (TopicPartition tp : assigned) partitions.addArray().add(tp.topic()).add(tp.partition());
+                }
+            });
             int seen = 0;
+            long lastProgress = -1;
             while (seen < expect && System.currentTimeMillis() < deadline) {
-                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(500));
+                long now = System.currentTimeMillis();
+                if (!records.isEmpty() || (lastProgress < 0 && !consumer.assignment().isEmpty())) lastProgress = now;
+                if (idleMs > 0 && lastProgress >= 0 && now - lastProgress > idleMs) break;
+                for (ConsumerRecord<byte[], byte[]> r : records) {
                     ObjectNode out = event("record").put("topic", r.topic()).put("partition", r.partition())
                             .put("offset", r.offset()).put("timestamp", r.timestamp())
                             .put("timestamp_type", r.timestampType().toString());
@@ -162,10 +195,11 @@ public final class LabClients {
                     position.put(new TopicPartition(r.topic(), r.partition()),
                             new OffsetAndMetadata(r.offset() + 1, r.leaderEpoch(), metadata));
                     seen++;
-                    if (commitEvery > 0 && seen % commitEvery == 0) commit(consumer, position);
+                    if (recordDelayMs > 0) Thread.sleep(recordDelayMs);
+                    if (commitEvery > 0 && seen % commitEvery == 0) commit(consumer, position, "periodic");
                 }
             }
-            if (!spec.path("no_final_commit").asBoolean(false)) commit(consumer, position);
+            if (!spec.path("no_final_commit").asBoolean(false)) commit(consumer, position, "final");
             ConsumerGroupMetadata group = consumer.groupMetadata();
             event("member").put("group", group.groupId()).put("member_id", group.memberId())
                     .put("generation", group.generationId())
@@ -175,24 +209,76 @@ public final class LabClients {
         flushEvents();
     }
 
-    private static void subscribe(KafkaConsumer<byte[], byte[]> consumer, JsonNode spec) {
+    private static void subscribe(KafkaConsumer<byte[], byte[]> consumer, JsonNode spec,
+                                  ConsumerRebalanceListener listener) {
         if (spec.has("pattern")) {
-            consumer.subscribe(new SubscriptionPattern(spec.get("pattern").asText()));
+            consumer.subscribe(new SubscriptionPattern(spec.get("pattern").asText()), listener);
         } else {
             List<String> topics = new ArrayList<>();
             spec.get("topics").forEach(t -> topics.add(t.asText()));
-            consumer.subscribe(topics);
+            consumer.subscribe(topics, listener);
         }
     }
 
     private static void commit(KafkaConsumer<byte[], byte[]> consumer,
-                               Map<TopicPartition, OffsetAndMetadata> position) {
+                               Map<TopicPartition, OffsetAndMetadata> position, String why) {
         if (position.isEmpty()) return;
-        consumer.commitSync(position);
-        ArrayNode offsets = event("commit").putArray("offsets");
+        ObjectNode out = event("commit").put("why", why);
+        ArrayNode offsets = out.putArray("offsets");
         position.forEach((tp, om) -> offsets.addObject().put("topic", tp.topic())
                 .put("partition", tp.partition()).put("offset", om.offset())
                 .put("metadata", om.metadata()));
+        try {
+            consumer.commitSync(new LinkedHashMap<>(position));
+            out.put("ok", true);
+        } catch (KafkaException e) {
+            out.put("ok", false).put("error", e.toString());
+        }
+    }
+
+    // spec: topics; expect; timeout_ms; release_first (release the first record once, so it comes
+    // back with delivery count 2); reject_every (reject every n-th record, accept the others).
+    private static void share(Properties props, JsonNode spec) throws Exception {
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put("share.acknowledgement.mode", "explicit");
+        int expect = spec.get("expect").asInt();
+        boolean release = spec.path("release_first").asBoolean(false);
+        int rejectEvery = spec.path("reject_every").asInt(0);
+        long deadline = System.currentTimeMillis() + spec.path("timeout_ms").asLong(90000);
+        try (KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(props)) {
+            List<String> topics = new ArrayList<>();
+            spec.get("topics").forEach(t -> topics.add(t.asText()));
+            consumer.subscribe(topics);
+            int accepted = 0, seen = 0;
+            while (accepted < expect && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    seen++;
+                    AcknowledgeType ack = AcknowledgeType.ACCEPT;
+                    if (release) {
+                        ack = AcknowledgeType.RELEASE;
+                        release = false;
+                    } else if (rejectEvery > 0 && seen % rejectEvery == 0) {
+                        ack = AcknowledgeType.REJECT;
+                    }
+                    consumer.acknowledge(r, ack);
+                    if (ack == AcknowledgeType.ACCEPT) accepted++;
+                    ObjectNode out = event("record").put("topic", r.topic()).put("partition", r.partition())
+                            .put("offset", r.offset()).put("acknowledge", ack.toString());
+                    r.deliveryCount().ifPresent(count -> out.put("delivery_count", count));
+                    out.set("key", text(r.key()));
+                    out.set("value", text(r.value()));
+                }
+                Map<TopicIdPartition, Optional<KafkaException>> results = consumer.commitSync();
+                if (!results.isEmpty()) {
+                    ObjectNode commit = event("share_commit");
+                    results.forEach((tip, error) -> commit.put(tip.toString(),
+                            error.map(Throwable::toString).orElse("ok")));
+                }
+            }
+            event("member").put("records", seen).put("accepted", accepted);
+        }
+        flushEvents();
     }
 
     private static void committed(Properties props, JsonNode spec) throws Exception {
