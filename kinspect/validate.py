@@ -272,11 +272,21 @@ def validate_file(path: Path, kind: str | None = None, *, max_output: int = DEFA
             findings = _capture_findings(path, report)
         else:
             findings = _mapped_findings(path, report, max_output, progress)
-        for finding in findings:
+        for finding in _guarded(findings, name):
             report.counts[finding.severity] = report.counts.get(finding.severity, 0) + 1
             yield finding
     report.seconds = time.perf_counter() - started
     yield report
+
+
+def _guarded(findings: Iterator[Finding], file: str) -> Iterator[Finding]:
+    """A bug in a decoder costs the rest of one file, never the run."""
+    try:
+        yield from findings
+    except Exception as e:  # noqa: BLE001 - reported as a finding, as the design asks
+        yield Finding(file, "decoder_error", ERROR,
+                      f"kinspect stopped checking this file: {e!r} (a kinspect bug: please "
+                      f"report it with the file)")
 
 
 def _not_recognised(path: Path) -> str:
@@ -435,7 +445,8 @@ def _frames(view, pos: int, end: int) -> int | None:
 
 def _sealed_at(view, pos: int, end: int) -> bool:
     """A whole unit with a valid CRC starts at pos: a real batch, not look-alike bytes."""
-    return 0 <= pos < end and find_next_batch(view, view, pos, end, stop=pos + 1) == pos
+    # (a stop a few bytes on: the search needs room for the header bytes it matches)
+    return 0 <= pos < end and find_next_batch(view, view, pos, end, stop=pos + 8) == pos
 
 
 def _segment_name(name: str, first: int, pos: int, problems: list[Problem]) -> None:
