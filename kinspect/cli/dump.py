@@ -17,7 +17,7 @@ from kinspect.render.text import problem_lines
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
 from kinspect.storage.kafka_format import KafkaFormat
-from kinspect.storage.mapped import mapped
+from kinspect.storage.mapped import mapped, release
 from kinspect.storage.views import MODES, record_view
 
 EPILOG = """\b
@@ -145,6 +145,7 @@ def _dump_one(path: Path, info: files.FileInfo, options: DumpOptions, renderer, 
                     renderer.event(event)
                     if big and event.get("position", 0) >= next_update:
                         bar.update(event["position"])
+                        release(buf, event["position"])
                         next_update = event["position"] + PROGRESS_STEP
             finally:
                 events.close()
@@ -158,13 +159,32 @@ class JsonRenderer:
         self.out, self.data, self.mode = out, data, mode
 
     def event(self, event: dict) -> None:
-        if "records" in event and event["type"] == "batch":
-            event = dict(event, records=[record_view(r, self.data, self.mode)
-                                         for r in event["records"]])
+        records = event.get("records")
+        if records and event["type"] == "batch":
+            if not self.data:  # the hot path of big segments: records written as text
+                del event["records"]
+                head = dumps(event)
+                self.out.stream.write(f'{head[:-1]},"records":[{_records_json(records)}]}}\n')
+                return
+            view, mode = record_view, self.mode
+            event["records"] = [view(r, True, mode) for r in records]
         self.out.record(event)
 
     def finish(self) -> None:
         pass
+
+
+def _records_json(records: list[dict]) -> str:
+    """record_view(record, data=False) of each record as JSON, without building the dicts."""
+    parts = []
+    for r in records:
+        keys = ",".join(dumps(h["key"]) for h in r["headers"]) if r["headers"] else ""
+        extra = f',"sequence":{r["sequence"]}' if "sequence" in r else (
+            f',"crc":{dumps(r["crc"])},"crc_valid":{dumps(r["crc_valid"])}')
+        parts.append(f'{{"offset":{r["offset"]},"timestamp":{r["timestamp"]},"key_size":'
+                     f'{r["key_size"]},"value_size":{r["value_size"]}{extra},'
+                     f'"header_keys":[{keys}]}}')
+    return ",".join(parts)
 
 
 class KafkaRenderer:

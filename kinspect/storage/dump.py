@@ -177,34 +177,42 @@ def _first_legacy(unit: dict) -> int:
 
 def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list[Problem],
              max_output: int) -> list[dict]:
-    out = []
-    base_sequence = event.get("base_sequence", NO_SEQUENCE)
-    inner_crcs = (_inner_crcs(buf, unit, max_output)
-                  if unit["magic"] != 2 and unit["compression"] != "none" else None)
-    for index, record in enumerate(unit["records"]):  # the unit's own dicts, fresh per batch
+    """The unit's record dicts (its own, fresh per batch) with sizes, sequences, CRCs of
+    legacy messages and, with a decoder, the decoded internal record."""
+    records = unit["records"]
+    for record in records:
         key, value = record["key"], record["value"]
         record["key_size"] = -1 if key is None else len(key)
         record["value_size"] = -1 if value is None else len(value)
-        if unit["magic"] == 2:
-            delta = record["offset"] - event["base_offset"]
-            record["sequence"] = (NO_SEQUENCE if base_sequence == NO_SEQUENCE
-                                  else increment_sequence(base_sequence, delta))
-        else:
-            if inner_crcs is None:  # the message is its own record
-                record["crc_valid"], record["crc"] = unit["crc_valid"], unit["crc"]
-            else:
-                record["crc"] = inner_crcs[index] if index < len(inner_crcs) else None
-            if record["timestamp"] is None:
-                record["timestamp"] = -1
-        if decoder is not None and not event.get("is_control"):
-            decoded, decode_problems = decoder(key, value)
+    if unit["magic"] == 2:
+        base_sequence, base_offset = event["base_sequence"], event["base_offset"]
+        for record in records:
+            record["sequence"] = (NO_SEQUENCE if base_sequence == NO_SEQUENCE else
+                                  increment_sequence(base_sequence, record["offset"] - base_offset))
+    else:
+        _legacy_fields(buf, unit, records, max_output)
+    if decoder is not None and not event.get("is_control"):
+        for index, record in enumerate(records):
+            decoded, decode_problems = decoder(record["key"], record["value"])
             record["decoded"] = decoded
             where = f"{display} → batch at {event['position']} → records[{index}]"
             for p in decode_problems:
                 p.path = f"{where} → {p.path}" if p.path else where
             problems.extend(decode_problems)
-        out.append(record)
-    return out
+    return records
+
+
+def _legacy_fields(buf, unit: dict, records: list[dict], max_output: int) -> None:
+    if unit["compression"] == "none":  # the message is its own record
+        for record in records:
+            record["crc_valid"], record["crc"] = unit["crc_valid"], unit["crc"]
+    else:
+        crcs = _inner_crcs(buf, unit, max_output)
+        for index, record in enumerate(records):
+            record["crc"] = crcs[index] if index < len(crcs) else None
+    for record in records:
+        if record["timestamp"] is None:
+            record["timestamp"] = -1
 
 
 _I32 = struct.Struct(">i")

@@ -1,5 +1,6 @@
 """Files opened for reading only and mapped into memory: a segment of any size costs the pages
-being read, not its size."""
+being read, not its size. release() gives back the pages behind a sequential reader, so the
+resident set stays flat however big the file."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ def mapped(path: Path):
             yield b""
             return
         view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        if hasattr(mmap, "MADV_SEQUENTIAL"):
+            view.madvise(mmap.MADV_SEQUENTIAL)
         try:
             yield view
         finally:
@@ -23,3 +26,12 @@ def mapped(path: Path):
                 view.close()
             except BufferError:  # a memoryview still alive: the mapping goes with it
                 pass
+
+
+def release(view, upto: int) -> None:
+    """Drop the mapped pages before byte `upto` from the resident set (they stay in the page
+    cache and fault back in if read again)."""
+    if isinstance(view, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        upto -= upto % mmap.PAGESIZE
+        if upto > 0:
+            view.madvise(mmap.MADV_DONTNEED, 0, upto)
