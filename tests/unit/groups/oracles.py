@@ -1,0 +1,97 @@
+"""Kafka's own tools as oracles: their output parsed back into values kinspect must match.
+
+- kafka-consumer-groups --describe (offsets, --members, --state): whitespace tables, one block
+  per group, '-' where unknown;
+- kafka-dump-log --offsets-decoder: batch header lines and "| offset: N ... key: {json}
+  payload: {json}|<DELETE>" record lines, "endTxnMarker: COMMIT" for markers;
+- the lab clients' committed() events: {"event": "committed", "group", "offsets": [...]}.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+_BATCH = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) .*producerId: (-?\d+) .*"
+                    r"isTransactional: (\w+) isControl: (\w+) .*position: (\d+)")
+_RECORD = re.compile(r"^\| offset: (\d+) .*?key: (\{.*?\}) payload: (.*)$")
+_MARKER = re.compile(r"^\| offset: (\d+) .*endTxnMarker: (\w+)")
+
+
+def describe_blocks(output: str) -> list[list[dict]]:
+    """Each block of kafka-consumer-groups --describe as rows {column: value or None}."""
+    blocks, header = [], None
+    for line in output.splitlines():
+        if not line.strip():
+            header = None
+            continue
+        cells = line.split()
+        if header is None:
+            header = _columns(line)
+            blocks.append([])
+            continue
+        blocks[-1].append({name: _value(cell) for name, cell in zip(header, _cells(line, header,
+                                                                                     cells))})
+    return blocks
+
+
+def describe_offsets(output: str) -> dict[tuple[str, str, int], dict]:
+    """(group, topic, partition) → the row of kafka-consumer-groups --describe."""
+    rows = {}
+    for block in describe_blocks(output):
+        for row in block:
+            if row.get("TOPIC") is not None:
+                rows[(row["GROUP"], row["TOPIC"], row["PARTITION"])] = row
+    return rows
+
+
+def committed_events(events: list[dict]) -> dict[tuple[str, str, int], dict | None]:
+    """(group, topic, partition) → {"offset", "metadata"} as committed() saw it, or None."""
+    out = {}
+    for event in events:
+        if event.get("event") == "committed":
+            for o in event["offsets"]:
+                key = (event["group"], o["topic"], o["partition"])
+                out[key] = None if o["offset"] is None else {"offset": o["offset"],
+                                                             "metadata": o.get("metadata")}
+    return out
+
+
+def dump_log_records(output: str) -> list[dict]:
+    """Every record of kafka-dump-log --offsets-decoder, with its batch's producer id and flags."""
+    records, batch = [], None
+    for line in output.splitlines():
+        m = _BATCH.match(line)
+        if m:
+            batch = {"producer_id": int(m[3]), "transactional": m[4] == "true",
+                     "control": m[5] == "true", "position": int(m[6])}
+            continue
+        m = _MARKER.match(line)
+        if m:
+            records.append({"offset": int(m[1]), "marker": m[2], **batch})
+            continue
+        m = _RECORD.match(line)
+        if m:
+            payload = m[3].strip()
+            records.append({"offset": int(m[1]), "key": json.loads(m[2]),
+                            "payload": None if payload == "<DELETE>" else json.loads(payload),
+                            **batch})
+    return records
+
+
+def _columns(header: str) -> list[str]:
+    # "COORDINATOR (ID)" is one column with a space in its name
+    return re.findall(r"\S+(?: \(ID\))?", header)
+
+
+def _cells(line: str, header: list[str], cells: list[str]) -> list[str]:
+    if "COORDINATOR (ID)" in header and len(cells) == len(header) + 1:
+        i = header.index("COORDINATOR (ID)")
+        cells = cells[:i] + [cells[i] + " " + cells[i + 1]] + cells[i + 2:]
+    return cells
+
+
+def _value(cell: str):
+    if cell == "-":
+        return None
+    return int(cell) if re.fullmatch(r"-?\d+", cell) else cell

@@ -1,0 +1,223 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from kinspect.groups.model import (ABORTED, COMMITTED, CONSUMER, DELETED, PENDING, SUPERSEDED,
+                                   Group, Member)
+from kinspect.groups.replay import OffsetsReplay, derive_state
+from kinspect.storage.offsets_records import decode_offsets_record
+from kinspect.storage.segment import walk_segment
+from tests.conftest import REALDATA, SAMPLES
+from tests.unit.groups.handmade import (batch, classic_value, group_key, marker, offset_key,
+                                        offset_value, replay_bytes)
+from tests.unit.groups.oracles import committed_events, describe_offsets
+
+KAFKAFUN = REALDATA / "kafkafun"
+KAFKA4 = SAMPLES / "kafka-4.1.2"
+SEGMENT = "00000000000000000000.log"
+
+
+def need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"{path} is not there (samples/ come from tools/make_samples.py)")
+    return path
+
+
+def replay_dir(directory: Path, **options):
+    replay = OffsetsReplay(**options)
+    for log in sorted(directory.glob("*.log")):
+        replay_bytes_no_finish(replay, log.read_bytes(), str(log))
+    return replay.finish()
+
+
+def replay_bytes_no_finish(replay, data, source):
+    for kind, item, problems in walk_segment(data, source):
+        if kind == "batch":
+            replay.batch(item, source)
+
+
+def manifest_steps(sample: Path, step: str):
+    manifest = json.loads((need(sample) / "manifest.json").read_text())
+    return [s for s in manifest["steps"] if s["step"] == step]
+
+
+# -- real data ------------------------------------------------------------------------------
+
+def test_last_write_wins_over_every_real_partition_of_kafka_2_6():
+    """Against a plain in-order walk of the same records (no transactions in this data)."""
+    for directory in sorted(KAFKAFUN.glob("__consumer_offsets-*")):
+        expected, groups_alive = {}, {}
+        for log in sorted(directory.glob("*.log")):
+            for kind, unit, _ in walk_segment(log.read_bytes()):
+                for record in unit.get("records", ()) if kind == "batch" else ():
+                    decoded, _ = decode_offsets_record(record["key"], record["value"])
+                    key = decoded["key"]
+                    if decoded["record_type"] == 1:
+                        tp = (key["group"], key["topic"], key["partition"])
+                        if decoded["tombstone"]:
+                            expected.pop(tp, None)
+                        else:
+                            expected[tp] = decoded["value"]["offset"]
+                    elif decoded["record_type"] == 2:
+                        groups_alive[key["group"]] = not decoded["tombstone"]
+        view = replay_dir(directory)
+        got = {(g, t, p): c.offset for g, group in view.groups.items()
+               for (t, p), c in group.offsets.items()}
+        assert got == expected, directory.name
+        assert {g: not group.deleted for g, group in view.groups.items()} == groups_alive
+        assert view.problems == []
+
+
+def test_kafka_2_6_groups_end_empty_or_deleted():
+    view = replay_dir(KAFKAFUN / "__consumer_offsets-39", history=True)
+    third = view.groups["third"]
+    assert third.state == "Empty" and third.protocol_type == "consumer" and third.epoch == 8
+    assert {tp: c.offset for tp, c in third.offsets.items()} == {
+        ("first", 0): 7, ("first", 1): 11, ("first", 2): 7, ("first_topic", 0): 3}
+    assert len(view.history) == sum(1 for _ in view.history if _.outcome == COMMITTED)
+    console = replay_dir(KAFKAFUN / "__consumer_offsets-0").groups
+    assert [(g.group_id, g.state) for g in console.values()] == [("console-consumer-51959", "Dead")]
+
+
+def test_every_group_of_the_lab_broker_agrees_with_kafka_consumer_groups_and_committed():
+    logs = need(KAFKA4) / "logs"
+    mine, states = {}, {}
+    for directory in sorted(logs.glob("__consumer_offsets-*")):
+        view = replay_dir(directory, history=True)
+        assert [p for p in view.problems if p.severity != "info"] == []
+        for group in view.groups.values():
+            states[group.group_id] = group.state
+            for (topic, partition), commit in group.offsets.items():
+                mine[(group.group_id, topic, partition)] = commit
+    [described] = [s for s in manifest_steps(KAFKA4, "kafka-consumer-groups")
+                   if s["label"] == "describe offsets"]
+    rows = describe_offsets(described["output"])
+    assert rows and set(rows) == set(mine)
+    for key, row in rows.items():
+        assert mine[key].offset == row["CURRENT-OFFSET"], key
+    committed = {}
+    for step in manifest_steps(KAFKA4, "java_committed"):
+        committed.update(committed_events(step["events"]))
+    assert committed
+    for key, seen in committed.items():
+        if seen is None:
+            assert key not in mine, key
+        else:
+            assert (mine[key].offset, mine[key].metadata) == (seen["offset"], seen["metadata"]), key
+    [listed] = [s for s in manifest_steps(KAFKA4, "kafka-consumer-groups") if s["label"] == "list"]
+    alive = {g for g, state in states.items() if state != "Dead"}
+    assert set(listed["output"].split()) <= alive
+
+
+def test_transactional_commits_of_the_lab_broker_commit_and_abort():
+    """group-txn: commit {codec-none: 5}, abort {codec-none: 10, codec-gzip: 3}, commit
+    {codec-lz4: 15 "txn"} (tools/make_samples.py), on the partition Kafka wrote them to."""
+    view = replay_dir(need(KAFKA4) / "logs" / "__consumer_offsets-30", history=True)
+    outcomes = [(c.topic, c.offset, c.outcome) for c in view.history]
+    assert outcomes == [("codec-none", 5, COMMITTED), ("codec-none", 10, ABORTED),
+                        ("codec-gzip", 3, ABORTED), ("codec-lz4", 15, COMMITTED)]
+    group = view.groups["group-txn"]
+    assert {tp: (c.offset, c.metadata) for tp, c in group.offsets.items()} == {
+        ("codec-none", 0): (5, ""), ("codec-lz4", 0): (15, "txn")}
+    assert group.protocol_type == "" and group.state == "Empty"  # a "simple" group
+    assert all(c.producer_id >= 0 for c in view.history)
+
+
+def test_consumer_protocol_group_members_assignment_and_deletion():
+    logs = need(KAFKA4) / "logs"
+    group = replay_dir(logs / "__consumer_offsets-6").groups["group-consumer"]
+    assert group.kind == CONSUMER and group.state == "Empty" and group.members == {}
+    assert group.epoch is not None and group.target_epoch is not None
+    deleted = replay_dir(logs / "__consumer_offsets-18").groups["group-consumer-deleted"]
+    assert deleted.deleted and deleted.state == "Dead" and deleted.offsets == {}
+
+
+# -- the broker's rules, on hand-built records ----------------------------------------------
+
+def test_transaction_commit_applies_abort_drops_and_open_stays_pending():
+    data = (batch([(offset_key("g", "t", 0), offset_value(5))], 0)
+            + batch([(offset_key("g", "t", 0), offset_value(8))], 1, producer_id=7, transactional=True)
+            + batch([(offset_key("g", "t", 1), offset_value(3))], 2, producer_id=9, transactional=True)
+            + marker(3, 9, commit=False)
+            + batch([(offset_key("g", "t", 2), offset_value(4))], 4, producer_id=11, transactional=True))
+    view = replay_bytes(OffsetsReplay(history=True), data)
+    assert {tp: c.offset for tp, c in view.groups["g"].offsets.items()} == {("t", 0): 5}
+    assert [c.outcome for c in view.history] == [COMMITTED, PENDING, ABORTED, PENDING]
+    assert "pending" in view.notes[0]
+    view = replay_bytes(OffsetsReplay(history=True), data + marker(5, 7, commit=True))
+    assert {tp: c.offset for tp, c in view.groups["g"].offsets.items()} == {("t", 0): 8}
+
+
+def test_a_plain_commit_written_after_a_pending_one_wins_when_the_transaction_commits():
+    data = (batch([(offset_key("g", "t", 0), offset_value(8))], 0, producer_id=7, transactional=True)
+            + batch([(offset_key("g", "t", 0), offset_value(6))], 1)
+            + marker(2, 7, commit=True))
+    view = replay_bytes(OffsetsReplay(history=True), data)
+    assert view.groups["g"].offsets[("t", 0)].offset == 6
+    assert [c.outcome for c in view.history] == [SUPERSEDED, COMMITTED]
+
+
+def test_tombstones_delete_offsets_pending_commits_and_groups():
+    data = (batch([(group_key("g"), classic_value(members=[("m-1", "client-1", "/10.0.0.1")])),
+                   (offset_key("g", "t", 0), offset_value(5)),
+                   (offset_key("g", "t", 1), offset_value(6))], 0)
+            + batch([(offset_key("g", "t", 1), offset_value(9))], 3, producer_id=4, transactional=True)
+            + batch([(offset_key("g", "t", 1), None)], 4)
+            + marker(5, 4, commit=True))
+    view = replay_bytes(OffsetsReplay(history=True), data)
+    group = view.groups["g"]
+    assert group.state == "Stable" and list(group.members) == ["m-1"]
+    assert {tp: c.offset for tp, c in group.offsets.items()} == {("t", 0): 5}
+    assert view.history[-1].outcome == DELETED and view.history[2].outcome == SUPERSEDED
+    gone = replay_bytes(OffsetsReplay(), data + batch([(offset_key("g", "t", 0), None),
+                                                       (group_key("g"), None)], 6))
+    assert gone.groups["g"].state == "Dead" and not gone.groups["g"].exists
+    again = replay_bytes(OffsetsReplay(), data + batch([(group_key("g"), None)], 6)
+                         + batch([(offset_key("g", "t", 3), offset_value(1))], 8))
+    assert again.groups["g"].protocol_type == "" and again.groups["g"].state == "Empty"
+
+
+def test_one_group_is_replayed_alone():
+    data = batch([(offset_key("a", "t", 0), offset_value(1)),
+                  (offset_key("b", "t", 0), offset_value(2))], 0)
+    replay = OffsetsReplay(group="b")
+    view = replay_bytes(replay, data)
+    assert list(view.groups) == ["b"] and replay.records == 1
+
+
+def test_damage_is_reported_with_its_position_and_replay_goes_on():
+    good = batch([(offset_key("g", "t", 0), offset_value(5))], 0)
+    truncated = batch([(offset_key("g", "t", 1), offset_value(6)[:9])], 1)
+    future = batch([(offset_key("g", "t", 2), b"\x00\x63" + offset_value(7)[2:])], 2)
+    unknown_type = batch([(b"\x00\x63\x00\x01g", b"\x00\x00")], 3)
+    corrupt = bytearray(batch([(offset_key("g", "t", 3), offset_value(8))], 4))
+    corrupt[-3] ^= 0xFF
+    after = batch([(offset_key("g", "t", 4), offset_value(9))], 5)
+    data = good + truncated + future + unknown_type + bytes(corrupt) + after
+    view = replay_bytes(OffsetsReplay(), data)
+    assert {tp: c.offset for tp, c in view.groups["g"].offsets.items()} == {("t", 0): 5, ("t", 4): 9}
+    checks = {p.check for p in view.problems}
+    assert {"replay_record", "record_type", "replay_crc"} <= checks
+    assert any("version 99 is unknown" in p.what for p in view.problems)
+    positions = {p.offset for p in view.problems}
+    assert len(good) in positions  # the truncated value's batch
+    assert len(good + truncated + future + unknown_type) in positions  # the corrupt batch
+
+
+def test_batches_out_of_offset_order_are_flagged():
+    data = batch([(offset_key("g", "t", 0), offset_value(5))], 7) + \
+        batch([(offset_key("g", "t", 0), offset_value(3))], 2)
+    view = replay_bytes(OffsetsReplay(), data)
+    assert [p.check for p in view.problems] == ["replay_order"]
+
+
+def test_consumer_group_states_follow_epochs_and_member_states():
+    group = Group("g", CONSUMER, epoch=3, target_epoch=3)
+    assert derive_state(group) == "Empty"
+    group.members["m"] = Member("m", member_epoch=3, member_state=0)
+    assert derive_state(group) == "Stable"
+    group.members["m"].member_state = 1
+    assert derive_state(group) == "Reconciling"
+    group.epoch = 4
+    assert derive_state(group) == "Assigning"
