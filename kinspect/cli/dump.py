@@ -33,7 +33,8 @@ Examples:
 Reads .log segments, .index, .timeindex, .snapshot (producer state), .txnindex,
 KRaft .checkpoint snapshots, leader-epoch-checkpoint, the offset checkpoints,
 partition.metadata, meta.properties, quorum-state. Records of __consumer_offsets,
-__transaction_state and __cluster_metadata are decoded by type with --data.
+__transaction_state, __share_group_state and __cluster_metadata are decoded by type with
+--data.
 Damage (cut-off tails, garbage, zero-filled space) is reported with its position and
 size, and the dump goes on at the next valid batch. Files are only read (mmap).
 
@@ -321,7 +322,8 @@ class TableRenderer:
         self.line(f"{e['index']:>8} {e['offset']:>20} {e['position']:>12} {last!s:>18}")
 
     def _time_index_entry(self, e: dict) -> None:
-        self._head(f"{'ENTRY':>8} {'TIMESTAMP (UTC)':<24} {'OFFSET':>20} {'BATCH MAX TIMESTAMP':<24}")
+        self._head(f"{'ENTRY':>8} {'TIMESTAMP (UTC)':<24} {'OFFSET':>20} "
+                   f"{'BATCH MAX TIMESTAMP':<24}")
         self.line(f"{e['index']:>8} {_time(e['timestamp']):<24} {e['offset']:>20} "
                   f"{_time(e['batch_max_timestamp']):<24}")
 

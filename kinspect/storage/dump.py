@@ -24,12 +24,14 @@ from kinspect.storage import checkpoints, index, segment, snapshot, txnindex
 from kinspect.storage.cluster_metadata import decode_metadata_record
 from kinspect.storage.files import FileInfo
 from kinspect.storage.offsets_records import decode_offsets_record
+from kinspect.storage.share_state import decode_share_state_record
 from kinspect.storage.transaction_state import decode_transaction_record
 
 RECORD_DECODERS = {
     "__consumer_offsets": lambda key, value: decode_offsets_record(key, value),
     "__transaction_state": lambda key, value: decode_transaction_record(key, value),
     "__cluster_metadata": lambda key, value: decode_metadata_record(value),
+    "__share_group_state": lambda key, value: decode_share_state_record(key, value),
 }
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
@@ -60,7 +62,7 @@ def dump_file(display: str, buf, info: FileInfo, options: DumpOptions,
     counts = Counts()
     dumper = _DUMPERS.get(info.kind)
     if dumper is None:
-        counts.problem(Problem(f"not a file kinspect knows how to read", display, None, WARNING,
+        counts.problem(Problem("not a file kinspect knows how to read", display, None, WARNING,
                                "file_kind"))
         yield {"type": "notice", "file": display, **counts.problems[-1].to_dict()}
     else:
@@ -192,10 +194,10 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
     else:
         _legacy_fields(buf, unit, records, max_output)
     if decoder is not None and not event.get("is_control"):
-        for index, record in enumerate(records):
+        for number, record in enumerate(records):
             decoded, decode_problems = decoder(record["key"], record["value"])
             record["decoded"] = decoded
-            where = f"{display} → batch at {event['position']} → records[{index}]"
+            where = f"{display} → batch at {event['position']} → records[{number}]"
             for p in decode_problems:
                 p.path = f"{where} → {p.path}" if p.path else where
             problems.extend(decode_problems)
@@ -208,8 +210,8 @@ def _legacy_fields(buf, unit: dict, records: list[dict], max_output: int) -> Non
             record["crc_valid"], record["crc"] = unit["crc_valid"], unit["crc"]
     else:
         crcs = _inner_crcs(buf, unit, max_output)
-        for index, record in enumerate(records):
-            record["crc"] = crcs[index] if index < len(crcs) else None
+        for number, record in enumerate(records):
+            record["crc"] = crcs[number] if number < len(crcs) else None
     for record in records:
         if record["timestamp"] is None:
             record["timestamp"] = -1

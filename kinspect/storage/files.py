@@ -29,7 +29,8 @@ NAME_KINDS = {"leader-epoch-checkpoint": "leader_epoch_checkpoint",
               ".lock": "lock"}
 KINDS = tuple(SUFFIX_KINDS.values()) + tuple(dict.fromkeys(NAME_KINDS.values()))
 RENAMED = (".deleted", ".cleaned", ".swap")
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__cluster_metadata",
+                   "__share_group_state")
 BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)"
                             r"(?:\.(?P<uuid>[0-9a-f]{32})-(?P<state>delete|future|stray))?$")
@@ -67,7 +68,8 @@ def describe(path: Path, kind: str | None = None) -> FileInfo:
     directory = _PARTITION_DIR.match(path.parent.name)
     topic = partition = state = None
     if directory:
-        topic, partition, state = directory["topic"], int(directory["partition"]), directory["state"]
+        topic, partition = directory["topic"], int(directory["partition"])
+        state = directory["state"]
     return FileInfo(kind, base_offset, epoch, topic, partition, renamed, state)
 
 

@@ -44,7 +44,7 @@ def iter_entries(buf, entry: struct.Struct, path: str, relative_at: int
     for i in range(count):
         fields = unpack(buf, i * size)
         if i and fields[relative_at] == 0:
-            yield "zero_tail", _zero_tail(buf, i, count, size, path), []
+            yield "zero_tail", _zero_tail(buf, i, count, size), []
             break
         yield i, fields, []
     if trailing:
@@ -53,11 +53,10 @@ def iter_entries(buf, entry: struct.Struct, path: str, relative_at: int
             WARNING, "index_size", 0, trailing)]
 
 
-def _zero_tail(buf, first: int, count: int, size: int, path: str) -> dict:
-    start = first * size
-    info = {"index": first, "entries": count - first, "position": start,
-            "size": (count - first) * size, "all_zero": not bytes(buf[start:count * size]).strip(b"\0")}
-    return info
+def _zero_tail(buf, first: int, count: int, size: int) -> dict:
+    start, end = first * size, count * size
+    return {"index": first, "entries": count - first, "position": start, "size": end - start,
+            "all_zero": not bytes(buf[start:end]).strip(b"\0")}
 
 
 def _tail_problems(info: dict, path: str) -> list[Problem]:
@@ -189,7 +188,8 @@ def _check_against_log(entry: dict, batches: BatchCursor, following: int | None,
 
 def check_time_index(buf, base_offset: int, headers: Headers | None, path: str
                      ) -> Iterator[Item]:
-    """kind "entry": {"index", "timestamp", "offset", "batch_max_timestamp", "batch_last_offset"}."""
+    """kind "entry": {"index", "timestamp", "offset", "batch_max_timestamp",
+    "batch_last_offset"}; zero_tail and trailing as for check_offset_index."""
     batches = BatchCursor(headers) if headers is not None else None
     previous = None
     for kind, fields, problems in iter_entries(buf, TIME_ENTRY, path, 1):

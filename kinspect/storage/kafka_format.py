@@ -7,8 +7,9 @@
 
 What kafka-dump-log prints to stdout comes from lines(); what it prints to stderr after all
 files (index mismatches, time index errors, non-consecutive offsets) from errors(). Internal
-topics print as kafka-dump-log's --offsets-decoder, --transaction-log-decoder and
---cluster-metadata-decoder do; other keys and values as its default StringDecoder.
+topics print as kafka-dump-log's --offsets-decoder, --transaction-log-decoder,
+--share-group-state-decoder and --cluster-metadata-decoder do; other keys and values as its
+default StringDecoder.
 Where kafka-dump-log stops at damage (it reports the rest as invalid bytes, or fails), the
 lines go on after the damage with the batches kinspect found.
 """
@@ -19,6 +20,7 @@ import os
 
 from kinspect.storage import kafka_json, structs
 from kinspect.storage._record_schemas import GROUP_RECORD_TYPES, TRANSACTION_RECORD_TYPES
+from kinspect.storage.share_schemas import SHARE_RECORD_TYPES
 
 DUMPED_KINDS = ("log", "kraft_snapshot", "index", "timeindex", "producer_snapshot", "txnindex")
 BOOTSTRAP = "bootstrap.checkpoint"
@@ -27,6 +29,8 @@ CONTROL_JSON = {"SNAPSHOT_HEADER": ("SnapshotHeader ", "SnapshotHeaderRecord"),
                 "KRAFT_VERSION": ("KRaftVersion ", "KRaftVersionRecord"),
                 "KRAFT_VOTERS": ("KRaftVoters ", "VotersRecord"),
                 "LEADER_CHANGE": ("LeaderChange: ", "LeaderChangeMessage")}
+TYPE_TABLES = {"TransactionLog": TRANSACTION_RECORD_TYPES, "ShareSnapshot": SHARE_RECORD_TYPES,
+               "ShareUpdate": SHARE_RECORD_TYPES}
 CONTROL_IDS = {"ABORT": 0, "COMMIT": 1, "LEADER_CHANGE": 2, "SNAPSHOT_HEADER": 3,
                "SNAPSHOT_FOOTER": 4, "KRAFT_VERSION": 5, "KRAFT_VOTERS": 6}
 
@@ -95,7 +99,8 @@ class KafkaFormat:
         kind, state = event["kind"], self._current
         if kind in ("log", "kraft_snapshot") and state.get("invalid_from") is not None:
             invalid = state["size"] - state["invalid_from"]
-            return [f"Found {invalid} invalid bytes at the end of {os.path.basename(state['path'])}"]
+            name = os.path.basename(state["path"])
+            return [f"Found {invalid} invalid bytes at the end of {name}"]
         if kind == "index" and state.get("entries") == 0 and state.get("size", 0) < 8:
             return [f"{state['path']} is empty."]
         return []
@@ -258,7 +263,7 @@ def _control(control: dict, value: bytes | None) -> str:
 def _coordinator(decoded: dict, offset: int) -> tuple[str | None, str | None]:
     """kafka-dump-log's --offsets-decoder / --transaction-log-decoder key and payload."""
     record_type = decoded["record_type"]
-    types = TRANSACTION_RECORD_TYPES if decoded["record_name"] == "TransactionLog" else GROUP_RECORD_TYPES
+    types = TYPE_TABLES.get(decoded["record_name"], GROUP_RECORD_TYPES)
     entry = types.get(record_type)
     if entry is None or not isinstance(decoded.get("key"), dict):
         if record_type is None:

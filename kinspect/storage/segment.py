@@ -78,7 +78,8 @@ def walk_segment(buf, path: str = "segment", *, checks: bool = False, decode: bo
                     continue
             if checks:
                 first = _first_offset(unit)
-                check_offset_order(previous_last, first, f"{path} → batch[{index}]", pos, problems)
+                check_offset_order(previous_last, first, f"{path} → batch[{index}]", pos,
+                                   problems)
                 previous_last = _last_offset(unit)
             yield "batch", unit, problems
             index += 1
@@ -94,7 +95,8 @@ def walk_segment(buf, path: str = "segment", *, checks: bool = False, decode: bo
 def _damage(pos: int, resume: int | None, end: int, path: str, trouble: str) -> Item:
     stop = end if resume is None else resume
     size = stop - pos
-    tail = "to the end of the file" if resume is None else f"before the next valid batch at byte {resume}"
+    tail = ("to the end of the file" if resume is None
+            else f"to the next valid batch at byte {resume}")
     what = f"{size} bytes at byte {pos} are not a valid batch ({trouble}); skipped {tail}"
     return "damage", {"position": pos, "size": size, "resumed_at": resume, "what": trouble}, [
         Problem(what, path, pos, ERROR, "damage", None, size)]

@@ -1,7 +1,8 @@
 """Decode the structs Kafka writes into its internal topics, with the wire decoder's machinery.
 
 The coordinator records (kinspect/storage/_record_schemas.py, generated from Kafka's JSON
-definitions) and the KRaft metadata records (metadata_schemas.py) are described in the same
+definitions), the share-group state records (share_schemas.py) and the KRaft metadata
+records (metadata_schemas.py) are described in the same
 notation as the protocol bodies, so kinspect/wire/messages.py compiles them into the same
 generated decoders: one exec'd function per (struct, version), bounds-checked, never raising.
 
@@ -18,10 +19,12 @@ from functools import lru_cache
 from kinspect.problems import ERROR, Problem
 from kinspect.storage._record_schemas import STRUCTS
 from kinspect.storage.metadata_schemas import METADATA_RECORDS
+from kinspect.storage.share_schemas import SHARE_STRUCTS
 from kinspect.wire import messages
 
 SEGMENTS: dict[str, tuple] = {
     **STRUCTS,
+    **SHARE_STRUCTS,
     **{name: ((0, last, 0, fields, {}, "4.1"),)
        for name, last, fields in METADATA_RECORDS.values()},
 }

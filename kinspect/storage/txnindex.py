@@ -62,8 +62,9 @@ def check_marker(entry: dict, batch: dict | None, control_type: str | None, wher
         return [Problem(f"no batch holds offset {last}, the ABORT marker of producer {producer}",
                         where, at + 18, ERROR, "txnindex_marker")]
     if not batch["is_control"] or control_type != "ABORT" or batch["producer_id"] != producer:
-        found = (f"a {control_type} marker of producer {batch['producer_id']}" if batch["is_control"]
-                 else f"a data batch of producer {batch['producer_id']}")
+        producer_there = batch["producer_id"]
+        found = (f"a {control_type} marker of producer {producer_there}" if batch["is_control"]
+                 else f"a data batch of producer {producer_there}")
         return [Problem(f"offset {last} should be an ABORT marker of producer {producer}; the log "
                         f"has {found}", where, at + 18, ERROR, "txnindex_marker",
                         f"ABORT of {producer}", found)]

@@ -23,7 +23,7 @@ from tests.lab.kafka import KafkaTools, LabError
 
 DUMPED = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".checkpoint")
 DECODERS = {"__consumer_offsets": "offsets", "__transaction_state": "transaction-log",
-            "__cluster_metadata": "cluster-metadata"}
+            "__cluster_metadata": "cluster-metadata", "__share_group_state": "share-group-state"}
 NOISE = re.compile(r"^(SLF4J|WARNING: |log4j|\s*at |Picked up )")
 
 

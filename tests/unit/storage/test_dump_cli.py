@@ -31,7 +31,8 @@ def test_table_output_with_data(tmp_path):
 
 
 def test_kafka_format_equals_the_sample_dump(monkeypatch):
-    dump_txt = SAMPLES / "kafka-4.1.2" / "logs" / "transactions-0" / "00000000000000000000.log.dump.txt"
+    directory = SAMPLES / "kafka-4.1.2" / "logs" / "transactions-0"
+    dump_txt = directory / "00000000000000000000.log.dump.txt"
     if not dump_txt.exists():
         pytest.skip("samples/ not there")
     monkeypatch.chdir(dump_txt.parent)
