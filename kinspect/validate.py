@@ -38,7 +38,7 @@ RECORD_APIS = {0: "Produce", 1: "Fetch", 78: "ShareFetch"}
 # Batches no larger than this are believed when telling record files by content.
 MAX_PLAUSIBLE_LENGTH = 1 << 30
 PROGRESS_EVERY = 4 << 20
-RELEASE_EVERY = 64 << 20
+RELEASE_EVERY = 16 << 20
 
 _FRAME = struct.Struct(">qi")
 _I64 = struct.Struct(">q")
