@@ -12,7 +12,7 @@ from rich.text import Text
 
 from kinspect.cli.output import Output, output_options
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
-from kinspect.render.jsonl import dumps
+from kinspect.render.jsonl import dumpb, dumps
 from kinspect.render.text import problem_lines
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
@@ -93,6 +93,8 @@ def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict
             continue
         try:
             summary = _dump_one(path, info, options, renderer, out)
+        except BrokenPipeError:  # the reader went away (| head): kinspect's main handles it
+            raise
         except OSError as e:
             out.warn(f"kinspect: {path}: {e.strerror or e}")
             exit_code = max(exit_code, EXIT_UNREADABLE)
@@ -164,12 +166,22 @@ class JsonRenderer:
         if records and event["type"] == "batch":
             if not self.data:  # the hot path of big segments: records written as text
                 del event["records"]
-                head = dumps(event)
-                self.out.stream.write(f'{head[:-1]},"records":[{_records_json(records)}]}}\n')
+                head = dumpb(event)[:-1]
+                self._write(b'%s,"records":[%s]}\n' % (head, _records_json(records).encode()))
                 return
             view, mode = record_view, self.mode
             event["records"] = [view(r, True, mode) for r in records]
         self.out.record(event)
+
+    def _write(self, line: bytes) -> None:
+        """As Output.record writes: to stdout's buffer, after what the text layer holds."""
+        stream = self.out.stream
+        binary = getattr(stream, "buffer", None)
+        if binary is None:
+            stream.write(line.decode("utf-8"))
+        else:
+            stream.flush()
+            binary.write(line)
 
     def finish(self) -> None:
         pass
