@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.bench.measure import machine_facts, run_child  # noqa: E402
+from tests.bench.measure import machine_facts, run_child, snapshot_kinspect  # noqa: E402
 from tests.bench.prefixes import prefix  # noqa: E402
 from tools.record_bench_capture import capture_path, manifest_path  # noqa: E402
 
@@ -52,9 +52,9 @@ def count_packets(capture: Path) -> int:
     return int(out.split("\t")[-1])
 
 
-def measure(capture: Path, port: int, fractions, repeat: int, tools: list[str]) -> tuple[list, list]:
+def measure(capture: Path, port: int, fractions, repeat: int, tools: list[str], code: Path) -> tuple[list, list]:
     """Every (fraction, tool) run `repeat` times, tools interleaved (order rotated per round) so
-    that a busy moment on the machine does not land on one tool only."""
+    that a busy moment on the machine does not land on one tool only. kinspect runs from `code`."""
     total = count_packets(capture)
     argv_for = commands(port)
     runs, summary_rows = [], []
@@ -69,13 +69,13 @@ def measure(capture: Path, port: int, fractions, repeat: int, tools: list[str]) 
                 load = os.getloadavg()[0]
                 if tool == "kinspect --summary":
                     with tempfile.TemporaryFile("w+") as out:
-                        child = run_child(argv, stdout=out)
+                        child = run_child(argv, stdout=out, cwd=code)
                         out.seek(0)
                         rows = [json.loads(line) for line in out]
                     if fraction == fractions[-1]:
                         summary_rows = rows
                 else:
-                    child = run_child(argv)
+                    child = run_child(argv, cwd=code)
                 runs.append({"fraction": fraction, "packets": packets, "bytes": size, "tool": tool,
                              "repeat": r, "load_average_1m": round(load, 2), "argv": _shown(argv),
                              **child.to_dict()})
@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
     parser.add_argument("--repeat", type=int, default=1, help="runs per (fraction, tool); medians are reported")
     parser.add_argument("--tools", default=",".join(commands(9092)), help="comma-separated subset")
+    parser.add_argument("--code", default="HEAD",
+                        help="the kinspect to measure: a git ref (default HEAD), or 'worktree' for the files as they are")
     parser.add_argument("--out", type=Path, help="results JSON (default: tests/bench/results/...)")
     args = parser.parse_args(argv)
     if not args.capture.is_file():
@@ -169,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     fractions = [float(f) for f in args.fractions.split(",")]
     facts_before = machine_facts()
     started = time.time()
-    runs, summary_rows = measure(args.capture, port, fractions, args.repeat, tools)
+    with tempfile.TemporaryDirectory(prefix="kinspect-bench-") as code:
+        facts_before["kinspect"] = snapshot_kinspect(Path(code), args.code)
+        runs, summary_rows = measure(args.capture, port, fractions, args.repeat, tools, Path(code))
     rows = aggregate(runs)
     result = {"benchmark": "decode", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "seconds": round(time.time() - started, 1), "machine": facts_before,

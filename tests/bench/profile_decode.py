@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.bench.bench_decode import count_packets  # noqa: E402
 from tests.bench.layers import by_layer, top_functions  # noqa: E402
-from tests.bench.measure import machine_facts, run_child  # noqa: E402
+from tests.bench.measure import child_env, machine_facts, run_child, snapshot_kinspect  # noqa: E402
 from tests.bench.prefixes import prefix  # noqa: E402
 from tests.bench.stages import STAGES  # noqa: E402
 from tools.record_bench_capture import capture_path  # noqa: E402
@@ -39,13 +39,13 @@ STAGE_LAYERS = {"read": "capture reader", "link": "link", "tcp": "tcp",
                 "json": "JSON encode", "write": "output write"}
 
 
-def stage_costs(path: Path, repeat: int) -> list[dict]:
+def stage_costs(path: Path, repeat: int, code: Path) -> list[dict]:
     rows, previous = [], 0.0
     for stage in STAGES:
         best = None
         for _ in range(repeat):
-            out = subprocess.run([sys.executable, "-m", "tests.bench.stages", stage, str(path)], cwd=REPO,
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run([sys.executable, "-m", "tests.bench.stages", stage, str(path)], cwd=code,
+                                 env=child_env(), capture_output=True, text=True, check=True).stdout
             result = json.loads(out)
             if best is None or result["cpu_s"] < best["cpu_s"]:
                 best = result
@@ -57,17 +57,18 @@ def stage_costs(path: Path, repeat: int) -> list[dict]:
     return rows
 
 
-def full_command(path: Path, repeat: int) -> dict:
-    runs = [run_child([sys.executable, "-m", "kinspect", "decode", "--json", str(path)]) for _ in range(repeat)]
+def full_command(path: Path, repeat: int, code: Path) -> dict:
+    runs = [run_child([sys.executable, "-m", "kinspect", "decode", "--json", str(path)], cwd=code)
+            for _ in range(repeat)]
     best = min(runs, key=lambda r: r.cpu_s)
     return best.to_dict()
 
 
-def profile(path: Path) -> dict:
+def profile(path: Path, code: Path) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "decode.prof"
         subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "kinspect", "decode", "--json",
-                        str(path)], cwd=REPO, stdout=subprocess.DEVNULL, check=True)
+                        str(path)], cwd=code, env=child_env(), stdout=subprocess.DEVNULL, check=True)
         stats = pstats.Stats(str(out))
     layers = by_layer(stats)
     total = sum(layers.values())
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("capture", nargs="?", type=Path, default=capture_path())
     parser.add_argument("--fraction", type=float, default=0.25, help="profile this prefix of the capture")
     parser.add_argument("--repeat", type=int, default=3, help="stage runs; the best CPU time counts")
+    parser.add_argument("--code", default="HEAD", help="git ref of the kinspect to profile, or 'worktree'")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     total = count_packets(args.capture)
@@ -88,9 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     path = prefix(args.capture, packets, total)
     started = time.time()
     facts = machine_facts()
-    stages = stage_costs(path, args.repeat)
-    command = full_command(path, args.repeat)
-    profiled = profile(path)
+    with tempfile.TemporaryDirectory(prefix="kinspect-profile-") as scratch:
+        code = Path(scratch)
+        facts["kinspect"] = snapshot_kinspect(code, args.code)
+        stages = stage_costs(path, args.repeat, code)
+        command = full_command(path, args.repeat, code)
+        profiled = profile(path, code)
     result = {"benchmark": "decode profile", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "machine": facts, "capture": {"file": path.name, "packets": packets, "bytes": path.stat().st_size},
               "stages": stages, "command": command, "cprofile": profiled}
