@@ -515,7 +515,7 @@ def text(data: bytes | None):
 
 class Tcpdump:
     def __init__(self, path: Path, port: int):
-        self.argv = ["tcpdump", "-i", "lo", "-s", "0", "-U", "-w", str(path), f"tcp port {port}"]
+        self.argv = ["tcpdump", "-i", "lo", "-s", "0", "-U", "-Z", "root", "-w", str(path), f"tcp port {port}"]
         self.process = None
 
     def __enter__(self) -> "Tcpdump":
