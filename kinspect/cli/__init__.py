@@ -24,9 +24,10 @@ def cli():
 def _register() -> None:
     from kinspect.cli.decode import decode
     from kinspect.cli.dump import dump
+    from kinspect.cli.offsets import offsets
     from kinspect.cli.validate import validate
 
-    for command in (decode, dump, validate):
+    for command in (decode, dump, offsets, validate):
         cli.add_command(command)
 
 
