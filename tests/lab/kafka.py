@@ -15,6 +15,8 @@ below 3.0, hence `KafkaBroker(KAFKA_3, metadata="zookeeper")`.
 
 from __future__ import annotations
 
+import base64
+import ctypes
 import hashlib
 import json
 import os
@@ -26,8 +28,6 @@ import subprocess
 import tempfile
 import time
 import uuid
-import base64
-import ctypes
 import zipfile
 from pathlib import Path
 
@@ -46,27 +46,36 @@ class LabError(RuntimeError):
 def kafka_lib(version: str = KAFKA_4) -> Path:
     """The directory of jars for `version`, fetched from Maven Central on first use."""
     lib = CACHE / f"kafka-{version}" / "lib"
-    complete = lib / ".complete"
-    if complete.exists():
+    if lib.is_dir():
         return lib
     if shutil.which("mvn") is None:
         raise LabError("mvn is not installed: apt-get install maven")
-    shutil.rmtree(lib, ignore_errors=True)
-    lib.mkdir(parents=True)
+    lib.parent.mkdir(parents=True, exist_ok=True)
     profile = "kafka4" if int(version.split(".")[0]) >= 4 else "kafka3"
-    command = [
-        "mvn", "-q", "-B", "-f", str(LAB_FILES / "pom.xml"), f"-Dkafka.version={version}",
-        "-P", profile, "dependency:copy-dependencies", "-DincludeScope=runtime",
-        f"-DoutputDirectory={lib}",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise LabError(
-            f"fetching Kafka {version} from Maven Central failed ({' '.join(command)}):\n"
-            + (done.stdout + done.stderr)[-4000:]
-        )
-    complete.write_text(version + "\n")
+    with tempfile.TemporaryDirectory(dir=lib.parent, prefix="lib-") as fetching:
+        command = [
+            "mvn", "-q", "-B", "-f", str(LAB_FILES / "pom.xml"), f"-Dkafka.version={version}",
+            "-P", profile, "dependency:copy-dependencies", "-DincludeScope=runtime",
+            f"-DoutputDirectory={fetching}",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            raise LabError(
+                f"fetching Kafka {version} from Maven Central failed ({' '.join(command)}):\n"
+                + (done.stdout + done.stderr)[-4000:]
+            )
+        _publish(Path(fetching), lib)
     return lib
+
+
+def _publish(built: Path, final: Path) -> None:
+    """Rename a finished directory into place; whoever comes second keeps the first one's."""
+    try:
+        built.rename(final)
+    except OSError:
+        if not final.is_dir():
+            raise
+    built.mkdir(exist_ok=True)  # for TemporaryDirectory's cleanup
 
 
 def free_port() -> int:
@@ -144,7 +153,10 @@ class KafkaTools:
     def dump_log(self, *files: Path | str, deep: bool = True, data: bool = True,
                  decoder: str | None = None, extra: tuple[str, ...] = (),
                  cwd: Path | None = None) -> str:
-        """kafka-dump-log's stdout. decoder: offsets, transaction-log, cluster-metadata."""
+        """kafka-dump-log's stdout.
+
+        decoder: offsets, transaction-log, cluster-metadata, share-group-state (4.1+).
+        """
         args = ["--files", ",".join(map(str, files))]
         if deep:
             args.append("--deep-iteration")
@@ -158,15 +170,14 @@ class KafkaTools:
         """Compile one lab Java program against these jars; the classpath to run it with."""
         digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
         classes = CACHE / f"kafka-{self.version}" / f"classes-{source.stem}-{digest}"
-        if not (classes / ".complete").exists():
-            shutil.rmtree(classes, ignore_errors=True)
-            classes.mkdir(parents=True)
-            done = subprocess.run(
-                ["javac", "-nowarn", "-d", str(classes), "-cp", self.classpath, str(source)],
-                capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
-                raise LabError(f"javac {source} failed:\n{done.stderr[-4000:]}")
-            (classes / ".complete").touch()
+        if not classes.is_dir():
+            with tempfile.TemporaryDirectory(dir=classes.parent, prefix="classes-") as building:
+                done = subprocess.run(
+                    ["javac", "-nowarn", "-d", building, "-cp", self.classpath, str(source)],
+                    capture_output=True, text=True, timeout=300)
+                if done.returncode != 0:
+                    raise LabError(f"javac {source} failed:\n{done.stderr[-4000:]}")
+                _publish(Path(building), classes)
         return f"{classes}{os.pathsep}{self.classpath}"
 
 
@@ -175,9 +186,9 @@ class KafkaBroker(KafkaTools):
 
     metadata="kraft": combined broker+controller, formatted like `kafka-storage format`.
     metadata="zookeeper" (3.x only): a ZooKeeper beside it, for the legacy message formats.
-    `config` overrides or adds server.properties entries. stop() is SIGTERM and a wait, so
-    segments and indexes are flushed and trimmed; the log dir stays until the context exits
-    (or forever with keep=True).
+    `config` overrides or adds server.properties entries; `port` 0 picks a free one on
+    127.0.0.1. stop() is SIGTERM and a wait, so segments and indexes are flushed and trimmed;
+    the log dir stays until the context exits (or forever with keep=True or a given workdir).
     """
 
     def __init__(self, version: str = KAFKA_4, *, config: dict[str, object] | None = None,
@@ -198,6 +209,7 @@ class KafkaBroker(KafkaTools):
         self.cluster_id = cluster_id or random_cluster_id()
         self.requested_port = port
         self.port = 0
+        self.settings: dict[str, object] = {}
         self._broker: subprocess.Popen | None = None
         self._zookeeper: subprocess.Popen | None = None
 
