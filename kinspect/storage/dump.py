@@ -27,11 +27,11 @@ from kinspect.storage.offsets_records import decode_offsets_record
 from kinspect.storage.share_state import decode_share_state_record
 from kinspect.storage.transaction_state import decode_transaction_record
 
-RECORD_DECODERS = {
-    "__consumer_offsets": lambda key, value: decode_offsets_record(key, value),
-    "__transaction_state": lambda key, value: decode_transaction_record(key, value),
+RECORD_DECODERS = {  # (key, value) -> (decoded, problems)
+    "__consumer_offsets": decode_offsets_record,
+    "__transaction_state": decode_transaction_record,
     "__cluster_metadata": lambda key, value: decode_metadata_record(value),
-    "__share_group_state": lambda key, value: decode_share_state_record(key, value),
+    "__share_group_state": decode_share_state_record,
 }
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
@@ -107,7 +107,7 @@ class Counts:
 def _dump_segment(display, buf, info, options, companion, counts) -> Iterator[dict]:
     decoder = RECORD_DECODERS.get(info.records_topic) if options.internal else None
     deep = not options.shallow
-    batches = []
+    ends = []  # a KRaft snapshot's first and last batch: (position, control type)
     for kind, item, problems in segment.walk_segment(buf, display, checks=options.checks,
                                                      decode=deep, max_output=options.max_output):
         if kind != "batch":
@@ -125,11 +125,11 @@ def _dump_segment(display, buf, info, options, companion, counts) -> Iterator[di
             event["records"] = _records(buf, item, event, decoder if options.data else None,
                                         display, problems, options.max_output)
         if info.kind == "kraft_snapshot":
-            batches.append((event["position"], event.get("control", {}).get("type")))
+            ends[1:] = [(event["position"], event.get("control", {}).get("type"))]
         event["problems"] = counts.add(problems)
         yield event
     if info.kind == "kraft_snapshot":
-        for problem in _snapshot_frame(batches, display):
+        for problem in _snapshot_frame(ends, display):
             yield {"type": "notice", **problem.to_dict()}
             counts.add([problem])
 
@@ -240,6 +240,7 @@ def _inner_crcs(buf, unit: dict, max_output: int) -> list[int]:
 
 
 def _snapshot_frame(batches: list[tuple[int, str | None]], display: str) -> list[Problem]:
+    """batches: the first and the last batch of the snapshot (one, if it has one)."""
     """A KRaft snapshot starts with a SnapshotHeader batch and ends with a SnapshotFooter."""
     problems = []
     if not batches or batches[0][1] != "SNAPSHOT_HEADER":
