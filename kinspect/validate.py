@@ -1,12 +1,12 @@
 """kinspect validate, the library: walk paths, tell what each file is, run the record checks of
 kinspect.records on everything in it, and report each problem as a Finding.
 
-Files are told apart by content: a pcap/pcapng/gzip magic is a capture (every record set in
-every Produce/Fetch body is checked, through DecodeRun), Kafka's segment names
-(``00000000000000000000.log``) are log segments, and anything with a plausible batch header at
-byte 0 is a record file (a fixture of batches or message sets). Segments and record files are
-walked unit by unit from an mmap; a unit that does not frame is reported and the walk resumes
-at the next batch whose CRC holds, so one damaged batch does not hide the rest of the file.
+Files are told apart by content: a pcap/pcapng magic (also inside gzip) is a capture (every
+record set in every Produce/Fetch body is checked, through DecodeRun), Kafka's segment names
+(``00000000000000000000.log``) are log segments, and a batch header at byte 0 makes a record
+file (a fixture of batches or message sets). Segments and record files are walked unit by unit
+from an mmap by kinspect.storage.segment, which resumes at the next batch whose CRC holds after
+damage, so one damaged batch does not hide the rest of the file.
 
 ``validate_paths`` yields Findings as they are found and a FileReport after each file's last
 finding, so memory stays bounded whatever the size of the files.
@@ -57,8 +57,6 @@ CHECK_FAMILIES = {
     "control": ("control_record",),
 }
 _FAMILY_OF = {check: family for family, checks in CHECK_FAMILIES.items() for check in checks}
-
-
 CAPTURE_FAMILIES = ("capture", "decode")
 
 
@@ -103,7 +101,8 @@ class Finding:
             place.append(f"{self.context['conn']} #{self.context['correlation_id']}")
         text = f"{self.check}{' at ' if place else ''}{', '.join(place)}: {self.what}"
         if self.expected is not None or self.found is not None:
-            text += f" (expected {_shown(self.check, self.expected)}, found {_shown(self.check, self.found)})"
+            expected, found = _shown(self.check, self.expected), _shown(self.check, self.found)
+            text += f" (expected {expected}, found {found})"
         return text
 
     def to_dict(self) -> dict:
@@ -230,11 +229,13 @@ def classify_bytes(name: str, data: bytes | memoryview, explicit: bool = True) -
     minimum = MIN_LENGTH.get(data[16])
     if minimum is None:
         after = 12 + length
-        follows = _frames(data, after, size) is not None if explicit else _sealed_at(data, after, size)
+        follows = (_frames(data, after, size) is not None if explicit
+                   else _sealed_at(data, after, size))
         return "records" if length >= 5 and (after == size or (after < size and follows)) else None
     if not minimum <= length <= MAX_PLAUSIBLE_LENGTH:
         return None
-    if explicit or 12 + length == size or _sealed_at(data, 0, size) or _sealed_at(data, 12 + length, size):
+    if explicit or 12 + length == size or _sealed_at(data, 0, size) \
+            or _sealed_at(data, 12 + length, size):
         return "records"
     return None
 
@@ -244,11 +245,6 @@ def _gunzip_head(data) -> bytes:
         return zlib.decompressobj(31).decompress(bytes(data[:4096]), 8)
     except zlib.error:
         return b""
-
-
-def _sealed_at(view, pos: int, end: int) -> bool:
-    length = _frames(view, pos, end)
-    return length is not None and _well_formed(view, pos, length) and _sealed(view, pos, length)
 
 
 # ------------------------------------------------------------------ one file
@@ -520,7 +516,8 @@ def _record_sets(value) -> Iterator[list]:
     """Decoded record sets (lists of batches) anywhere in a body."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key == "records" and isinstance(item, list) and (not item or isinstance(item[0], dict)):
+            if key == "records" and isinstance(item, list) and all(
+                    isinstance(batch, dict) for batch in item[:1]):
                 yield item
             elif isinstance(item, (dict, list)):
                 yield from _record_sets(item)

@@ -10,8 +10,9 @@ tests/bench/bench_dump.py's segment_path() and cached in ~/.cache/kinspect-lab/b
 memory depends on the file size.
 
 Every command runs as a child process under GNU time (wall time, CPU time, peak RSS) with
-stdout to /dev/null, the file already in the page cache; the best of --repeat is kept. Results go to tests/bench/results/validate.json. Not collected by
-pytest, and nothing here asserts a time.
+stdout to /dev/null, the file already in the page cache; the best of --repeat is kept.
+Results go to tests/bench/results/validate.json. Not collected by pytest, and nothing here
+asserts a time.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def main() -> None:
     validate = runs["kinspect validate"]
     # on a shared machine CPU time is the steadier number; wall time includes waiting for a CPU
     ratios = {
-        f"validate {kind} / {name}": round(validate[key] / max(runs[name][key], 0.01), 2)
+        f"validate {kind} / {name}": round(validate[key] / max(runs[name][key], 0.01), 2)  # noqa
         for kind, key in (("wall time", "wall_s"), ("CPU time", "cpu_s"))
         for name in ("cat > /dev/null", "python read loop (1 MiB readinto)",
                      "python CRC-32C walk (batch CRCs only)", "kafka-dump-log (batch CRCs, isvalid)",

@@ -6,6 +6,7 @@ Not marked: it runs in CI with the rest of the suite (about a minute).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -19,9 +20,7 @@ FIXTURES = REPO / "tests" / "unit" / "records" / "fixtures"
 
 @pytest.fixture(scope="module")
 def pre_commit() -> list[str]:
-    try:
-        import pre_commit  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("pre_commit") is None:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q",
                         "--disable-pip-version-check", "pre-commit"], check=True, timeout=600)
     return [sys.executable, "-m", "pre_commit"]

@@ -203,7 +203,8 @@ def test_real_directories_validate_clean_and_every_unit_is_counted():
     kinds = {r.kind for r in reports.values()}
     assert kinds == {"segment", "records", "capture"}
     assert sum(r.kind == "records" for r in reports.values()) == len(JAVA_SEEDS)
-    assert sum(r.kind == "capture" for r in reports.values()) >= 3 + len(list(PCAPS.glob("*.pcap*")))
+    captures = 3 + len(list(PCAPS.glob("*.pcap*")))
+    assert sum(r.kind == "capture" for r in reports.values()) == captures
     # Fetch bodies, index files, checkpoints and JSON are not record files
     assert not [f for f in reports if "kafka-rust" in f or "kafkajs" in f or f.endswith(".json")]
 
@@ -338,7 +339,11 @@ def test_every_record_length_change_is_reported_at_that_record():
                     continue
                 damaged = reseal(data[:at] + encoded + data[at + varint_size:], pos, size)
                 _, findings = validate(damaged)
-                assert ("record_length", at) in located(findings), (name, at, changed, findings)
+                # a record one byte short is caught by its last field overrunning it: that is
+                # the headers field when the record has headers (kinspect.records' naming)
+                errors = located(findings)
+                assert ("record_length", at) in errors or ("headers", at) in errors, \
+                    (name, at, changed, findings)
                 assert "crc" not in {f.check for f in findings}
                 assert_rest_is_clean(findings, data, pos)
                 seen += 1
