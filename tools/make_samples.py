@@ -30,9 +30,9 @@ import json
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -553,35 +553,39 @@ def run_pcaps(command: str) -> list[Path]:
             written.append(path)
             log(f"pcaps: {path.name} {size} bytes")
 
-        lines = [f"key-{n % 3}:console producer line {n}" for n in range(10)]
+        def produce(lines: list[str], **options) -> dict:
+            broker.console_producer("java-lab", lines, **options)
+            return {"input": lines}
+
+        def consume(group: str, **options) -> dict:
+            return {"output": broker.console_consumer("java-lab", 20, group=group, print_key=True, **options)}
+
+        def transactions() -> dict:
+            return {"events": broker.java_clients("produce", {"transactional.id": "java-txn", **BATCHING}, [
+                {"begin": True}, {"send": {"topic": "java-lab", "partition": 0, "key": "a", "value": "committed"}},
+                {"offsets": {"group": "java-txn-group", "offsets": [{"topic": "java-lab", "partition": 0, "offset": 1}]}},
+                {"commit": True},
+                {"begin": True}, {"send": {"topic": "java-lab", "partition": 1, "key": "b", "value": "aborted"}},
+                {"abort": True}])}
+
         capture("console-producer",
                 "kafka-console-producer: 10 keyed lines (parse.key, ':' separator), default idempotent producer",
-                lambda: broker.console_producer("java-lab", lines, key_separator=":") or {"input": lines})
+                lambda: produce([f"key-{n % 3}:console producer line {n}" for n in range(10)], key_separator=":"))
         capture("console-producer-zstd", "kafka-console-producer with compression.type=zstd, 10 lines",
-                lambda: broker.console_producer("java-lab", [f"zstd line {n}" for n in range(10)],
-                                                properties={"compression.type": "zstd"})
-                or {"input": [f"zstd line {n}" for n in range(10)]})
+                lambda: produce([f"zstd line {n}" for n in range(10)], properties={"compression.type": "zstd"}))
         capture("console-consumer", "kafka-console-consumer in classic group java-console, 20 records",
-                lambda: {"output": broker.console_consumer("java-lab", 20, group="java-console", print_key=True)})
+                lambda: consume("java-console"))
         capture("console-consumer-kip848",
                 "kafka-console-consumer with group.protocol=consumer (KIP-848 ConsumerGroupHeartbeat)",
-                lambda: {"output": broker.console_consumer("java-lab", 20, group="java-console-848", print_key=True,
-                                                           properties={"group.protocol": "consumer"})})
+                lambda: consume("java-console-848", properties={"group.protocol": "consumer"}))
         capture("transactions", "LabClients.java: transactional producer, one commit and one abort, "
-                "with offsets sent to the transaction (TxnOffsetCommit)",
-                lambda: {"events": broker.java_clients("produce", {"transactional.id": "java-txn", **BATCHING}, [
-                    {"begin": True}, {"send": {"topic": "java-lab", "partition": 0, "key": "a", "value": "committed"}},
-                    {"offsets": {"group": "java-txn-group", "offsets": [{"topic": "java-lab", "partition": 0, "offset": 1}]}},
-                    {"commit": True},
-                    {"begin": True}, {"send": {"topic": "java-lab", "partition": 1, "key": "b", "value": "aborted"}},
-                    {"abort": True}])})
+                "with offsets sent to the transaction (TxnOffsetCommit)", transactions)
         capture("consumer-groups-describe", "kafka-consumer-groups --describe --all-groups (admin client)",
                 lambda: {"output": broker.consumer_groups("--describe", "--all-groups")})
     return written
 
 
 def free_port_is(port: int) -> bool:
-    import socket
     with socket.socket() as probe:
         try:
             probe.bind(("127.0.0.1", port))
@@ -596,7 +600,11 @@ RUNS = {"main": run_main, "expiry": run_expiry, "legacy": run_legacy, "pcaps": r
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default=",".join(RUNS), help=f"comma-separated: {', '.join(RUNS)}")
+    parser.add_argument("--samples", type=Path, default=REPO / "samples", help="where sample directories go")
+    parser.add_argument("--pcaps", type=Path, default=REPO / "pcaps", help="where java-*.pcap go")
     options = parser.parse_args()
+    global SAMPLES, PCAPS
+    SAMPLES, PCAPS = options.samples, options.pcaps
     names = options.only.split(",")
     unknown = set(names) - set(RUNS)
     if unknown:
