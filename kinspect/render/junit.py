@@ -1,5 +1,6 @@
 """JUnit XML for CI (GitLab, Jenkins, GitHub test-report actions): a testsuite per validated
-file, a testcase per check family, a failure per family that found problems.
+file, a testcase per check family, a failure per family that found problems. Only elements and
+attributes of the schema Jenkins validates reports against are written.
 
 Findings that do not fail the run (warnings without --strict, information) are listed in the
 testcase's system-out. Only the first ``keep`` findings of a family are kept in memory; the
@@ -67,7 +68,7 @@ class JUnitReport:
         tests = failures = errors = 0
         if report.unreadable is not None:
             case = ET.SubElement(suite, "testcase", name="read", classname=_clean(report.file),
-                                 file=_clean(report.file), time="0")
+                                 time="0")
             ET.SubElement(case, "error", message=_clean(report.unreadable),
                           type="unreadable").text = _clean(report.unreadable)
             tests, errors = 1, 1
@@ -88,8 +89,7 @@ class JUnitReport:
         self._families.clear()
 
     def _testcase(self, suite: ET.Element, file: str, name: str, family: _Family | None) -> int:
-        case = ET.SubElement(suite, "testcase", name=name, classname=_clean(file),
-                             file=_clean(file), time="0")
+        case = ET.SubElement(suite, "testcase", name=name, classname=_clean(file), time="0")
         if family is None:
             return 0
         if family.failures:

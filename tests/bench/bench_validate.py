@@ -134,7 +134,7 @@ def main() -> None:
     validate = runs["kinspect validate"]
     # on a shared machine CPU time is the steadier number; wall time includes waiting for a CPU
     ratios = {
-        f"validate {kind} / {name}": round(validate[key] / max(runs[name][key], 0.01), 2)  # noqa
+        f"validate {kind} / {name}": round(validate[key] / max(runs[name][key], 0.01), 2)
         for kind, key in (("wall time", "wall_s"), ("CPU time", "cpu_s"))
         for name in ("cat > /dev/null", "python read loop (1 MiB readinto)",
                      "python CRC-32C walk (batch CRCs only)", "kafka-dump-log (batch CRCs, isvalid)",

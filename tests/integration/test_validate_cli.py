@@ -154,6 +154,7 @@ def test_junit_report_for_ci(fixtures, tmp_path):
         assert int(suite.get("errors")) == sum(c.find("error") is not None for c in cases)
         assert all(c.get("name") and c.get("classname") for c in cases)
     assert int(root.get("tests")) == sum(int(s.get("tests")) for s in suites.values())
+    _follows_the_jenkins_schema(root)
     assert int(root.get("failures")) == 1 and int(root.get("errors")) == 1
     bad = suites[str(fixtures / "bad.bin")]
     [failure] = bad.iter("failure")
@@ -186,3 +187,32 @@ def test_legacy_fixture_damage_through_the_command(fixtures):
     computed = zlib.crc32(bytes(legacy[second + 16:second + 12 +
                                        struct.unpack_from(">i", legacy, second + 8)[0]]))
     assert crc["expected"] == computed
+
+
+# Jenkins' JUnit schema (junit-10.xsd): the attributes each element may carry, and the order of
+# a testcase's children; a stricter reader than GitLab's or GitHub's report actions.
+ATTRIBUTES = {
+    "testsuites": {"name", "time", "tests", "failures", "disabled", "errors"},
+    "testsuite": {"name", "tests", "failures", "errors", "time", "disabled", "skipped",
+                  "timestamp", "hostname", "id", "package", "file", "log", "url", "version"},
+    "properties": set(), "property": {"name", "value"},
+    "testcase": {"name", "assertions", "time", "classname", "status"},
+    "failure": {"type", "message"}, "error": {"type", "message"}, "skipped": {"message"},
+    "system-out": set(), "system-err": set(),
+}
+CASE_ORDER = ["skipped", "error", "failure", "system-out", "system-err"]
+
+
+def _follows_the_jenkins_schema(element) -> None:
+    assert set(element.attrib) <= ATTRIBUTES[element.tag], element.tag
+    if element.tag == "testsuite":
+        assert element.get("name") is not None and element.get("tests") is not None
+        tags = [child.tag for child in element]
+        assert tags == sorted(tags, key=["properties", "testcase", "system-out",
+                                         "system-err"].index)
+    if element.tag == "testcase":
+        assert element.get("name")
+        tags = [child.tag for child in element]
+        assert tags == sorted(tags, key=CASE_ORDER.index) and tags.count("skipped") <= 1
+    for child in element:
+        _follows_the_jenkins_schema(child)
