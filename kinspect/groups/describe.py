@@ -16,7 +16,7 @@ MEMBER_COLUMNS = ["group", "consumer_id", "instance_id", "host", "client_id", "p
 STATE_COLUMNS = ["group", "coordinator", "group_type", "assignment_strategy", "state", "epoch",
                  "members", "partitions"]
 HISTORY_COLUMNS = ["committed_at", "group", "topic", "partition", "offset", "outcome",
-                   "metadata", "record_offset", "producer_id", "source"]
+                   "metadata", "record_offset", "producer_id", "batch"]
 LIST_COLUMNS = ["group", "group_type", "state", "members", "partitions", "coordinator"]
 
 
@@ -85,7 +85,8 @@ def history_rows(view: GroupsView, group_id: str | None = None) -> list[dict]:
             continue
         rows.append({"type": "commit", **commit.to_dict(),
                      "committed_at": iso_time(commit.commit_timestamp),
-                     "producer_id": commit.producer_id if commit.producer_id >= 0 else None})
+                     "producer_id": commit.producer_id if commit.producer_id >= 0 else None,
+                     "batch": _batch(commit)})
     return rows
 
 
@@ -101,6 +102,14 @@ def iso_time(ms: int | None) -> str | None:
     except (OverflowError, OSError, ValueError):
         return None
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _batch(commit) -> str | None:
+    """Where a history entry came from: partition/segment@position, or the connection."""
+    if commit.position is None or not commit.source:
+        return commit.source
+    parts = commit.source.replace("\\", "/").split("/")
+    return f"{'/'.join(parts[-2:])}@{commit.position}"
 
 
 def _named(view: GroupsView, pairs) -> list[tuple[str, int]]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 
+from kinspect.groups.commit_records import decode_commit
 from kinspect.groups.model import (ABORTED, CLASSIC, COMMITTED, CONSUMER, DELETED,
                                    NO_PRODUCER, PENDING, SHARE, STREAMS, SUPERSEDED, Commit,
                                    Group, GroupsView, Member)
@@ -93,6 +94,13 @@ class OffsetsReplay:
         if self._only_key is not None and _key_group(key) not in (self._only_key, None):
             return
         self.records += 1
+        fast = decode_commit(key, value)
+        if fast is not None:
+            group_id, topic, partition, fields = fast
+            if self.only is None or group_id == self.only:
+                self._offset_commit(offset, group_id, topic, partition, fields, producer_id,
+                                    source, position, batch_offset)
+            return
         decoded, problems = decode_offsets_record(key, value)
         where = f"{source} → offset {offset}" if source else f"offset {offset}"
         errors = [p for p in problems if p.severity == ERROR]
@@ -119,8 +127,8 @@ class OffsetsReplay:
         if self.only is not None and group_id != self.only:
             return
         if record_type in OFFSET_COMMIT_TYPES:
-            self._offset_commit(offset, group_id, key, value, producer_id, source, position,
-                                batch_offset)
+            self._offset_commit(offset, group_id, key["topic"], key["partition"], value,
+                                producer_id, source, position, batch_offset)
         elif record_type == GROUP_METADATA:
             self._classic_group(group_id, value)
         else:
@@ -144,9 +152,8 @@ class OffsetsReplay:
 
     # -- offsets -------------------------------------------------------------------------------
 
-    def _offset_commit(self, record_offset, group_id, key, value, producer_id, source, position,
-                       batch_offset) -> None:
-        topic, partition = key["topic"], key["partition"]
+    def _offset_commit(self, record_offset, group_id, topic, partition, value, producer_id,
+                       source, position, batch_offset) -> None:
         if value is None:
             group = self.groups.get(group_id)
             if group is not None:
