@@ -186,8 +186,9 @@ def _walk_directory(root: Path) -> Iterator[Path]:
     for directory, subdirs, files in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
         for name in sorted(files):
-            if not name.startswith("."):
-                yield Path(directory, name)
+            path = Path(directory, name)
+            if not name.startswith(".") and path.is_file():  # no FIFOs, sockets, devices
+                yield path
 
 
 def classify(path: Path, explicit: bool = True) -> str | None:
@@ -257,7 +258,9 @@ def validate_file(path: Path, kind: str | None = None, *, max_output: int = DEFA
     report = FileReport(name, kind or "unknown")
     try:
         report.size = path.stat().st_size
-        if kind is None:
+        if not path.is_file():
+            report.unreadable = "not a regular file (a pipe or device): save it to a file first"
+        elif kind is None:
             kind = report.kind = classify(path) or "unknown"
     except OSError as e:
         report.unreadable = e.strerror or str(e)
