@@ -130,9 +130,12 @@ def test_a_damaged_capture_names_the_exchange(tmp_path):
 def _first_produce_crc() -> int:
     from kinspect.pipeline import DecodeRun
     for record in DecodeRun(str(PCAPS / "kafka-python-sll2.pcap")).records():
-        if record.get("api_name") == "Produce":
-            return record["request"]["topic_data"][0]["partition_data"][0]["records"][0]["crc"]
-    raise AssertionError("no Produce request in the capture")
+        if record.get("api_name") == "Produce" and record.get("request"):
+            for topic in record["request"]["topic_data"]:
+                for partition in topic["partition_data"]:
+                    if partition["records"]:
+                        return partition["records"][0]["crc"]
+    raise AssertionError("no Produce request with records in the capture")
 
 
 # ------------------------------------------------------------------ JUnit
