@@ -8,6 +8,7 @@ from kinspect.pipeline import DecodeRun
 from kinspect.wire.encode import encode_body
 from kinspect.wire.messages import decode_body
 from tests.conftest import PCAPS
+from tests.unit.groups.oracles import describe_offsets
 
 TANSU = ["aiokafka-mtu1500.pcapng", "kafka-python-legacy-groups.pcapng", "kafka-python-sll2.pcap",
          "librdkafka-mtu1500.pcap", "librdkafka-produce-consume.pcapng"]
@@ -168,3 +169,43 @@ def test_described_groups_give_state_and_members():
 def test_only_the_asked_group_is_kept():
     view = run(commit("a", [(0, 1)]), commit("b", [(0, 2)]), group="b")
     assert list(view.groups) == ["b"]
+
+
+# -- Kafka 4.1's own Java clients (pcaps/java-*.pcap, tools/make_samples.py) ------------------
+
+def java_clients(name):
+    path = PCAPS / f"{name}.clients.json"
+    if not path.exists():
+        pytest.skip(f"{path} is not there (pcaps/java-* come from tools/make_samples.py)")
+    return json.loads(path.read_text())
+
+
+def test_kafka_consumer_groups_describe_seen_on_the_wire():
+    rows = describe_offsets(java_clients("java-consumer-groups-describe")["output"])
+    view = replay_capture(PCAPS / "java-consumer-groups-describe.pcap")
+    assert rows
+    for (group, topic, partition), row in rows.items():
+        assert view.groups[group].offsets[(topic, partition)].offset == row["CURRENT-OFFSET"]
+        assert view.log_end_offsets[(topic, partition)] == row["LOG-END-OFFSET"]
+    assert {g.state for g in view.groups.values()} == {"Empty"}
+    assert view.groups["java-console-848"].kind == "consumer"
+
+
+@pytest.mark.parametrize("name", ["java-console-consumer", "java-console-consumer-kip848"])
+def test_console_consumers_commits_are_what_kafka_consumer_groups_saw_next(name):
+    java_clients(name)
+    rows = describe_offsets(java_clients("java-consumer-groups-describe")["output"])
+    view = replay_capture(PCAPS / f"{name}.pcap", history=True)
+    [group] = view.groups
+    assert {(group, t, p): c.offset for (t, p), c in view.groups[group].offsets.items()} == {
+        key: row["CURRENT-OFFSET"] for key, row in rows.items() if key[0] == group}
+    assert all(c.outcome == COMMITTED for c in view.history)
+
+
+def test_java_transaction_commits_its_offsets_and_the_aborted_one_sends_none():
+    events = java_clients("java-transactions")["events"]
+    [sent] = [e["offsets"] for e in events if e["event"] == "txn_offsets"]
+    view = replay_capture(PCAPS / "java-transactions.pcap", history=True)
+    assert {(t, p): c.offset for (t, p), c in view.groups[sent["group"]].offsets.items()} == {
+        (o["topic"], o["partition"]): o["offset"] for o in sent["offsets"]}
+    assert [c.producer_id >= 0 and c.outcome == COMMITTED for c in view.history] == [True]
