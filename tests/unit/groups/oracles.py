@@ -25,13 +25,13 @@ def describe_blocks(output: str) -> list[list[dict]]:
         if not line.strip():
             header = None
             continue
-        cells = line.split()
-        if header is None:
+        if line.split()[0] == "GROUP" and len(line.split()) > 1:  # 3.x repeats it, no blank line
             header = _columns(line)
             blocks.append([])
             continue
-        blocks[-1].append({name: _value(cell) for name, cell in zip(header, _cells(line, header,
-                                                                                     cells))})
+        if header is None:
+            continue
+        blocks[-1].append(dict(zip(header, _cells(line, header))))
     return blocks
 
 
@@ -84,10 +84,16 @@ def _columns(header: str) -> list[str]:
     return re.findall(r"\S+(?: \(ID\))?", header)
 
 
-def _cells(line: str, header: list[str], cells: list[str]) -> list[str]:
-    if "COORDINATOR (ID)" in header and len(cells) == len(header) + 1:
-        i = header.index("COORDINATOR (ID)")
-        cells = cells[:i] + [cells[i] + " " + cells[i + 1]] + cells[i + 2:]
+def _cells(line: str, header: list[str]) -> list:
+    cells: list = []
+    for token in line.split():
+        if re.fullmatch(r"\(\d+\)", token) and cells:  # "host:port  (id)" is one cell
+            cells[-1] += " " + token
+        else:
+            cells.append(token)
+    cells = [_value(cell) for cell in cells]
+    if len(cells) == len(header) - 1 and "ASSIGNMENT-STRATEGY" in header:
+        cells.insert(header.index("ASSIGNMENT-STRATEGY"), None)  # 3.x leaves it blank
     return cells
 
 

@@ -5,14 +5,16 @@ import pytest
 
 from kinspect.groups import logdir
 from kinspect.groups.sources import SourceUnreadable, read_capture, read_log_dir, read_segments
+from kinspect.storage.segment import walk_segment
 from tests.conftest import PCAPS, REALDATA, SAMPLES
 from tests.unit.groups.handmade import batch, offset_key, offset_value
-from tests.unit.groups.oracles import describe_offsets
+from tests.unit.groups.oracles import describe_blocks, describe_offsets
 from tests.unit.groups.test_replay import need
 
 KAFKAFUN = REALDATA / "kafkafun"
 KAFKA4 = SAMPLES / "kafka-4.1.2"
 EXPIRY = SAMPLES / "kafka-4.1.2-expiry"
+LEGACY = SAMPLES / "kafka-3.9.2-legacy"
 SEGMENT = "00000000000000000000.log"
 
 
@@ -133,3 +135,29 @@ def test_log_end_offset_of_an_empty_rolled_segment_is_its_base(tmp_path):
     (partition / "00000000000000000042.log").write_bytes(b"")
     assert logdir.log_end_offset(partition) == 42
     assert logdir.log_end_offset(tmp_path / "nothing-0") is None
+
+
+def test_kafka_3_9_zookeeper_broker_with_magic_1_offsets_topic():
+    """samples/kafka-3.9.2-legacy: inter.broker.protocol 0.10.0, so the group coordinator wrote
+    __consumer_offsets as magic-1 messages; kafka-python and console consumers committed."""
+    manifest = json.loads((need(LEGACY) / "manifest.json").read_text())
+    steps = {s.get("label") or s["step"]: s for s in manifest["steps"]}
+    rows = describe_offsets(steps["describe offsets"]["output"])
+    states = {r["GROUP"]: r for block in describe_blocks(steps["describe state"]["output"])
+              for r in block}
+    view = read_log_dir(LEGACY / "logs")
+    assert {g for g, group in view.groups.items() if group.exists} == set(states)
+    for (group, topic, partition), row in rows.items():
+        assert view.groups[group].offsets[(topic, partition)].offset == row["CURRENT-OFFSET"]
+        assert view.log_end_offsets[(topic, partition)] == row["LOG-END-OFFSET"]
+    for group, row in states.items():
+        assert (view.groups[group].state, len(view.groups[group].members)) == (
+            row["STATE"], row["#MEMBERS"])
+    committed = steps["kafka_python_consume"]["committed"]
+    assert {(c["topic"], c["partition"]): c["offset"] for c in committed} == {
+        tp: c.offset for tp, c in view.groups["legacy-group"].offsets.items()}
+    magics = set()
+    for log in (LEGACY / "logs").glob("__consumer_offsets-*/*.log"):
+        magics |= {unit["magic"] for kind, unit, _ in walk_segment(log.read_bytes())
+                   if kind == "batch"}
+    assert magics == {1}
