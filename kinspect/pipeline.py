@@ -11,7 +11,9 @@ from typing import Callable, Iterator
 from kinspect.capture.link import DECODERS, decode_tcp
 from kinspect.capture.source import CaptureError, open_capture
 from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
+from kinspect.wire.exchange import RAW, complete
 from kinspect.wire.session import DEFAULT_PORTS, KafkaSession
+from kinspect.wire.topics import TopicNames
 
 PROGRESS_EVERY = 4096  # packets between progress callbacks
 
@@ -27,6 +29,7 @@ class DecodeRun:
                  decode_bodies: bool = True):
         self.source = source
         self.session = KafkaSession(ports, heuristic=heuristic, max_frame=max_frame, decode_bodies=decode_bodies)
+        self.topics = TopicNames()
         self.capture_problems: list = []
         self.packets = 0
         self.tcp_packets = 0
@@ -50,6 +53,15 @@ class DecodeRun:
         return self.session.kafka_connections
 
     def records(self, progress: Callable[[int], None] | None = None) -> Iterator[dict]:
+        """Every output record in order, exchanges with their bodies decoded."""
+        topics = self.topics
+        for record in self.raw_records(progress):
+            if RAW in record:
+                complete(record, topics)
+            yield record
+
+    def raw_records(self, progress: Callable[[int], None] | None = None) -> Iterator[dict]:
+        """Output records in order; exchanges carry their bodies raw (``exchange.complete`` decodes)."""
         if self._error is not None:
             raise CaptureUnreadable(str(self._error).removeprefix(f"{self.source}: "))
         capture = self._capture

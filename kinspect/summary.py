@@ -44,7 +44,10 @@ class Summary:
         elif record.get("response_expected", True):
             self.unanswered[api] += 1
         if record["error_codes"]:
-            topics = sorted(topics_of(record)) or ["-"]
+            topics = record.get("_topics")
+            if topics is None:
+                topics = sorted(topics_of(record))
+            topics = topics or ["-"]
             for code in record["error_codes"]:
                 for topic in topics:
                     self.errors[(api, code, topic)] += 1

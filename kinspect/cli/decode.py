@@ -8,6 +8,7 @@ import click
 
 from kinspect.cli.output import Output, output_options
 from kinspect.filters import ExchangeFilter, resolve_api
+from kinspect.parallel import JSON, RECORD, SUMMARY, default_jobs, finished
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
 from kinspect.render.text import exchange_line, problem_lines, tree_lines
@@ -50,9 +51,11 @@ def _apis(ctx, param, values):
 @click.option("--strict", is_flag=True, help="Exit 1 when any exchange has a problem.")
 @click.option("--max-frame", type=click.IntRange(1024), default=256 << 20, show_default=True,
               help="Largest Kafka frame accepted, in bytes.")
+@click.option("-j", "--jobs", type=click.IntRange(1), default=None,
+              help="Processes decoding bodies (default: one per CPU for --json and --summary).")
 @output_options
 def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_only, min_latency_ms,
-           summary, verbose, strict, max_frame, out: Output):
+           summary, verbose, strict, max_frame, jobs, out: Output):
     """Decode Kafka traffic in pcap/pcapng captures (a file, a .gz, or - for stdin).
 
     Every request is paired with its response by connection and correlation id, with latency,
@@ -62,21 +65,23 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
     totals = Summary()
     exit_code = EXIT_OK
     any_problems = False
+    mode = SUMMARY if summary else JSON if out.as_json else RECORD
+    if jobs is None:
+        jobs = default_jobs() if mode != RECORD else 1
     for source in captures:
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame)
         try:
             with out.progress(run.size) as bar:
-                for record in run.records(progress=bar.update):
-                    if record.get("problems") and any(p.get("severity") == "error" for p in record["problems"]):
-                        any_problems = True
-                    if not keep(record):
+                for output, has_error in finished(run, keep, mode, jobs if _worth_it(run) else 1, bar.update):
+                    any_problems |= has_error
+                    if output is None:
                         continue
-                    if summary:
-                        totals.add(record)
-                    elif out.as_json:
-                        out.record(record)
+                    if mode == SUMMARY:
+                        totals.add(output)
+                    elif mode == JSON:
+                        out.write_line(output)
                     else:
-                        _print_text(out, record, verbose)
+                        _print_text(out, output, verbose)
         except CaptureUnreadable as e:
             out.warn(f"kinspect: {source}: {e}")
             exit_code = max(exit_code, EXIT_UNREADABLE)
@@ -95,6 +100,14 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
     if strict and any_problems:
         exit_code = max(exit_code, EXIT_PROBLEMS)
     sys.exit(exit_code)
+
+
+def _worth_it(run: DecodeRun) -> bool:
+    """Worker processes pay off on captures of some size (or unknown size, like stdin)."""
+    return run.size is None or run.size > PARALLEL_FROM
+
+
+PARALLEL_FROM = 8 << 20
 
 
 def _print_text(out: Output, record: dict, verbose: bool) -> None:

@@ -44,6 +44,14 @@ class Output:
         else:
             self.stream.write(jsonl.dumps(record) + "\n")
 
+    def write_line(self, line: bytes) -> None:
+        """A JSON line already encoded (jsonl.dumpb), written as it is."""
+        binary = getattr(self.stream, "buffer", None)
+        if binary is not None:
+            binary.write(line + b"\n")
+        else:
+            self.stream.write(line.decode("utf-8") + "\n")
+
     def text(self, text) -> None:
         if isinstance(text, str):
             self.console.print(text, markup=False)

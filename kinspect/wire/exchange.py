@@ -12,7 +12,7 @@ import struct
 from kinspect.problems import Problem
 from kinspect.wire import apis, messages
 from kinspect.wire.frames import Frame, FrameBuffer
-from kinspect.wire.headers import parse_request_header, parse_response_header, plausible_request
+from kinspect.wire.headers import parse_request_header, parse_response_header, plausible_request, read_uvarint
 from kinspect.wire.topics import TopicNames
 
 _I32X2 = struct.Struct(">ii")
@@ -49,17 +49,66 @@ def collect_error_codes(body, out: list[int]) -> None:
             collect_error_codes(item, out)
 
 
-def _acks_zero(api_key: int, body: dict) -> bool:
-    return api_key == 0 and body.get("acks") == 0
+RAW = "_raw"  # [request payload, request body offset, response payload or None, response body offset]
+
+
+def produce_acks(api_version: int, payload: bytes, at: int) -> int | None:
+    """The acks of a Produce request, read without decoding the body (acks=0: no response comes)."""
+    try:
+        if api_version >= 3:  # transactional_id comes first
+            if api_version >= 9:
+                got = read_uvarint(payload, at, len(payload))
+                if got is None:
+                    return None
+                length, at = got
+                at += max(length - 1, 0)
+            else:
+                (length,) = _I16.unpack_from(payload, at)
+                at += 2 + max(length, 0)
+        return _I16.unpack_from(payload, at)[0]
+    except struct.error:
+        return None
+
+
+def complete(exchange: dict, topics: TopicNames) -> dict:
+    """Decodes the bodies an exchange carries raw, in place: request, response, error codes, topic names.
+
+    Kept apart from pairing so that it can run later or in another process; ``topics`` must have
+    learned from the responses before this one (see TopicNames).
+    """
+    raw = exchange.pop(RAW, None)
+    if raw is None:
+        return exchange
+    api_key, api_version = exchange["api_key"], exchange["api_version"]
+    problems = exchange["problems"]
+    request_payload, request_at, response_payload, response_at = raw
+    body, found = messages.decode_body(api_key, api_version, "request", request_payload[request_at:], request_at)
+    if found:
+        problems += _problem_dicts(found, "request")
+    if response_payload is not None:
+        response, found = messages.decode_body(api_key, api_version, "response",
+                                               response_payload[response_at:], response_at)
+        if found:
+            problems += _problem_dicts(found, "response")
+        topics.learn(api_key, response)
+        topics.annotate(response)
+        exchange["response"] = response
+        codes: list[int] = []
+        collect_error_codes(response, codes)
+        if codes:
+            exchange["error_codes"] = list(dict.fromkeys(apis.error_name(c) for c in codes))
+    topics.annotate(body)
+    exchange["request"] = body
+    return exchange
 
 
 class Connection:
     """Decodes one TCP connection known to carry Kafka. Methods return lists of output records."""
 
-    def __init__(self, label: str, topics: TopicNames, *, max_frame: int, client_syn: bool,
-                 server_syn: bool, decode_bodies: bool = True):
+    def __init__(self, label: str, *, max_frame: int, client_syn: bool, server_syn: bool,
+                 decode_bodies: bool = True):
+        """Exchanges come out with their bodies raw (under RAW); ``complete`` decodes them."""
         self.label = label
-        self.topics = topics
         self.decode_bodies = decode_bodies
         self.requests = FrameBuffer(self._plausible_request, max_frame, hunting=not client_syn)
         self.responses = FrameBuffer(self._plausible_response, max_frame, hunting=not server_syn)
@@ -147,6 +196,7 @@ class Connection:
         api_key, api_version = header.api_key, header.api_version
         problems: list[dict] = []
         body = None
+        raw = None
         if frame.damaged:
             problems.append({"severity": "error", "what": f"{frame.damaged} bytes of this request were "
                              "lost from the capture: body not decoded", "path": "", "offset": len(payload)})
@@ -154,20 +204,18 @@ class Connection:
             problems.append({"severity": "error", "what": f"unknown API key {api_key} version "
                              f"{api_version}: body kept undecoded", "path": "", "offset": header.size})
         elif self.decode_bodies:
-            body, found = messages.decode_body(api_key, api_version, "request", payload[header.size:],
-                                               header.size)
-            if found:
-                problems += _problem_dicts(found, "request")
-            self.topics.annotate(body)
+            raw = [payload, header.size, None, 0]
         exchange = {
             "type": "exchange", "conn": self.label, "api_key": api_key,
             "api_name": apis.api_name(api_key), "api_version": api_version,
             "correlation_id": header.correlation_id, "client_id": header.client_id,
             "request_time": frame.first_ts, "response_time": None, "latency_ms": None,
             "request_size": frame.size + 4, "response_size": None,
-            "request": body, "response": None, "error_codes": [], "problems": problems,
+            "request": None, "response": None, "error_codes": [], "problems": problems,
         }
-        if body is not None and _acks_zero(api_key, body):
+        if raw is not None:
+            exchange[RAW] = raw
+        if api_key == 0 and raw is not None and produce_acks(api_version, payload, header.size) == 0:
             exchange["response_expected"] = False
             out.append(exchange)
             return
@@ -208,17 +256,7 @@ class Connection:
         elif parsed is None:
             problems.append({"severity": "error", "what": "response header does not parse",
                              "path": "", "offset": 0, "side": "response"})
-        elif self.decode_bodies and apis.is_known(exchange["api_key"], exchange["api_version"]):
-            api_key, api_version = exchange["api_key"], exchange["api_version"]
-            body, found = messages.decode_body(api_key, api_version, "response", payload[parsed[1]:],
-                                               parsed[1])
-            if found:
-                problems += _problem_dicts(found, "response")
-            self.topics.learn(api_key, body)
-            self.topics.annotate(body)
-            exchange["response"] = body
-            codes: list[int] = []
-            collect_error_codes(body, codes)
-            if codes:
-                exchange["error_codes"] = list(dict.fromkeys(apis.error_name(c) for c in codes))
+        elif RAW in exchange:
+            raw = exchange[RAW]
+            raw[2], raw[3] = payload, parsed[1]
         out.append(exchange)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from kinspect.capture.link import format_addr
 from kinspect.wire.exchange import Connection
 from kinspect.wire.headers import plausible_request
-from kinspect.wire.topics import TopicNames
 
 DEFAULT_PORTS = frozenset({9092})
 DETECT_LIMIT = 64 << 10   # bytes per direction watched before deciding a connection is not Kafka
@@ -36,7 +35,10 @@ class _Undecided:
 
 
 class KafkaSession:
-    """Sans-I/O: feed stream events, get output records (exchanges, notices) back."""
+    """Sans-I/O: feed stream events, get output records (exchanges, notices) back.
+
+    Exchanges come out with their bodies raw; ``exchange.complete`` decodes them.
+    """
 
     def __init__(self, ports=DEFAULT_PORTS, *, heuristic: bool = True, max_frame: int = 256 << 20,
                  decode_bodies: bool = True):
@@ -44,7 +46,6 @@ class KafkaSession:
         self.heuristic = heuristic
         self.max_frame = max_frame
         self.decode_bodies = decode_bodies
-        self.topics = TopicNames()
         self.routes: dict = {}       # flow -> (Connection, is_client_side)
         self.undecided: dict = {}    # frozenset of both flows -> _Undecided
         self.ignored: set = set()    # flows decided not to be Kafka
@@ -149,7 +150,7 @@ class KafkaSession:
 
     def _connect(self, client_flow) -> Connection:
         server_flow = _reverse(client_flow)
-        conn = Connection(_label(client_flow), self.topics, max_frame=self.max_frame,
+        conn = Connection(_label(client_flow), max_frame=self.max_frame,
                           client_syn=self.syn_seen.get(client_flow, False),
                           server_syn=self.syn_seen.get(server_flow, False),
                           decode_bodies=self.decode_bodies)

@@ -4,14 +4,32 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from kinspect.wire.encode import encode_body, encode_request
-from kinspect.wire.exchange import Connection
+from kinspect.wire import exchange
 from kinspect.wire.topics import TopicNames
 
 
+class Completing(exchange.Connection):
+    """A connection whose output has its bodies decoded, as the pipeline does."""
+
+    def __init__(self):
+        super().__init__("10.0.0.1:5000-10.0.0.2:9092", max_frame=1 << 20, client_syn=True, server_syn=True)
+        self.topics = TopicNames()
+
+    def client_data(self, data, ts):
+        return [exchange.complete(r, self.topics) for r in super().client_data(data, ts)]
+
+    def server_data(self, data, ts):
+        return [exchange.complete(r, self.topics) for r in super().server_data(data, ts)]
+
+    def close(self, ts):
+        return [exchange.complete(r, self.topics) for r in super().close(ts)]
+
+
 def connection():
-    return Connection("10.0.0.1:5000-10.0.0.2:9092", TopicNames(), max_frame=1 << 20, client_syn=True,
-                      server_syn=True)
+    return Completing()
 
 
 def response(api_key, version, correlation_id, body, flexible_header=False):
@@ -107,3 +125,23 @@ def test_unknown_api_key_is_reported_not_fatal():
     out = c.server_data(struct.pack(">ii", 4, 1), 1.5)
     assert out[0]["api_name"] == "Unknown(999)" and out[0]["request"] is None
     assert "unknown API key 999" in out[0]["problems"][0]["what"]
+
+
+def test_bodies_stay_raw_until_completed():
+    c = exchange.Connection("a-b", max_frame=1 << 20, client_syn=True, server_syn=True)
+    c.client_data(encode_request(3, 1, 1, "app", {"topics": None}), 1.0)
+    out = c.server_data(response(3, 1, 1, METADATA_V1_RESPONSE), 2.0)
+    assert out[0]["request"] is None and exchange.RAW in out[0]
+    done = exchange.complete(out[0], TopicNames())
+    assert exchange.RAW not in done and done["response"]["brokers"][0]["node_id"] == 1
+
+
+@pytest.mark.parametrize("version", [0, 2, 3, 7, 9, 11])
+def test_produce_acks_read_without_decoding(version):
+    body = {"transactional_id": "tx" if version >= 3 else None, "acks": 0, "timeout_ms": 5, "topic_data": []}
+    frame = encode_request(0, version, 1, "p", body)
+    header = exchange.parse_request_header(frame[4:])
+    assert exchange.produce_acks(version, frame[4:], header.size) == 0
+    body["acks"] = -1
+    frame = encode_request(0, version, 1, "p", body)
+    assert exchange.produce_acks(version, frame[4:], header.size) == -1

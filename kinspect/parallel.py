@@ -1,0 +1,124 @@
+"""Finishing decoded output on every core.
+
+Capture reading, TCP reassembly, framing and pairing stay in one process (they are sequential by
+nature and cheap); body decoding, record expansion and JSON encoding — most of the work — go to
+worker processes in chunks, and their results come back in the original order. Topic ids are
+named by the main process, which decodes the few responses that carry both ids and names before
+it hands out the chunks that follow them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from typing import Callable, Iterator
+
+from kinspect.filters import topics_of
+from kinspect.render.jsonl import dumpb
+from kinspect.wire import messages
+from kinspect.wire.exchange import RAW, complete
+from kinspect.wire.topics import TopicNames
+
+LEARN_APIS = frozenset({3, 19, 75})   # Metadata, CreateTopics, DescribeTopicPartitions responses
+CHUNK_RECORDS = 256
+CHUNK_BYTES = 4 << 20
+IN_FLIGHT_PER_JOB = 3
+
+JSON, SUMMARY, RECORD = "json", "summary", "record"
+
+
+def finish(record: dict, topics: TopicNames, keep: Callable[[dict], bool], mode: str):
+    """(output or None when filtered out, whether the record has an error problem)."""
+    if RAW in record:
+        complete(record, topics)
+    problems = record.get("problems")
+    error = bool(problems) and any(p.get("severity") == "error" for p in problems)
+    if not keep(record):
+        return None, error
+    if mode == JSON:
+        return dumpb(record), error
+    if mode == SUMMARY and record.get("type") == "exchange":
+        slim = {k: v for k, v in record.items() if k not in ("request", "response")}
+        slim["_topics"] = sorted(topics_of(record)) if record["error_codes"] else []
+        return slim, error
+    return record, error
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int,
+             progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
+    """(output, has_error) for every record of a DecodeRun, in order, using ``jobs`` processes."""
+    if jobs <= 1:
+        topics = run.topics
+        for record in run.raw_records(progress):
+            yield finish(record, topics, keep, mode)
+        return
+    yield from _parallel(run, keep, mode, jobs, progress)
+
+
+# -- the worker side --------------------------------------------------------------------------
+
+_worker: dict = {}
+
+
+def _init(keep, mode) -> None:
+    _worker.update(keep=keep, mode=mode, topics=TopicNames())
+
+
+def _work(task) -> list:
+    names, chunk = task
+    topics = _worker["topics"]
+    topics.names = names
+    keep, mode = _worker["keep"], _worker["mode"]
+    return [finish(record, topics, keep, mode) for record in chunk]
+
+
+# -- the main side ----------------------------------------------------------------------------
+
+def _chunks(run, progress) -> Iterator[tuple[dict, list]]:
+    topics = run.topics
+    chunk: list = []
+    size = 0
+    for record in run.raw_records(progress):
+        raw = record.get(RAW)
+        if raw is not None:
+            size += len(raw[0]) + (len(raw[2]) if raw[2] is not None else 0)
+            if record["api_key"] in LEARN_APIS and raw[2] is not None:
+                body, _ = messages.decode_body(record["api_key"], record["api_version"], "response",
+                                               raw[2][raw[3]:], raw[3])
+                before = dict(topics.names)
+                topics.learn(record["api_key"], body)
+                if topics.names != before and chunk:
+                    # names learned here reach this record and those after it, not those before
+                    yield before, chunk
+                    chunk, size = [], 0
+        chunk.append(record)
+        if len(chunk) >= CHUNK_RECORDS or size >= CHUNK_BYTES:
+            yield dict(topics.names), chunk
+            chunk, size = [], 0
+    if chunk:
+        yield dict(topics.names), chunk
+
+
+def _parallel(run, keep, mode, jobs, progress) -> Iterator[tuple]:
+    context = multiprocessing.get_context("fork")
+    pool = context.Pool(jobs, initializer=_init, initargs=(keep, mode))
+    pending: deque = deque()
+    try:
+        for task in _chunks(run, progress):
+            pending.append(pool.apply_async(_work, (task,)))
+            while len(pending) >= jobs * IN_FLIGHT_PER_JOB:
+                yield from pending.popleft().get()
+        while pending:
+            yield from pending.popleft().get()
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
