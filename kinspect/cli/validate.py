@@ -76,9 +76,10 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, out: Output):
                 continue
             progress.done()
             files += 1
-            failed += event.failed(strict)
+            status = event.status(strict)
+            failed += status == "problems"
+            unreadable += status == "unreadable"
             if event.unreadable is not None:
-                unreadable += 1
                 out.warn(f"kinspect: {event.file}: {event.unreadable}")
             if junit is not None:
                 junit.end_file(event)
