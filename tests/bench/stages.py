@@ -37,8 +37,8 @@ def _packets(path: str, link: bool, tcp: bool) -> int:
             segment = decode_tcp(linktype, data)
             if segment is None or not tcp:
                 continue
-            src, dst, sport, dport, seq, flags, payload = segment
-            for _event in reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload):
+            src, dst, sport, dport, seq, flags, payload, *ack = segment  # ack: newer decode_tcp only
+            for _event in reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload, *ack):
                 pass
     return n
 
@@ -51,12 +51,15 @@ def _decode(path: str, stage: str) -> int:
     run = DecodeRun(path, decode_bodies=stage != "frames")
     n = 0
     if stage in ("json", "write"):
-        out = open("/dev/null", "w") if stage == "write" else None
+        # as the CLI does: UTF-8 bytes to stdout's buffer where jsonl has dumpb, else text
+        encode = getattr(jsonl, "dumpb", None)
+        newline = b"\n" if encode else "\n"
+        encode = encode or jsonl.dumps
+        out = open("/dev/null", "wb" if newline == b"\n" else "w") if stage == "write" else None
         for record in run.records():
-            line = jsonl.dumps(record)
+            line = encode(record)
             if out is not None:
-                out.write(line)
-                out.write("\n")
+                out.write(line + newline)
             n += 1
         if out is not None:
             out.close()
