@@ -26,8 +26,9 @@ Examples:
 
 \b
 Sources (exactly one): --log-dir DIR (a broker's data directory: kinspect replays the
-__consumer_offsets-N partition that holds GROUP and says which), segment FILEs of
-__consumer_offsets given after GROUP, --capture FILE (OffsetCommit, TxnOffsetCommit, EndTxn,
+__consumer_offsets-N partition that holds GROUP and says which; a DIR given after GROUP is
+read the same way), segment FILEs of __consumer_offsets (or a __consumer_offsets-N
+directory) given after GROUP, --capture FILE (OffsetCommit, TxnOffsetCommit, EndTxn,
 OffsetFetch ... exchanges; a commit the broker rejected is not a commit), --bootstrap
 HOST:PORT (a live broker: FindCoordinator, OffsetFetch, ListOffsets, DescribeGroups).
 Replay follows the broker: offset order, last write per key wins, tombstones delete,
@@ -50,7 +51,8 @@ class _OffsetsGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def format_usage(self, ctx, formatter):
-        formatter.write_usage(ctx.command_path, "[GROUP] [SEGMENT...] [OPTIONS] | partition-for GROUP")
+        formatter.write_usage(ctx.command_path,
+                              "[GROUP] [SEGMENT...] [OPTIONS] | partition-for GROUP")
 
 
 @click.group(cls=_OffsetsGroup, epilog=EPILOG)
@@ -75,7 +77,8 @@ def offsets():
 @click.option("--state", is_flag=True, help="State, type, assignor, epoch, member count.")
 @click.option("--history", is_flag=True, help="Every commit in order, with its outcome, time "
                                               "and the batch (or connection) it came from.")
-@click.option("--all-groups", is_flag=True, help="Without GROUP: every group's offsets, not the list.")
+@click.option("--all-groups", is_flag=True,
+              help="Without GROUP: every group's offsets, not the list of groups.")
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True,
               help="--capture: a broker port besides 9092 (repeatable).")
 @click.option("--timeout", type=float, default=15.0, show_default=True,
@@ -83,7 +86,7 @@ def offsets():
 @output_options
 def show(args, log_dir, capture, bootstrap, partitions, members, state, history, all_groups,
          ports, timeout, out: Output):
-    """Committed offsets of GROUP (or every group) from a log dir, segments, a capture or a broker."""
+    """Committed offsets of GROUP (or of every group): log dir, segments, capture or broker."""
     group, segments = _split_args(args)
     if log_dir is None and len(segments) == 1 and segments[0].is_dir() \
             and not segments[0].name.startswith("__consumer_offsets-"):
@@ -220,8 +223,9 @@ def _rows(out: Output, title: str, rows: list[dict], columns: list[str]) -> None
         for row in rows:
             out.record(row)
         return
-    out.table(title, [{c.upper().replace("_", "-"): _cell(r.get(c)) for c in columns} for r in rows],
-              [c.upper().replace("_", "-") for c in columns])
+    headers = [c.upper().replace("_", "-") for c in columns]
+    out.table(title, [{h: _cell(r.get(c)) for h, c in zip(headers, columns)} for r in rows],
+              headers)
 
 
 def _cell(value):

@@ -48,8 +48,7 @@ class Connection:
         except OSError as e:
             raise LiveError(f"cannot connect to {self.address}: {e.strerror or e}") from None
         self._correlation = 0
-        self.versions: dict[int, tuple[int, int]] = {}
-        self.versions = self._api_versions()
+        self.versions: dict[int, tuple[int, int]] = self._api_versions()
 
     def close(self) -> None:
         self.sock.close()
@@ -217,7 +216,7 @@ class Cluster:
                 p for (name, p) in self.leaders if name == t)} for t in topics]
             return {"group_id": group_id, "topics": asked, "require_stable": False}
         for _ in range(self.retries):
-            version, body = connection.call(OFFSET_FETCH, build)
+            _, body = connection.call(OFFSET_FETCH, build)
             request = {"group_id": group_id}
             for gid, error, entries in responses.fetched_groups(body, request):
                 if error in RETRIABLE:
@@ -259,12 +258,12 @@ class Cluster:
                 by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
         ends = {}
         for leader, topics in sorted(by_leader.items()):
-            connection = self._connect(*self.brokers[leader])
-            _, body = connection.call(LIST_OFFSETS, lambda v: {
+            asked = [{"name": t, "partitions": [
+                {"partition_index": p, "current_leader_epoch": -1, "timestamp": LATEST,
+                 "max_num_offsets": 1} for p in sorted(ps)]} for t, ps in sorted(topics.items())]
+            _, body = self._connect(*self.brokers[leader]).call(LIST_OFFSETS, lambda v: {
                 "replica_id": -1, "isolation_level": 0, "timeout_ms": int(self.timeout * 1000),
-                "topics": [{"name": t, "partitions": [
-                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": LATEST,
-                     "max_num_offsets": 1} for p in sorted(ps)]} for t, ps in sorted(topics.items())]})
+                "topics": asked})
             for topic in body.get("topics") or ():
                 for p in topic.get("partitions") or ():
                     if p.get("error_code"):

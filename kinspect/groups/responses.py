@@ -69,7 +69,8 @@ def classic_group(entry: dict) -> Group:
             subscription = _consumer_protocol("ConsumerProtocolSubscription",
                                               raw.get("member_metadata"))
             if assignment:
-                member.assignment = [(t["topic"], p) for t in assignment.get("assigned_partitions") or ()
+                member.assignment = [(t["topic"], p)
+                                     for t in assignment.get("assigned_partitions") or ()
                                      for p in t.get("partitions") or ()]
             if subscription:
                 member.subscribed_topics = subscription.get("topics")

@@ -161,8 +161,9 @@ def _search_all(held: dict[int, Path], group: str, history: bool, skip: int):
 def _merge(view: GroupsView, part: GroupsView) -> None:
     for group_id, group in part.groups.items():
         if group_id in view.groups:
-            view.notes.append(f"group {group_id} appears in both {view.groups[group_id].coordinator}"
-                              f" and {group.coordinator}: the latter is shown")
+            view.notes.append(f"group {group_id} appears in both "
+                              f"{view.groups[group_id].coordinator} and {group.coordinator}: "
+                              f"the latter is shown")
         view.groups[group_id] = group
     view.history += part.history
     view.notes += part.notes

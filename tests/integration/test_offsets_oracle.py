@@ -20,14 +20,14 @@ from types import SimpleNamespace
 import pytest
 
 from kinspect.groups.exchanges import CaptureReplay
-from kinspect.groups.model import ABORTED, COMMITTED, DELETED, PENDING
+from kinspect.groups.model import ABORTED, COMMITTED, DELETED
 from kinspect.groups.sources import read_capture, read_live, read_log_dir, read_segments
 from kinspect.pipeline import DecodeRun
 from tests.lab.kafka import KAFKA_4, LAB_FILES, KafkaBroker
 from tests.lab.pytest_fixtures import require_lab_host
 from tests.lab.recorder import Recorder
-from tests.unit.groups.oracles import (committed_events, describe_blocks, describe_offsets,
-                                       dump_log_records)
+from tests.unit.groups.oracles import (check_history_against_dump, committed_events,
+                                       describe_blocks, describe_offsets, dump_log_records)
 
 pytestmark = pytest.mark.lab
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -365,37 +365,11 @@ def test_deleted_groups_are_dead_everywhere(lab):
 # -- record by record: kafka-dump-log --offsets-decoder ----------------------------------------
 
 def test_every_commit_record_agrees_with_kafka_dump_log(lab):
-    compared = 0
-    for partition, records in lab.dumps.items():
-        history = {c.record_offset: c for c in lab.segments[partition].history}
-        markers = [r for r in records if "marker" in r]
-        for record in records:
-            if "marker" in record or record["key"]["type"] not in ("0", "1"):
-                continue
-            data = record["key"]["data"]
-            commit = history[record["offset"]]
-            assert (commit.group, commit.topic, commit.partition) == (
-                data["group"], data["topic"], data["partition"])
-            if record["payload"] is None:
-                assert commit.outcome == DELETED and commit.offset is None
-            else:
-                value = record["payload"]["data"]
-                assert (commit.offset, commit.metadata, commit.commit_timestamp) == (
-                    value["offset"], value["metadata"], value["commitTimestamp"])
-                assert commit.outcome == _outcome(record, markers), record
-            compared += 1
+    compared = sum(check_history_against_dump(records, lab.segments[partition].history)
+                   for partition, records in lab.dumps.items())
     assert compared > 20
     outcomes = {c.outcome for view in lab.segments.values() for c in view.history}
     assert {COMMITTED, ABORTED, DELETED} <= outcomes
-
-
-def _outcome(record: dict, markers: list[dict]) -> str:
-    if not record["transactional"]:
-        return COMMITTED
-    for marker in markers:
-        if marker["offset"] > record["offset"] and marker["producer_id"] == record["producer_id"]:
-            return {"COMMIT": COMMITTED, "ABORT": ABORTED}[marker["marker"]]
-    return PENDING
 
 
 def _owner(view, group, topic, partition):

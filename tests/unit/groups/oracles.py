@@ -14,6 +14,7 @@ import re
 
 _BATCH = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) .*producerId: (-?\d+) .*"
                     r"isTransactional: (\w+) isControl: (\w+) .*position: (\d+)")
+_LEGACY = re.compile(r"^offset: (\d+) position: (\d+) ")
 _RECORD = re.compile(r"^\| offset: (\d+) .*?key: (\{.*?\}) payload: (.*)$")
 _MARKER = re.compile(r"^\| offset: (\d+) .*endTxnMarker: (\w+)")
 
@@ -66,6 +67,11 @@ def dump_log_records(output: str) -> list[dict]:
             batch = {"producer_id": int(m[3]), "transactional": m[4] == "true",
                      "control": m[5] == "true", "position": int(m[6])}
             continue
+        m = _LEGACY.match(line)
+        if m:  # a magic 0/1 message (or wrapper): no producer, never transactional
+            batch = {"producer_id": -1, "transactional": False, "control": False,
+                     "position": int(m[2])}
+            continue
         m = _MARKER.match(line)
         if m:
             records.append({"offset": int(m[1]), "marker": m[2], **batch})
@@ -101,3 +107,36 @@ def _value(cell: str):
     if cell == "-":
         return None
     return int(cell) if re.fullmatch(r"-?\d+", cell) else cell
+
+
+def check_history_against_dump(records: list[dict], history: list) -> int:
+    """Every offset commit record kafka-dump-log printed is in kinspect's history with the same
+    key, value and outcome (markers decide transactional ones). Returns how many were compared."""
+    by_offset = {c.record_offset: c for c in history}
+    markers = [r for r in records if "marker" in r]
+    compared = 0
+    for record in records:
+        if "marker" in record or record["key"]["type"] not in ("0", "1"):
+            continue
+        key = record["key"]["data"]
+        commit = by_offset[record["offset"]]
+        assert (commit.group, commit.topic, commit.partition) == (
+            key["group"], key["topic"], key["partition"]), record
+        if record["payload"] is None:
+            assert commit.outcome == "deleted" and commit.offset is None, record
+        else:
+            value = record["payload"]["data"]
+            assert (commit.offset, commit.metadata, commit.commit_timestamp) == (
+                value["offset"], value["metadata"], value["commitTimestamp"]), record
+            assert commit.outcome == _outcome(record, markers), record
+        compared += 1
+    return compared
+
+
+def _outcome(record: dict, markers: list[dict]) -> str:
+    if not record["transactional"]:
+        return "committed"
+    for marker in markers:
+        if marker["offset"] > record["offset"] and marker["producer_id"] == record["producer_id"]:
+            return {"COMMIT": "committed", "ABORT": "aborted"}[marker["marker"]]
+    return "pending"

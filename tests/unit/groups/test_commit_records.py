@@ -27,7 +27,7 @@ def general(key, value):
 
 
 def test_same_result_as_the_general_decoder_on_every_real_commit():
-    fast = versions = 0
+    fast = 0
     seen_versions = set()
     for record in real_records():
         got = decode_commit(record["key"], record["value"])

@@ -6,12 +6,14 @@ import pytest
 from kinspect.groups.model import (ABORTED, COMMITTED, CONSUMER, DELETED, PENDING, SUPERSEDED,
                                    Group, Member)
 from kinspect.groups.replay import OffsetsReplay, derive_state
+from kinspect.groups.sources import read_segments
 from kinspect.storage.offsets_records import decode_offsets_record
 from kinspect.storage.segment import walk_segment
 from tests.conftest import REALDATA, SAMPLES
 from tests.unit.groups.handmade import (batch, classic_value, group_key, marker, offset_key,
                                         offset_value, replay_bytes)
-from tests.unit.groups.oracles import committed_events, describe_offsets
+from tests.unit.groups.oracles import (check_history_against_dump, committed_events,
+                                       describe_offsets, dump_log_records)
 
 KAFKAFUN = REALDATA / "kafkafun"
 KAFKA4 = SAMPLES / "kafka-4.1.2"
@@ -221,3 +223,16 @@ def test_consumer_group_states_follow_epochs_and_member_states():
     assert derive_state(group) == "Reconciling"
     group.epoch = 4
     assert derive_state(group) == "Assigning"
+
+
+def test_every_commit_record_agrees_with_the_samples_kafka_dump_log_output():
+    """samples/ keep kafka-dump-log --offsets-decoder's output beside each segment."""
+    compared = 0
+    for directory in sorted(need(KAFKA4).parent.glob("*/logs/__consumer_offsets-*")):
+        logs = sorted(directory.glob("*.log"))
+        view = read_segments(logs, history=True)
+        records = []
+        for log in logs:
+            records += dump_log_records(log.with_name(log.name + ".dump.txt").read_text())
+        compared += check_history_against_dump(records, view.history)
+    assert compared > 100
