@@ -33,15 +33,20 @@ from tools.record_bench_capture import capture_path, manifest_path  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)
 PEER = "tshark"
+DEFAULT_TOOLS = (PEER, "kinspect --json", "kinspect --json -j1", "kinspect --summary")
 
 
 def commands(port: int) -> dict[str, callable]:
-    """Tool name → argv for a capture file. tshark's is the one issue 3 names."""
+    """Tool name → argv for a capture file. tshark's is the one issue 3 names; "tshark -V" (every
+    field of every packet printed, as kinspect --json prints every field) runs only when asked.
+    kinspect decodes bodies on every CPU by default; -j1 is the single-process figure."""
     kinspect = [sys.executable, "-m", "kinspect", "decode"] + ([] if port == 9092 else ["--port", str(port)])
     return {
         PEER: lambda f: ["tshark", "-r", str(f), "-d", f"tcp.port=={port},kafka", "-T", "fields",
                          "-e", "kafka.api_key", "-e", "kafka.correlation_id"],
+        "tshark -V": lambda f: ["tshark", "-r", str(f), "-d", f"tcp.port=={port},kafka", "-V"],
         "kinspect --json": lambda f: [*kinspect, "--json", str(f)],
+        "kinspect --json -j1": lambda f: [*kinspect, "--json", "-j", "1", str(f)],
         "kinspect --summary": lambda f: [*kinspect, "--summary", "--json", str(f)],
     }
 
@@ -80,7 +85,8 @@ def measure(capture: Path, port: int, fractions, repeat: int, tools: list[str], 
                              "repeat": r, "load_average_1m": round(load, 2), "argv": _shown(argv),
                              **child.to_dict()})
                 print(f"  {fraction:>5.0%} {tool:20} {child.wall_s:8.2f} s wall {child.cpu_s:8.2f} s cpu "
-                      f"{child.peak_rss_mb:8.1f} MB  exit {child.exit_code}", file=sys.stderr, flush=True)
+                      f"{child.peak_rss_mb:8.1f} MB {child.peak_tree_pss_mb:8.1f} MB tree  exit {child.exit_code}",
+                      file=sys.stderr, flush=True)
     return runs, summary_rows
 
 
@@ -102,7 +108,8 @@ def aggregate(runs: list[dict]) -> list[dict]:
                      "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                      "packets_per_s": round(packets / wall), "mb_per_s": round(size / 1e6 / wall, 2),
                      "packets_per_cpu_s": round(packets / cpu),
-                     "peak_rss_mb": max(r["peak_rss_mb"] for r in mine)})
+                     "peak_rss_mb": max(r["peak_rss_mb"] for r in mine),
+                     "peak_tree_pss_mb": max(r.get("peak_tree_pss_mb", 0) for r in mine)})
     peers = {r["fraction"]: r for r in rows if r["tool"] == PEER}
     for row in rows:
         peer = peers.get(row["fraction"])
@@ -127,6 +134,7 @@ def growth(rows: list[dict]) -> dict:
             "wall_exponent": round(math.log(last["wall_s"] / first["wall_s"]) / math.log(scale), 2),
             "peak_rss_mb": [r["peak_rss_mb"] for r in mine],
             "peak_rss_growth": round(last["peak_rss_mb"] / first["peak_rss_mb"], 2),
+            "peak_tree_pss_mb": [r["peak_tree_pss_mb"] for r in mine],
             "us_per_packet_cpu": [round(r["cpu_s"] / r["packets"] * 1e6, 2) for r in mine],
         }
     return out
@@ -134,9 +142,9 @@ def growth(rows: list[dict]) -> dict:
 
 COLUMNS = (("fraction", "{:>5.0%}"), ("tool", "{:<20}"), ("packets", "{:>9,}"), ("mb", "{:>8.1f}"),
            ("wall_s", "{:>8.2f}"), ("cpu_s", "{:>8.2f}"), ("packets_per_s", "{:>9,}"),
-           ("mb_per_s", "{:>7.2f}"), ("peak_rss_mb", "{:>8.1f}"), ("speed_vs_tshark_wall", "{:>6}"),
+           ("mb_per_s", "{:>7.2f}"), ("peak_rss_mb", "{:>8.1f}"), ("peak_tree_pss_mb", "{:>8.1f}"), ("speed_vs_tshark_wall", "{:>6}"),
            ("speed_vs_tshark_cpu", "{:>6}"))
-HEADINGS = ("part", "tool", "packets", "MB", "wall s", "cpu s", "pkts/s", "MB/s", "RSS MB",
+HEADINGS = ("part", "tool", "packets", "MB", "wall s", "cpu s", "pkts/s", "MB/s", "RSS MB", "tree MB",
             "×wall", "×cpu")
 
 
@@ -155,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help="the broker's port (default: the manifest's, else 9092)")
     parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
     parser.add_argument("--repeat", type=int, default=1, help="runs per (fraction, tool); medians are reported")
-    parser.add_argument("--tools", default=",".join(commands(9092)), help="comma-separated subset")
+    parser.add_argument("--tools", default=",".join(DEFAULT_TOOLS), help="comma-separated, from: " + ", ".join(commands(9092)))
     parser.add_argument("--code", default="HEAD",
                         help="the kinspect to measure: a git ref (default HEAD), or 'worktree' for the files as they are")
     parser.add_argument("--out", type=Path, help="results JSON (default: tests/bench/results/...)")
@@ -190,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     for tool, g in result["growth"].items():
         print(f"{tool}: cpu ∝ packets^{g['cpu_exponent']}, peak RSS {g['peak_rss_mb']} MB "
               f"(×{g['peak_rss_growth']} from {g['packets'][0]:,} to {g['packets'][1]:,} packets)")
+    print("RSS MB: peak of the largest process (wait4); tree MB: sampled peak PSS of the process and its workers")
     print(f"results: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
     return 0
 

@@ -9,6 +9,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ class ChildRun:
     user_s: float
     sys_s: float
     peak_rss_mb: float
+    peak_tree_pss_mb: float
     exit_code: int
 
     @property
@@ -34,15 +36,67 @@ class ChildRun:
 
 def run_child(argv: list[str], stdout=subprocess.DEVNULL, cwd: Path = REPO) -> ChildRun:
     """Run argv with stdout to /dev/null (or the given file), stderr discarded. With cwd a
-    snapshot (see snapshot_kinspect), `python -m kinspect` runs the snapshot's code."""
+    snapshot (see snapshot_kinspect), `python -m kinspect` runs the snapshot's code.
+
+    peak_rss_mb is the kernel's high-water mark of the largest single process (wait4 counts the
+    child's reaped workers' CPU time, but its maxrss is one process's); peak_tree_pss_mb is the
+    sampled peak of the child and all its descendants together (proportional set size, so pages
+    that forked workers share are counted once), which is what a multi-process run costs."""
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                             cwd=cwd, env=child_env())
+    sampler = _TreeMemory(proc.pid)
+    sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
+    sampler.stop()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return ChildRun(round(wall, 3), round(usage.ru_utime, 3), round(usage.ru_stime, 3),
-                    round(usage.ru_maxrss / 1024, 1), proc.returncode)
+                    round(usage.ru_maxrss / 1024, 1), round(sampler.peak_kb / 1024, 1), proc.returncode)
+
+
+class _TreeMemory(threading.Thread):
+    """Samples the summed PSS of a process and its descendants every `interval` seconds."""
+
+    def __init__(self, pid: int, interval: float = 0.1):
+        super().__init__(daemon=True)
+        self.pid, self.interval, self.peak_kb = pid, interval, 0
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self.peak_kb = max(self.peak_kb, sum(_pss_kb(p) for p in _tree(self.pid)))
+            self._done.wait(self.interval)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def _tree(root: int) -> list[int]:
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, ppid in parents.items() if ppid in frontier]
+        tree += frontier
+    return tree
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def child_env() -> dict:
