@@ -48,7 +48,11 @@ class Connection:
         except OSError as e:
             raise LiveError(f"cannot connect to {self.address}: {e.strerror or e}") from None
         self._correlation = 0
-        self.versions: dict[int, tuple[int, int]] = self._api_versions()
+        try:
+            self.versions: dict[int, tuple[int, int]] = self._api_versions()
+        except BaseException:
+            self.sock.close()
+            raise
 
     def close(self) -> None:
         self.sock.close()
