@@ -229,6 +229,8 @@ def _rows(out: Output, title: str, rows: list[dict], columns: list[str]) -> None
 
 
 def _cell(value):
+    if isinstance(value, dict):  # an assignment, written as kafka-consumer-groups does
+        return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in value.items()) or None
     if isinstance(value, list):
         return ",".join(map(str, value)) if value else None
     if value == "":

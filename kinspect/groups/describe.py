@@ -62,8 +62,8 @@ def member_rows(view: GroupsView, group: Group) -> list[dict]:
             "instance_id": member.instance_id, "host": member.client_host,
             "client_id": member.client_id, "rack_id": member.rack_id,
             "partitions": len(assignment), "member_epoch": member.member_epoch,
-            "assignment": [f"{t}-{p}" for t, p in assignment],
-            "target_assignment": None if target is None else [f"{t}-{p}" for t, p in target],
+            "assignment": _by_topic(assignment),
+            "target_assignment": None if target is None else _by_topic(target),
             "subscribed_topics": member.subscribed_topics,
             "subscribed_regex": member.subscribed_regex,
         })
@@ -110,6 +110,14 @@ def _batch(commit) -> str | None:
         return commit.source
     parts = commit.source.replace("\\", "/").split("/")
     return f"{'/'.join(parts[-2:])}@{commit.position}"
+
+
+def _by_topic(pairs) -> dict[str, list[int]]:
+    """{"orders": [0, 1, 2]}: the assignment as kafka-consumer-groups groups it."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in pairs:
+        out.setdefault(topic, []).append(partition)
+    return out
 
 
 def _named(view: GroupsView, pairs) -> list[tuple[str, int]]:
