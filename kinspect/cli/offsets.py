@@ -117,6 +117,9 @@ def show(args, log_dir, capture, bootstrap, partitions, members, state, history,
         if found is None:
             out.warn(f"kinspect: group {group!r} not found")
             sys.exit(EXIT_PROBLEMS)
+        if not found.exists:
+            out.warn(f"kinspect: group {group!r} was deleted (state Dead): --history shows "
+                     f"what it committed")
         _show_groups(out, view, [found], members, state, history,
                      offsets=not (members or state or history))
     elif all_groups or members or state:

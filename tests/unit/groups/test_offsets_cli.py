@@ -109,3 +109,11 @@ def test_help_shows_examples():
     assert result.exit_code == 0 and "kinspect offsets my-app --log-dir" in result.stdout
     assert "partition-for" in result.stdout
     assert "Exit codes" in invoke("show", "--help").stdout
+
+
+def test_a_deleted_group_is_shown_dead_with_a_warning():
+    result = invoke("console-consumer-51959", "--log-dir", KAFKAFUN, "--state", "--json")
+    assert result.exit_code == 0
+    [state] = [r for r in lines(result) if r["type"] == "group"]
+    assert state["state"] == "Dead" and state["deleted"]
+    assert "was deleted" in result.stderr
