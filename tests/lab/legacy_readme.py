@@ -72,6 +72,20 @@ this README and the pointer section of README.md are rewritten with it.
   KRaft's controller listener is `127.0.0.1:9093` in that namespace, never on the veth. The
   capture runs in the clients' namespace, filter `tcp port <broker port>`.
 
+## What a decoder meets here
+
+- Fetch v0 and v1 responses that Kafka down-converted (the 0.8.2 client's, whose topic is magic 1
+  on disk) end each partition's records with the overflow stub described above: a partial
+  trailing message, reported as info, never a value.
+- kafka-python numbers every compressed wrapper 0 (timestamp 0) in its Produce requests. With
+  magic 1's relative inner offsets, Kafka's rule (absolute = wrapper offset - last relative
+  offset + relative) gives those inner messages offsets -n+1 .. 0; only the broker's numbering,
+  in Fetch responses, is meaningful, and it matches the offsets the consumers reported.
+- Magic 0 has no timestamps; magic 1 wrappers from the broker carry the largest inner CreateTime.
+- The librdkafka consumer closes with a long-poll Fetch still pending: the last Fetch request
+  has no response (info), as its own log says (requests sent 3, responses received 2).
+- ApiVersions v0 opens each connection of the 0.10.x clients; kafka-python 0.8.2 and 0.9 send none.
+
 ## The files
 """
 
@@ -92,7 +106,7 @@ def _expectations(manifest: dict) -> list[str]:
 
 def section(manifest: dict) -> str:
     text = fixture_readme._section(manifest).rstrip("\n")
-    return "\n".join([text, "- What the traffic must show:", *_expectations(manifest), ""]) + "\n"
+    return "\n".join([text, "- What the traffic must show:", *_expectations(manifest), ""])
 
 
 def table(manifests: list[dict]) -> str:
