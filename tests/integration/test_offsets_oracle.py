@@ -159,15 +159,15 @@ def snapshot(kafka) -> SimpleNamespace:
     described = kafka.consumer_groups("--describe", "--all-groups")
     members = kafka.consumer_groups("--describe", "--all-groups", "--members")
     state = kafka.consumer_groups("--describe", "--all-groups", "--state")
-    listed = kafka.consumer_groups("--list").split()
     live = {g: read_live(kafka.bootstrap, g) for g in GROUPS}
     log_dir = {g: read_log_dir(kafka.log_dir, g) for g in GROUPS}
+    states = {r["GROUP"]: r for block in describe_blocks(state) for r in block}
     return SimpleNamespace(
         offsets=describe_offsets(described),
         members={(r["GROUP"], r["CONSUMER-ID"]): r for block in describe_blocks(members)
                  for r in block},
-        states={r["GROUP"]: r for block in describe_blocks(state) for r in block},
-        listed=set(listed), live=live, live_list=read_live(kafka.bootstrap),
+        states=states, listed=set(states),  # --all-groups describes what --list lists
+        live=live, live_list=read_live(kafka.bootstrap),
         log_dir=log_dir, log_dir_list=read_log_dir(kafka.log_dir))
 
 
