@@ -173,6 +173,15 @@ def test_decode_shows_the_message_sets(capture, decoded, check):
     assert not failures, "\n".join(failures[:40])
 
 
+@pytest.mark.parametrize("source", ["fresh", "committed"])
+def test_log_append_time_reaches_inner_messages(source, request, decoded):
+    """A LogAppendTime topic (magic 1): the broker's append time, from the Produce responses,
+    is every fetched record's timestamp, inner messages of compressed wrappers included."""
+    path, manifest = _get(request, source, ALL_LEVELS)
+    failures = legacy_checks.check_log_append_time(decoded(path), manifest)
+    assert not failures, "\n".join(failures[:40])
+
+
 def test_every_produced_value_is_fetched_back(capture, decoded):
     path, manifest = capture
     fetched = checks.fetched_values(decoded(path))
@@ -187,6 +196,15 @@ def test_decode_finds_every_lz4_wrapper_the_bytes_hold(legacy_capture, decoded, 
     path, _ = legacy_capture
     raw = Counter(f.message_magic for f in lz4_frames.capture_frames(path))
     assert legacy_checks.lz4_wrappers(decoded(path)) == raw
+
+
+def test_legacy_broker_answers_without_errors(legacy_capture, decoded):
+    """With topics and group coordinator ready before the capture, Kafka 3.9 answered every
+    legacy request with error 0: an error code here is a misread field."""
+    path, _ = legacy_capture
+    errors = [(e["api_name"], e["api_version"], e["correlation_id"], e["error_codes"])
+              for e in decoded(path).exchanges if e["error_codes"]]
+    assert not errors, errors[:20]
 
 
 def test_checks_catch_a_damaged_wrapper(committed_legacy_capture, tmp_path, xxhash_installed):

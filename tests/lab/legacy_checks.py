@@ -132,6 +132,79 @@ def check_fetched_offsets(decoded: Decoded, manifest: dict) -> list[str]:
     return bad
 
 
+def _log_append_time_topics(manifest: dict) -> set[str]:
+    return {topic for topic, c in _clients_by_topic(manifest).items()
+            if c["expect"]["topic_config"].get("message.timestamp.type") == "LogAppendTime"}
+
+
+def check_fetched_as_produced(decoded: Decoded, manifest: dict) -> list[str]:
+    """A value fetched back has the key it was produced with, and, where both sides have
+    timestamps (magic 1 and 2) and the topic keeps CreateTime, the same timestamp; magic 0
+    has none."""
+    log_append_time = _log_append_time_topics(manifest)
+    produced: dict[str, tuple] = {}
+    fetched: list[tuple] = []
+    for direction, e, topic, partition, batches in record_sets(decoded):
+        for batch in batches:
+            for record in batch.get("records") or ():
+                seen = (batch.get("magic"), value_text(record.get("key")), record.get("timestamp"))
+                if direction == "produce":
+                    produced[value_text(record.get("value"))] = seen
+                else:
+                    fetched.append((value_text(record.get("value")), seen,
+                                    _where(direction, e, topic, partition), topic))
+    bad = []
+    for value, (magic, key, timestamp), where, topic in fetched:
+        if value not in produced:
+            continue  # check_produced_values reports it
+        p_magic, p_key, p_timestamp = produced[value]
+        if key != p_key:
+            bad.append(f"{where}: {value[:50]!r} has key {key!r}, produced with {p_key!r}")
+        if magic == 0 and timestamp is not None:
+            bad.append(f"{where}: {value[:50]!r} is magic 0 but has timestamp {timestamp}")
+        if magic and p_magic and topic not in log_append_time and timestamp != p_timestamp:
+            bad.append(f"{where}: {value[:50]!r} has timestamp {timestamp}, produced with {p_timestamp}")
+    return bad if fetched else ["no records in Fetch responses"]
+
+
+def check_log_append_time(decoded: Decoded, manifest: dict) -> list[str]:
+    """On a LogAppendTime topic every fetched batch says so, and every record, inner messages
+    of wrappers included, has the time the broker gave in the Produce response that appended it
+    (log_append_time_ms, per partition, for the offsets from base_offset on)."""
+    topics = _log_append_time_topics(manifest)
+    if not topics:
+        return []
+    appended: dict[tuple[str, int], list[tuple[int, int, int]]] = defaultdict(list)
+    for e in decoded.exchanges:
+        if e.get("api_key") != PRODUCE or not e.get("request") or not e.get("response"):
+            continue
+        counts = {(t.get("name"), p.get("index")): sum(len(b.get("records") or ()) for b in p.get("records") or ())
+                  for t in e["request"].get("topic_data") or () for p in t.get("partition_data") or ()}
+        for t in e["response"].get("responses") or ():
+            for p in t.get("partition_responses") or ():
+                key = (t.get("name"), p.get("index"))
+                if key[0] in topics and p.get("error_code") == 0:
+                    appended[key].append((p["base_offset"], p["base_offset"] + counts.get(key, 0),
+                                          p["log_append_time_ms"]))
+    bad = []
+    fetched = 0
+    for direction, e, topic, partition, batches in record_sets(decoded):
+        if direction != "fetch" or topic not in topics:
+            continue
+        for i, batch in enumerate(batches):
+            where = f"{_where(direction, e, topic, partition)} batch[{i}]"
+            if batch.get("timestamp_type") != "LogAppendTime":
+                bad.append(f"{where}: timestamp_type {batch.get('timestamp_type')!r}")
+            for record in batch.get("records") or ():
+                fetched += 1
+                times = [ms for first, end, ms in appended[(topic, partition)]
+                         if first <= record.get("offset") < end]
+                if times != [record.get("timestamp")]:
+                    bad.append(f"{where}: offset {record.get('offset')} has timestamp "
+                               f"{record.get('timestamp')}, the Produce responses say {times}")
+    return bad if fetched else [f"no records fetched from {sorted(topics)}"]
+
+
 def check_no_bad_problems(decoded: Decoded) -> list[str]:
     """No error or warning anywhere: exchanges, notices, orphan responses."""
     bad = []
@@ -159,5 +232,6 @@ ALL_CHECKS = {
     "crcs": lambda decoded, manifest: check_crcs(decoded),
     "batches_expanded": lambda decoded, manifest: check_batches_expanded(decoded),
     "fetched_offsets": check_fetched_offsets,
+    "fetched_as_produced": check_fetched_as_produced,
     "no_bad_problems": lambda decoded, manifest: check_no_bad_problems(decoded),
 }

@@ -57,7 +57,10 @@ this README and the pointer section of README.md are rewritten with it.
   v2, Fetch v2) and 0.10.1 (Produce v2, Fetch v3, JoinGroup v1), `tests/lab/clients/
   kafka_python_client.py` otherwise: one producer per codec, values `<label>-<codec>-<i>`
   (padded with `x` to `--value-size`), no headers (magic 0/1 have none), then a consumer that
-  reads everything back, commits synchronously and asks `committed()`.
+  reads everything back, commits synchronously and asks `committed()`. One more 0.10.1 client
+  writes to a topic with `message.timestamp.type=LogAppendTime` (magic 1): the broker stamps
+  each wrapper with its append time, which Produce v2 responses return (`log_append_time_ms`)
+  and which every inner message of a wrapper takes.
 - **Before the capture**: the topics are created, and a warm-up group (`{WARM_UP_GROUP}`)
   commits once. In ZooKeeper mode the first FindCoordinator creates `__consumer_offsets`, and
   the controller then sends LeaderAndIsr and UpdateMetadata to its own broker through the
@@ -85,6 +88,11 @@ this README and the pointer section of README.md are rewritten with it.
 - The librdkafka consumer closes with a long-poll Fetch still pending: the last Fetch request
   has no response (info), as its own log says (requests sent 3, responses received 2).
 - ApiVersions v0 opens each connection of the 0.10.x clients; kafka-python 0.8.2 and 0.9 send none.
+- The legacy captures hold no error code at all (the warm-up loaded the group coordinator). In
+  the Kafka 4.1.2 capture `__consumer_offsets` is created by the consumer's first FindCoordinator,
+  so it meets the coordinator loading: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+  COORDINATOR_LOAD_IN_PROGRESS (which ones varies between recordings), then JoinGroup's
+  MEMBER_ID_REQUIRED (KIP-394), and retries.
 
 ## The files
 """

@@ -60,23 +60,28 @@ class LabClient:
 
 
 def kafka_python_pinned(api_version: str, topic_format: str, *, codecs: str = LEGACY_CODECS,
-                        count: int = 5, value_size: int = 0) -> LabClient:
+                        count: int = 5, value_size: int = 0,
+                        log_append_time: bool = False) -> LabClient:
     """kafka-python with api_version pinned; its topic stores message.format.version
     `topic_format` ("0.9.0": magic 0 on disk, "0.10.0": magic 1).
 
     Produce v0/v1 (0.8.2, 0.9) send magic 0, Produce v2 (0.10.x) magic 1. Fetch v0/v1 (0.8.2,
     0.9) get magic 0, down-converted if need be; Fetch v2/v3 (0.10.0, 0.10.1) get what is on
     disk. Before 0.9 there is no group management: that client assigns itself the partitions.
+    log_append_time: the topic's message.timestamp.type is LogAppendTime (magic 1 on disk:
+    the broker stamps each wrapper, its inner messages take the wrapper's time).
     """
     level = _version(api_version)
-    label = f"kafka-python-{api_version}"
+    label = f"kafka-python-{api_version}" + ("-log-append-time" if log_append_time else "")
     disk_magic = 0 if _version(topic_format) < (0, 10) else 1
+    topic_config = (("message.format.version", topic_format),)
+    if log_append_time:
+        topic_config += (("message.timestamp.type", "LogAppendTime"),)
     return LabClient(
         module="kafka_python_client" if level >= (0, 9) else "kafka_python_assigned_client",
         args=("--api-version", api_version, "--label", label, "--codecs", codecs,
               "--count", str(count), "--value-size", str(value_size)),
-        topic=f"lab-{label}", partitions=2,
-        topic_config=(("message.format.version", topic_format),),
+        topic=f"lab-{label}", partitions=2, topic_config=topic_config,
         produce_magic=0 if level < (0, 10) else 1,
         fetch_magic=0 if level < (0, 10) else disk_magic)
 
@@ -123,12 +128,14 @@ RECIPES: tuple[KafkaRecipe, ...] = (
         "kafka39-legacy",
         "kafka-python pinned to 0.8.2 (Produce v0, Fetch v0, assigned partitions, OffsetCommit v1), "
         "0.9 (Produce v1, Fetch v1, JoinGroup v0), 0.10.0 (Produce v2, Fetch v2) and 0.10.1 "
-        "(Produce v2, Fetch v3, JoinGroup v1), each with codecs none, gzip, snappy, lz4, against "
+        "(Produce v2, Fetch v3, JoinGroup v1, and once more to a LogAppendTime topic), each with "
+        "codecs none, gzip, snappy, lz4, against "
         "Apache Kafka 3.9.2 in ZooKeeper mode keeping magic 0/1: magic 0 and 1 message sets with "
         "nested compressed wrappers in Produce requests and Fetch responses, lz4 with magic 0's "
         "broken header checksum (KIP-57), converted on the way in and down-converted on the way out",
         KAFKA_3, "loopback", "tcpdump", "pcap",
-        tuple(kafka_python_pinned(api, fmt) for api, fmt in LEGACY_PINS)),
+        tuple(kafka_python_pinned(api, fmt) for api, fmt in LEGACY_PINS)
+        + (kafka_python_pinned("0.10.1", "0.10.0", log_append_time=True),)),
     KafkaRecipe(
         "kafka39-legacy-mtu1500",
         "kafka-python pinned to 0.9 (magic 0) and 0.10.1 (magic 1), codecs none, gzip, snappy, lz4, "
