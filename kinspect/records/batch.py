@@ -107,61 +107,64 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
 
     Problem offsets are ``shift + position`` for uncompressed data; inside a decompressed
     payload they are ``compressed_at`` (the payload's absolute position) and the text names
-    the codec and the decompressed byte.
+    the codec and the decompressed byte. A record without headers shares the empty tuple.
     """
     records: list[dict] = []
     append = records.append
-    framed = 0
+    zigzag = _ZIGZAG
+    uvarint = _uvarint
+    no_headers = ()
+    bad = 0  # records framed but not decoded
     while pos < end:
         start = pos
         record_end = None
         try:
+            # varints of one and two bytes inline: (byte & 0x7F) is byte - 0x80 when byte >= 0x80
             byte = data[pos]
             if byte < 0x80:
-                raw = byte
+                length = zigzag[byte]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+            elif (second := data[pos + 1]) < 0x80:
+                length = zigzag[byte - 0x80 + (second << 7)]
                 pos += 2
             else:
-                raw, pos = _uvarint(data, pos, 5)
-            length = (raw >> 1) ^ -(raw & 1)
+                raw, pos = uvarint(data, pos, 5)
+                length = (raw >> 1) ^ -(raw & 1)
             record_end = pos + length
             if length < 6 or record_end > end:
                 record_end = None
                 raise _Bad("record_length", f"record length {length} does not fit the "
                                             f"{end - pos} bytes left in the batch")
-            pos += 1  # record attributes: unused by Kafka
+            byte = data[pos + 1]  # after the record attributes, unused by Kafka
+            if byte < 0x80:
+                timestamp_delta = zigzag[byte]
+                pos += 2
+            elif (second := data[pos + 2]) < 0x80:
+                timestamp_delta = zigzag[byte - 0x80 + (second << 7)]
+                pos += 3
+            else:
+                raw, pos = uvarint(data, pos + 1, 10)
+                timestamp_delta = (raw >> 1) ^ -(raw & 1)
             byte = data[pos]
             if byte < 0x80:
-                raw = byte
+                offset_delta = zigzag[byte]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+            elif (second := data[pos + 1]) < 0x80:
+                offset_delta = zigzag[byte - 0x80 + (second << 7)]
                 pos += 2
             else:
-                raw, pos = _uvarint(data, pos, 10)
-            timestamp_delta = (raw >> 1) ^ -(raw & 1)
+                raw, pos = uvarint(data, pos, 5)
+                offset_delta = (raw >> 1) ^ -(raw & 1)
             byte = data[pos]
             if byte < 0x80:
-                raw = byte
+                size = zigzag[byte]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+            elif (second := data[pos + 1]) < 0x80:
+                size = zigzag[byte - 0x80 + (second << 7)]
                 pos += 2
             else:
-                raw, pos = _uvarint(data, pos, 5)
-            offset_delta = (raw >> 1) ^ -(raw & 1)
-            byte = data[pos]
-            if byte < 0x80:
-                raw = byte
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                raw, pos = _uvarint(data, pos, 5)
-            size = (raw >> 1) ^ -(raw & 1)
+                raw, pos = uvarint(data, pos, 5)
+                size = (raw >> 1) ^ -(raw & 1)
             if size < 0:
                 if size != -1:
                     raise _Bad("record_length", f"key length {size} is negative")
@@ -174,14 +177,14 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
                 pos = stop
             byte = data[pos]
             if byte < 0x80:
-                raw = byte
+                size = zigzag[byte]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+            elif (second := data[pos + 1]) < 0x80:
+                size = zigzag[byte - 0x80 + (second << 7)]
                 pos += 2
             else:
-                raw, pos = _uvarint(data, pos, 5)
-            size = (raw >> 1) ^ -(raw & 1)
+                raw, pos = uvarint(data, pos, 5)
+                size = (raw >> 1) ^ -(raw & 1)
             if size < 0:
                 if size != -1:
                     raise _Bad("record_length", f"value length {size} is negative")
@@ -192,22 +195,13 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
                     raise _Bad("record_length", f"value of {size} bytes overruns the record")
                 value = data[pos:stop]
                 pos = stop
-            byte = data[pos]
-            if byte < 0x80:
-                raw = byte
+            if data[pos] == 0:
+                headers = no_headers
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
             else:
-                raw, pos = _uvarint(data, pos, 5)
-            if raw == 0:
-                headers = []
-            else:
-                headers, pos = _decode_headers(data, pos, record_end, (raw >> 1) ^ -(raw & 1),
-                                               problems, f"{where} → records[{framed}]",
-                                               shift + start if compressed_at is None
-                                               else compressed_at)
+                headers, pos = _decode_headers(
+                    data, pos, record_end, problems, where, len(records) + bad,
+                    shift + start if compressed_at is None else compressed_at)
             if pos != record_end:
                 raise _Bad("record_length", f"record length says {length} bytes but its fields "
                                             f"take {pos - record_end + length}")
@@ -219,18 +213,22 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
             else:
                 at = compressed_at
                 what += f" (byte {start} of the {codec}-decompressed records)"
-            problems.append(Problem(what, f"{where} → records[{framed}]", at, ERROR, check))
-            framed += 1
+            problems.append(Problem(what, f"{where} → records[{len(records) + bad}]", at, ERROR,
+                                    check))
+            bad += 1
             if record_end is None:
-                return records, framed
+                return records, len(records) + bad
             pos = record_end
             continue
-        framed += 1
         append({"offset": base_offset + offset_delta,
                 "timestamp": (base_timestamp + timestamp_delta if fixed_timestamp is None
                               else fixed_timestamp),
                 "key": key, "value": value, "headers": headers})
-    return records, framed
+    return records, len(records) + bad
+
+
+# zigzag-decoded values of every varint of one or two bytes
+_ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in range(1 << 14))
 
 
 def _uvarint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
@@ -249,33 +247,66 @@ def _uvarint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
     raise _Bad("varint_bounds", f"varint longer than {max_bytes} bytes")
 
 
-def _decode_headers(data: bytes, pos: int, record_end: int, count: int,
-                    problems: list[Problem], where: str, at: int) -> tuple[list[dict], int]:
+def _decode_headers(data: bytes, pos: int, record_end: int, problems: list[Problem], where: str,
+                    index: int, at: int) -> tuple[list[dict] | tuple, int]:
+    """The header count and headers of record ``index``; ``at`` locates its problems."""
+    zigzag = _ZIGZAG
+    byte = data[pos]
+    if byte < 0x80:
+        count = zigzag[byte]
+        pos += 1
+    elif (second := data[pos + 1]) < 0x80:
+        count = zigzag[byte - 0x80 + (second << 7)]
+        pos += 2
+    else:
+        raw, pos = _uvarint(data, pos, 5)
+        count = (raw >> 1) ^ -(raw & 1)
+    if count == 0:  # a zero count in a needlessly long varint
+        return (), pos
     if count < 0 or count > (record_end - pos) // 2:
         raise _Bad("headers", f"header count {count} does not fit the record")
     headers = []
-    for index in range(count):
-        raw, pos = _uvarint(data, pos, 5)
-        size = (raw >> 1) ^ -(raw & 1)
-        if size < 0 or pos + size > record_end:
-            raise _Bad("headers", f"header[{index}] key length {size} is invalid here")
+    for number in range(count):
+        byte = data[pos]
+        if byte < 0x80:
+            size = zigzag[byte]
+            pos += 1
+        elif (second := data[pos + 1]) < 0x80:
+            size = zigzag[byte - 0x80 + (second << 7)]
+            pos += 2
+        else:
+            raw, pos = _uvarint(data, pos, 5)
+            size = (raw >> 1) ^ -(raw & 1)
+        stop = pos + size
+        if size < 0 or stop > record_end:
+            raise _Bad("headers", f"header[{number}] key length {size} is invalid here")
         try:
-            key = data[pos:pos + size].decode()
+            key = data[pos:stop].decode()
         except UnicodeDecodeError:
-            key = data[pos:pos + size].decode("utf-8", "replace")
-            problems.append(Problem(f"header[{index}] key is not valid UTF-8", where, at,
-                                    WARNING, "headers"))
-        pos += size
-        raw, pos = _uvarint(data, pos, 5)
-        size = (raw >> 1) ^ -(raw & 1)
+            key = data[pos:stop].decode("utf-8", "replace")
+            problems.append(Problem(f"header[{number}] key is not valid UTF-8",
+                                    f"{where} → records[{index}]", at, WARNING, "headers"))
+        pos = stop
+        byte = data[pos]
+        if byte < 0x80:
+            size = zigzag[byte]
+            pos += 1
+        elif (second := data[pos + 1]) < 0x80:
+            size = zigzag[byte - 0x80 + (second << 7)]
+            pos += 2
+        else:
+            raw, pos = _uvarint(data, pos, 5)
+            size = (raw >> 1) ^ -(raw & 1)
         if size < 0:
             if size != -1:
-                raise _Bad("headers", f"header[{index}] value length {size} is negative")
+                raise _Bad("headers", f"header[{number}] value length {size} is negative")
             value = None
         else:
-            if pos + size > record_end:
-                raise _Bad("headers", f"header[{index}] value of {size} bytes overruns the record")
-            value = data[pos:pos + size]
-            pos += size
+            stop = pos + size
+            if stop > record_end:
+                raise _Bad("headers", f"header[{number}] value of {size} bytes overruns the "
+                                      f"record")
+            value = data[pos:stop]
+            pos = stop
         headers.append({"key": key, "value": value})
     return headers, pos

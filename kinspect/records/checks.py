@@ -9,6 +9,8 @@ absolute byte position of the field, and expected/found values.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from kinspect.problems import ERROR, INFO, WARNING, Problem
 
 # v2 header field positions, relative to the batch start
@@ -22,6 +24,9 @@ _RESERVED_ATTRIBUTE_BITS = 0xFF80
 _LEGACY_ATTRIBUTES_AT = 17
 _LEGACY_TIMESTAMP_AT = 18
 _ZSTD = 4
+
+_OFFSET = itemgetter("offset")
+_TIMESTAMP = itemgetter("timestamp")
 
 
 def check_batch(batch: dict, where: str, problems: list[Problem]) -> None:
@@ -46,22 +51,10 @@ def _offset_deltas(batch: dict, where: str, problems: list[Problem]) -> None:
     if not records:
         return
     base = batch["base_offset"]
-    at = batch["position"] + _RECORDS_AT
-    previous = -1
-    gaps = 0
-    for index, record in enumerate(records):
-        delta = record["offset"] - base
-        if delta <= previous:
-            problems.append(Problem(f"offset delta {delta} does not increase (previous {previous})",
-                                    f"{where} → records[{index}]", at, ERROR,
-                                    "offset_delta_order", f"> {previous}", delta))
-        elif delta != previous + 1:
-            gaps += 1
-        previous = max(previous, delta)
-    if gaps:
-        problems.append(Problem(f"{gaps} gap(s) in the record offset deltas: records were removed, "
-                                f"as log compaction does", where, at, INFO, "offset_delta_order"))
-    last = records[-1]["offset"] - base
+    offsets = list(map(_OFFSET, records))
+    if offsets != list(range(base, base + len(offsets))):  # not deltas 0, 1, 2, ...
+        _offset_delta_order(offsets, base, where, batch["position"] + _RECORDS_AT, problems)
+    last = offsets[-1] - base
     declared = batch["last_offset_delta"]
     if declared < last:
         problems.append(Problem(f"lastOffsetDelta {declared} is below the last record's delta {last}",
@@ -74,6 +67,24 @@ def _offset_deltas(batch: dict, where: str, problems: list[Problem]) -> None:
                                 "last_offset_delta", last, declared))
 
 
+def _offset_delta_order(offsets: list[int], base: int, where: str, at: int,
+                        problems: list[Problem]) -> None:
+    previous = -1
+    gaps = 0
+    for index, offset in enumerate(offsets):
+        delta = offset - base
+        if delta <= previous:
+            problems.append(Problem(f"offset delta {delta} does not increase (previous {previous})",
+                                    f"{where} → records[{index}]", at, ERROR,
+                                    "offset_delta_order", f"> {previous}", delta))
+        elif delta != previous + 1:
+            gaps += 1
+        previous = max(previous, delta)
+    if gaps:
+        problems.append(Problem(f"{gaps} gap(s) in the record offset deltas: records were removed, "
+                                f"as log compaction does", where, at, INFO, "offset_delta_order"))
+
+
 def _timestamps(batch: dict, where: str, problems: list[Problem]) -> None:
     at = batch["position"] + _MAX_TIMESTAMP_AT
     if batch["timestamp_type"] == "LogAppendTime":
@@ -84,7 +95,7 @@ def _timestamps(batch: dict, where: str, problems: list[Problem]) -> None:
     records = batch["records"]
     if not records:
         return
-    largest = max(record["timestamp"] for record in records)
+    largest = max(map(_TIMESTAMP, records))
     if largest != batch["max_timestamp"]:
         problems.append(Problem(f"maxTimestamp {batch['max_timestamp']} is not the largest record "
                                 f"timestamp {largest}", where, at, ERROR, "max_timestamp",
