@@ -23,7 +23,8 @@ def record_sets(decoded: Decoded) -> Iterator[tuple[str, dict, str, int, list]]:
         if e.get("api_key") == PRODUCE and e.get("request"):
             for topic in e["request"].get("topic_data") or ():
                 for partition in topic.get("partition_data") or ():
-                    yield "produce", e, topic.get("name"), partition.get("index"), partition.get("records") or []
+                    yield ("produce", e, topic.get("name"), partition.get("index"),
+                           partition.get("records") or [])
         elif e.get("api_key") == FETCH and e.get("response"):
             for topic in e["response"].get("responses") or ():
                 for partition in topic.get("partitions") or ():
@@ -173,13 +174,15 @@ def check_log_append_time(decoded: Decoded, manifest: dict) -> list[str]:
     (log_append_time_ms, per partition, for the offsets from base_offset on)."""
     topics = _log_append_time_topics(manifest)
     if not topics:
-        return []
+        return ["no client writes to a LogAppendTime topic"]
     appended: dict[tuple[str, int], list[tuple[int, int, int]]] = defaultdict(list)
     for e in decoded.exchanges:
         if e.get("api_key") != PRODUCE or not e.get("request") or not e.get("response"):
             continue
-        counts = {(t.get("name"), p.get("index")): sum(len(b.get("records") or ()) for b in p.get("records") or ())
-                  for t in e["request"].get("topic_data") or () for p in t.get("partition_data") or ()}
+        counts = {(t.get("name"), p.get("index")):
+                  sum(len(batch.get("records") or ()) for batch in p.get("records") or ())
+                  for t in e["request"].get("topic_data") or ()
+                  for p in t.get("partition_data") or ()}
         for t in e["response"].get("responses") or ():
             for p in t.get("partition_responses") or ():
                 key = (t.get("name"), p.get("index"))
@@ -214,8 +217,10 @@ def check_no_bad_problems(decoded: Decoded) -> list[str]:
             problems = [line]
         for p in problems:
             if p.get("severity") in BAD_SEVERITIES:
-                where = (f"{line.get('api_name')} v{line.get('api_version')} corr {line.get('correlation_id')}"
-                         if line.get("type") == "exchange" else line.get("type"))
+                where = line.get("type")
+                if where == "exchange":
+                    where = (f"{line.get('api_name')} v{line.get('api_version')} "
+                             f"corr {line.get('correlation_id')}")
                 bad.append(f"{where}: {p.get('severity')} at {p.get('path')} byte {p.get('offset')}: "
                            f"{p.get('what')}")
     return bad

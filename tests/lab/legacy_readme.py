@@ -25,7 +25,7 @@ Produce requests and Fetch responses must carry. `tests/integration/test_lab_leg
 ## Regenerating
 
     sudo python tools/record_legacy_pcaps.py                 # all of them
-    sudo python tools/record_legacy_pcaps.py --only NAME     # one; NAME is the file name without extension
+    sudo python tools/record_legacy_pcaps.py --only NAME     # one: the file name without extension
     python tools/record_legacy_pcaps.py --readme-only        # only this README and README.md's pointer
 
 Root, Java 17 and Maven (the jars are fetched once into ~/.cache/kinspect-lab), plus `ip`,
@@ -105,7 +105,8 @@ def _expectations(manifest: dict) -> list[str]:
         if "topic" not in expect:
             continue
         config = ", ".join(f"{k}={v}" for k, v in expect["topic_config"].items()) or "defaults"
-        pinned = f"api_version {client['api_version']}" if client.get("api_version") else client["client"]
+        pinned = (f"api_version {client['api_version']}" if client.get("api_version")
+                  else client["client"])
         lines.append(f"  - {pinned}: topic `{expect['topic']}` ({expect['partitions']} partitions, "
                      f"{config}): Produce requests carry magic {expect['produce_magic']}, Fetch "
                      f"responses magic {expect['fetch_magic']}")
@@ -122,7 +123,8 @@ def table(manifests: list[dict]) -> str:
     for m in manifests:
         clients = ", ".join(f"{c['client']} {c['api_version']}" if c.get("api_version") else c["client"]
                             for c in m["clients"])
-        rows.append(f"| `{m['file']}` | {m['broker']['version']} ({m['broker']['metadata']}) | {clients} "
+        broker = f"{m['broker']['version']} ({m['broker']['metadata']})"
+        rows.append(f"| `{m['file']}` | {broker} | {clients} "
                     f"| {m['capture']['network']} / {m['capture']['mtu']} | {m['file_info']['format']} |")
     return "\n".join(rows) + "\n"
 

@@ -34,13 +34,16 @@ class Frame:
     def kind(self) -> str:
         if self.checksum == self.spec == self.kip57:
             return "either"
-        return "spec" if self.checksum == self.spec else "kip57" if self.checksum == self.kip57 else "neither"
+        if self.checksum == self.spec:
+            return "spec"
+        return "kip57" if self.checksum == self.kip57 else "neither"
 
 
 def tcp_streams(capture: Path) -> list[bytes]:
     """The payload bytes of each (TCP stream, direction), segments in sequence order."""
-    out = subprocess.run(["tshark", "-n", "-r", str(capture), "-o", "tcp.relative_sequence_numbers:FALSE",
-                          "-Y", "tcp.len > 0", "-T", "fields", "-e", "tcp.stream", "-e", "tcp.srcport",
+    out = subprocess.run(["tshark", "-n", "-r", str(capture),
+                          "-o", "tcp.relative_sequence_numbers:FALSE", "-Y", "tcp.len > 0",
+                          "-T", "fields", "-e", "tcp.stream", "-e", "tcp.srcport",
                           "-e", "tcp.seq", "-e", "tcp.payload"],
                          capture_output=True, text=True, check=True).stdout
     segments: dict[tuple[str, str], dict[int, bytes]] = defaultdict(dict)
@@ -59,10 +62,15 @@ def wrapper_frames(data: bytes) -> list[Frame]:
             flags = data[at + 4]
             end = at + 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
             if end < len(data):
-                frames.append(Frame(magic, data[end], (xxhash.xxh32(data[at + 4:end]).intdigest() >> 8) & 0xFF,
-                                    (xxhash.xxh32(data[at:end]).intdigest() >> 8) & 0xFF))
+                frames.append(Frame(magic, data[end], _checksum(data[at + 4:end]),
+                                    _checksum(data[at:end])))
         at = data.find(FRAME_MAGIC, at + 1)
     return frames
+
+
+def _checksum(header: bytes) -> int:
+    """The LZ4 frame header checksum byte of these bytes: the second byte of their xxh32."""
+    return (xxhash.xxh32(header).intdigest() >> 8) & 0xFF
 
 
 def _message_magic(data: bytes, at: int) -> int | None:
