@@ -46,10 +46,16 @@ def finish(record: dict, topics: TopicNames, keep: Callable[[dict], bool], mode:
 
 
 def default_jobs() -> int:
+    """Worker processes by default: one per CPU beyond the one the main process keeps busy.
+
+    On two CPUs or fewer that means none: the main process's share (reading, reassembly,
+    pairing, writing) leaves too little for one worker to beat a single process
+    (tests/bench/results: -j2 cost 47% more CPU than -j1 on a 2-vCPU machine)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    return cpus - 1 if cpus > 2 else 1
 
 
 def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int,

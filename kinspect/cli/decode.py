@@ -52,7 +52,8 @@ def _apis(ctx, param, values):
 @click.option("--max-frame", type=click.IntRange(1024), default=256 << 20, show_default=True,
               help="Largest Kafka frame accepted, in bytes.")
 @click.option("-j", "--jobs", type=click.IntRange(1), default=None,
-              help="Processes decoding bodies (default: one per CPU for --json and --summary).")
+              help="Processes decoding bodies for --json and --summary (default: one per CPU "
+                   "beyond the first, when there are more than two).")
 @output_options
 def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_only, min_latency_ms,
            summary, verbose, strict, max_frame, jobs, out: Output):
