@@ -7,7 +7,7 @@ The recipes (tests/lab/legacy_recipes.py) start Apache Kafka 3.9.2 in ZooKeeper 
 legacy message formats (magic 0/1) for kafka-python pinned to old protocol levels, or Apache
 Kafka 4.1.2 (KRaft) for librdkafka, on loopback or in lab-made namespaces joined by an MTU 1500
 veth, capture with tcpdump or dumpcap, and write <name>.<pcap|pcapng> plus
-<name>.manifest.json. Then pcaps/kafka39-README.md is rewritten from the manifests and the
+<name>.kafka-manifest.json. Then pcaps/kafka39-README.md is rewritten from the manifests and the
 section of pcaps/README.md that lists these files is brought up to date.
 Needs root, Java 17 and Maven (the Kafka jars), tcpdump, dumpcap, capinfos, tshark, ip.
 """
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.lab import legacy_readme  # noqa: E402
-from tests.lab.legacy_recipes import BY_NAME, RECIPES, record  # noqa: E402
+from tests.lab.legacy_recipes import BY_NAME, RECIPES, manifest_name, record  # noqa: E402
 
 MAX_FILE_BYTES = 300 * 1024
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 def write_readmes(directory: Path) -> None:
     names = [r.name for r in RECIPES]
     manifests = [json.loads(p.read_text()) for name in names
-                 if (p := directory / f"{name}.manifest.json").exists()]
+                 if (p := directory / manifest_name(name)).exists()]
     (directory / legacy_readme.FILE).write_text(legacy_readme.render(manifests))
     main_readme = directory / "README.md"
     text = main_readme.read_text() if main_readme.exists() else ""

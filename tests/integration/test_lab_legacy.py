@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab import checks, legacy_checks, tshark_counts
-from tests.lab.legacy_recipes import BY_NAME, RECIPES, record
+from tests.lab import capinfo, checks, legacy_checks, legacy_readme, tshark_counts
+from tests.lab.legacy_recipes import BY_NAME, RECIPES, manifest_name, record
 from tests.lab.pytest_fixtures import PCAPS, decoded, require_lab_host  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.lab
@@ -30,6 +30,7 @@ LEGACY_SOURCES = [(s, name) for s, name in SOURCES if BY_NAME[name].metadata == 
 VETH_SOURCES = [(s, name) for s, name in SOURCES if BY_NAME[name].network == "veth"]
 ALL_LEVELS = "kafka39-legacy"  # the loopback recipe: kafka-python at all four legacy levels
 LINK_HEADER_BYTES = {"ether": 14, "linux-sll2": 20}
+MAX_FILE_BYTES = 300 * 1024
 # Produce v0-v2 and Fetch v0-v3: every request version that carries magic 0 or 1 message sets
 LEGACY_RECORD_VERSIONS = {(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (1, 3)}
 
@@ -75,7 +76,7 @@ def fresh_legacy_capture(tmp_path_factory, xxhash_installed):
 @pytest.fixture(scope="session")
 def committed_legacy_capture():
     def get(name: str) -> tuple[Path, dict]:
-        manifest_path = PCAPS / f"{name}.manifest.json"
+        manifest_path = PCAPS / manifest_name(name)
         assert manifest_path.exists(), f"{manifest_path} is missing: python tools/record_legacy_pcaps.py"
         manifest = json.loads(manifest_path.read_text())
         return PCAPS / manifest["file"], manifest
@@ -150,6 +151,19 @@ def test_magic_0_lz4_frames_have_the_kip57_checksum(legacy_capture, xxhash_insta
     kinds = Counter((f.message_magic, f.kind) for f in lz4_frames.capture_frames(path))
     assert kinds[(0, "kip57")] and kinds[(1, "spec")], kinds
     assert set(kinds) <= {(0, "kip57"), (1, "spec"), (0, "either"), (1, "either")}, kinds
+
+
+@pytest.mark.parametrize("name", [r.name for r in RECIPES])
+def test_committed_file_is_small_described_and_what_its_manifest_says(name, committed_legacy_capture):
+    path, manifest = committed_legacy_capture(name)
+    sizes = {p.name: p.stat().st_size for p in (path, PCAPS / manifest_name(name))}
+    assert all(size < MAX_FILE_BYTES for size in sizes.values()), sizes
+    recorded = manifest["file_info"]
+    assert capinfo.describe(path).to_dict() == recorded
+    assert (recorded["format"], recorded["encapsulation"]) == \
+        (BY_NAME[name].fmt, BY_NAME[name].encapsulation)
+    for readme in (legacy_readme.FILE, "README.md"):
+        assert f"`{path.name}`" in (PCAPS / readme).read_text(), f"pcaps/{readme} misses {path.name}"
 
 
 # -- kinspect decode --json against the clients -----------------------------------------------------

@@ -16,11 +16,13 @@ Tansu (the broker of the other captures here) does not understand the legacy mes
 These files come from Apache Kafka itself, run from the Maven Central jars by
 `tests/lab/kafka.py`, recorded by `tools/record_legacy_pcaps.py` (recipes in
 `tests/lab/legacy_recipes.py`). Nothing is synthesized or edited. Each capture has a
-`<name>.manifest.json` beside it in the same shape as the Tansu captures' manifests (every value
-produced, consumed and committed, and the requests per (api_key, api_version) from the client's
-own debug log), plus, per client, `expect`: its topic, the topic's config, and the magic its
-Produce requests and Fetch responses must carry. `tests/integration/test_lab_legacy.py` checks
-`kinspect decode --json` against them, on these files and on fresh recordings.
+`<name>.kafka-manifest.json` beside it, in the shape of the Tansu captures' manifests (every
+value produced, consumed and committed, and the requests per (api_key, api_version) from the
+client's own debug log), plus, per client, `expect`: its topic, the topic's config, and the
+magic its Produce requests and Fetch responses must carry. (Not `*.manifest.json`: that suffix
+marks the Tansu captures that README.md describes and its tests read.)
+`tests/integration/test_lab_legacy.py` checks `kinspect decode --json` against them, on these
+files and on fresh recordings.
 
 ## Regenerating
 

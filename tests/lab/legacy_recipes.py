@@ -9,8 +9,11 @@ disk; the broker converts on the way in (produce) and down-converts on the way o
 carry magic 0 only). What each client's requests and fetched message sets must carry is in
 its `expect`. Kafka 4.1.2 (KRaft) serves the librdkafka run: record batches v2, every codec.
 
-record(recipe, directory) writes <name>.<pcap|pcapng> and <name>.manifest.json, in the shape
+record(recipe, directory) writes <name>.<pcap|pcapng> and <name>.kafka-manifest.json, in the shape
 tests/lab/recipes.py gives its manifests, so tests/lab/checks.py and fixture_readme read both.
+The name is not *.manifest.json on purpose: in pcaps/ that suffix marks the Tansu captures of
+tools/record_pcaps.py, which its README and tests describe (the Java captures use
+*.clients.json for the same reason).
 """
 
 from __future__ import annotations
@@ -154,6 +157,11 @@ RECIPES: tuple[KafkaRecipe, ...] = (
 )
 
 BY_NAME = {r.name: r for r in RECIPES}
+MANIFEST_SUFFIX = ".kafka-manifest.json"
+
+
+def manifest_name(name: str) -> str:
+    return name + MANIFEST_SUFFIX
 
 
 def record(recipe: KafkaRecipe, directory: Path, log_dir: Path | None = None,
@@ -253,7 +261,7 @@ def _record_once(recipe: KafkaRecipe, directory: Path, log_dir: Path | None) -> 
         "file_info": capinfo.describe(capture).to_dict(),
         "clients": clients,
     }
-    manifest_path = directory / f"{recipe.name}.manifest.json"
+    manifest_path = directory / manifest_name(recipe.name)
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest_path
 
