@@ -88,6 +88,8 @@ def _walk_values(value, out: dict) -> None:
             elif key in ("partition_indexes", "partitions") and isinstance(item, list) and item \
                     and isinstance(item[0], int):
                 out["partitions"].update(item)
+            elif "offset" in key and isinstance(item, list) and item and isinstance(item[0], int):
+                out["offsets"].update(item)  # ListOffsets v0's old_style_offsets
             elif isinstance(item, str) and key in ("name", "topic", "topic_name"):
                 out["topics"].add(item)
             else:
