@@ -15,6 +15,7 @@ import re
 from kinspect.problems import ERROR, WARNING, Problem
 from kinspect.storage import structs
 from kinspect.storage.metadata_schemas import METADATA_RECORDS
+from kinspect.wire.headers import read_uvarint
 
 FRAME_VERSION = 1
 
@@ -33,11 +34,12 @@ def decode_metadata_record(value: bytes | None) -> tuple[dict, list[Problem]]:
     header = []
     pos = 0
     for name in ("frame version", "record type", "record version"):
-        number, pos = _uvarint(value, pos)
-        if number is None:
+        got = read_uvarint(value, pos, len(value))
+        if got is None:
             problems.append(Problem(f"metadata record {name} is truncated or longer than 5 bytes",
                                     "value", pos, ERROR, "metadata_record"))
             return {"type": None, "data": value}, problems
+        number, pos = got
         header.append(number)
     frame, api_key, version = header
     if frame != FRAME_VERSION:
@@ -61,13 +63,6 @@ def decode_metadata_record(value: bytes | None) -> tuple[dict, list[Problem]]:
     record["data"], decode_problems = structs.decode_struct(name, version, value[pos:], pos,
                                                             "value")
     return record, problems + decode_problems
-
-
-def _uvarint(data: bytes, pos: int) -> tuple[int | None, int]:
-    value = shift = 0
-    for _ in range(5):
-        if pos >= len(data):
-            return None, pos
         byte = data[pos]
         pos += 1
         value |= (byte & 0x7F) << shift
