@@ -63,10 +63,3 @@ def decode_metadata_record(value: bytes | None) -> tuple[dict, list[Problem]]:
     record["data"], decode_problems = structs.decode_struct(name, version, value[pos:], pos,
                                                             "value")
     return record, problems + decode_problems
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-    return None, pos
