@@ -111,100 +111,98 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
     """
     records: list[dict] = []
     append = records.append
-    zigzag = _ZIGZAG
+    one, two = _ONE_BYTE, _TWO_BYTES
     uvarint = _uvarint
     no_headers = ()
     bad = 0  # records framed but not decoded
+    record_end = pos  # where the last framed record ends: a new one is framed once it moves on
     while pos < end:
         start = pos
-        record_end = None
         try:
-            # varints of one and two bytes inline: (byte & 0x7F) is byte - 0x80 when byte >= 0x80
             byte = data[pos]
             if byte < 0x80:
-                length = zigzag[byte]
+                length = one[byte]
                 pos += 1
             elif (second := data[pos + 1]) < 0x80:
-                length = zigzag[byte - 0x80 + (second << 7)]
+                length = two[byte][second]
                 pos += 2
             else:
                 raw, pos = uvarint(data, pos, 5)
                 length = (raw >> 1) ^ -(raw & 1)
-            record_end = pos + length
-            if length < 6 or record_end > end:
-                record_end = None
+            if length < 6 or pos + length > end:
                 raise _Bad("record_length", f"record length {length} does not fit the "
                                             f"{end - pos} bytes left in the batch")
+            record_end = pos + length
             byte = data[pos + 1]  # after the record attributes, unused by Kafka
             if byte < 0x80:
-                timestamp_delta = zigzag[byte]
+                timestamp_delta = one[byte]
                 pos += 2
             elif (second := data[pos + 2]) < 0x80:
-                timestamp_delta = zigzag[byte - 0x80 + (second << 7)]
+                timestamp_delta = two[byte][second]
                 pos += 3
             else:
                 raw, pos = uvarint(data, pos + 1, 10)
                 timestamp_delta = (raw >> 1) ^ -(raw & 1)
             byte = data[pos]
             if byte < 0x80:
-                offset_delta = zigzag[byte]
+                offset_delta = one[byte]
                 pos += 1
             elif (second := data[pos + 1]) < 0x80:
-                offset_delta = zigzag[byte - 0x80 + (second << 7)]
+                offset_delta = two[byte][second]
                 pos += 2
             else:
                 raw, pos = uvarint(data, pos, 5)
                 offset_delta = (raw >> 1) ^ -(raw & 1)
             byte = data[pos]
             if byte < 0x80:
-                size = zigzag[byte]
+                size = one[byte]
                 pos += 1
             elif (second := data[pos + 1]) < 0x80:
-                size = zigzag[byte - 0x80 + (second << 7)]
+                size = two[byte][second]
                 pos += 2
             else:
                 raw, pos = uvarint(data, pos, 5)
                 size = (raw >> 1) ^ -(raw & 1)
-            if size < 0:
-                if size != -1:
-                    raise _Bad("record_length", f"key length {size} is negative")
-                key = None
-            else:
+            if size >= 0:
                 stop = pos + size
                 if stop > record_end:
                     raise _Bad("record_length", f"key of {size} bytes overruns the record")
                 key = data[pos:stop]
                 pos = stop
+            elif size == -1:
+                key = None
+            else:
+                raise _Bad("record_length", f"key length {size} is negative")
             byte = data[pos]
             if byte < 0x80:
-                size = zigzag[byte]
+                size = one[byte]
                 pos += 1
             elif (second := data[pos + 1]) < 0x80:
-                size = zigzag[byte - 0x80 + (second << 7)]
+                size = two[byte][second]
                 pos += 2
             else:
                 raw, pos = uvarint(data, pos, 5)
                 size = (raw >> 1) ^ -(raw & 1)
-            if size < 0:
-                if size != -1:
-                    raise _Bad("record_length", f"value length {size} is negative")
-                value = None
-            else:
+            if size >= 0:
                 stop = pos + size
                 if stop > record_end:
                     raise _Bad("record_length", f"value of {size} bytes overruns the record")
                 value = data[pos:stop]
                 pos = stop
-            if data[pos] == 0:
+            elif size == -1:
+                value = None
+            else:
+                raise _Bad("record_length", f"value length {size} is negative")
+            if record_end - pos == 1 and data[pos] == 0:  # no headers, and the record ends here
                 headers = no_headers
-                pos += 1
             else:
                 headers, pos = _decode_headers(
                     data, pos, record_end, problems, where, len(records) + bad,
                     shift + start if compressed_at is None else compressed_at)
-            if pos != record_end:
-                raise _Bad("record_length", f"record length says {length} bytes but its fields "
-                                            f"take {pos - record_end + length}")
+                if pos != record_end:
+                    raise _Bad("record_length", f"record length says {length} bytes but its "
+                                                f"fields take {pos - record_end + length}")
+            pos = record_end
         except (_Bad, IndexError) as e:
             check, what = ((e.check, e.what) if isinstance(e, _Bad)
                            else ("record_length", "record is truncated"))
@@ -216,7 +214,7 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
             problems.append(Problem(what, f"{where} → records[{len(records) + bad}]", at, ERROR,
                                     check))
             bad += 1
-            if record_end is None:
+            if record_end <= start:  # its length did not frame it: nothing after it can be
                 return records, len(records) + bad
             pos = record_end
             continue
@@ -227,8 +225,16 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
     return records, len(records) + bad
 
 
-# zigzag-decoded values of every varint of one or two bytes
-_ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in range(1 << 14))
+def _zigzag(raw: int) -> int:
+    return (raw >> 1) ^ -(raw & 1)
+
+
+# Varints of one and two bytes, zigzag-decoded: _ONE_BYTE[byte] when byte < 0x80, else
+# _TWO_BYTES[byte][second] when second < 0x80. Tuple indexing is the interpreter's fastest.
+_ONE_BYTE = tuple(_zigzag(byte) for byte in range(0x80))
+_TWO_BYTES = tuple(None if byte < 0x80 else
+                   tuple(_zigzag((byte & 0x7F) | (second << 7)) for second in range(0x80))
+                   for byte in range(0x100))
 
 
 def _uvarint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
@@ -250,18 +256,18 @@ def _uvarint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
 def _decode_headers(data: bytes, pos: int, record_end: int, problems: list[Problem], where: str,
                     index: int, at: int) -> tuple[list[dict] | tuple, int]:
     """The header count and headers of record ``index``; ``at`` locates its problems."""
-    zigzag = _ZIGZAG
+    one, two = _ONE_BYTE, _TWO_BYTES
     byte = data[pos]
     if byte < 0x80:
-        count = zigzag[byte]
+        count = one[byte]
         pos += 1
     elif (second := data[pos + 1]) < 0x80:
-        count = zigzag[byte - 0x80 + (second << 7)]
+        count = two[byte][second]
         pos += 2
     else:
         raw, pos = _uvarint(data, pos, 5)
         count = (raw >> 1) ^ -(raw & 1)
-    if count == 0:  # a zero count in a needlessly long varint
+    if count == 0:
         return (), pos
     if count < 0 or count > (record_end - pos) // 2:
         raise _Bad("headers", f"header count {count} does not fit the record")
@@ -269,10 +275,10 @@ def _decode_headers(data: bytes, pos: int, record_end: int, problems: list[Probl
     for number in range(count):
         byte = data[pos]
         if byte < 0x80:
-            size = zigzag[byte]
+            size = one[byte]
             pos += 1
         elif (second := data[pos + 1]) < 0x80:
-            size = zigzag[byte - 0x80 + (second << 7)]
+            size = two[byte][second]
             pos += 2
         else:
             raw, pos = _uvarint(data, pos, 5)
@@ -289,24 +295,24 @@ def _decode_headers(data: bytes, pos: int, record_end: int, problems: list[Probl
         pos = stop
         byte = data[pos]
         if byte < 0x80:
-            size = zigzag[byte]
+            size = one[byte]
             pos += 1
         elif (second := data[pos + 1]) < 0x80:
-            size = zigzag[byte - 0x80 + (second << 7)]
+            size = two[byte][second]
             pos += 2
         else:
             raw, pos = _uvarint(data, pos, 5)
             size = (raw >> 1) ^ -(raw & 1)
-        if size < 0:
-            if size != -1:
-                raise _Bad("headers", f"header[{number}] value length {size} is negative")
-            value = None
-        else:
+        if size >= 0:
             stop = pos + size
             if stop > record_end:
                 raise _Bad("headers", f"header[{number}] value of {size} bytes overruns the "
                                       f"record")
             value = data[pos:stop]
             pos = stop
+        elif size == -1:
+            value = None
+        else:
+            raise _Bad("headers", f"header[{number}] value length {size} is negative")
         headers.append({"key": key, "value": value})
     return headers, pos
