@@ -85,8 +85,14 @@ def free_port() -> int:
 
 
 def random_cluster_id() -> str:
-    """A Kafka Uuid as `kafka-storage random-uuid` prints it: URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka Uuid as `kafka-storage random-uuid` prints it: URL-safe base64, no padding.
+
+    Like Kafka's Uuid.randomUuid, never one starting with "-", which command lines would take
+    for an option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _accepts_connections(port: int) -> bool:
@@ -254,7 +260,7 @@ class KafkaBroker(KafkaTools):
             settings = self._kraft_settings()
             _write_properties(properties, settings)
             self.run(self.main_class("kafka.tools.StorageTool", "org.apache.kafka.tools.StorageTool"),
-                     "format", "--ignore-formatted", "-t", self.cluster_id, "-c", str(properties))
+                     "format", "--ignore-formatted", f"--cluster-id={self.cluster_id}", "-c", str(properties))
         else:
             zk_port = self._start_zookeeper()
             settings = self._zookeeper_settings(zk_port)
