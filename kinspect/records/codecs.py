@@ -25,6 +25,11 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = 16  # magic, int32 version, int32 minimum compatible version
 _INT32 = struct.Struct(">i")
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
+# lz4 and zstd (without a content size) allocate their whole output bound up front: with the
+# 64 MiB default that is a fresh memory mapping per batch. A first try within a bound in
+# proportion to the payload spares it; anything else goes the full-bound way as before.
+_FIRST_TRY_RATIO = 32
+_FIRST_TRY_MIN = 64 * 1024
 
 Notes = list[tuple[str, str]]
 
@@ -141,6 +146,9 @@ def _lz4(payload, max_output, magic, notes) -> bytes:
     if broken_checksum and magic != 0:
         notes.append((WARNING, "lz4 frame header checksum computed the pre-KIP-57 (broken) way, "
                                "which Kafka accepts only for magic 0"))
+    data = _first_try(_lz4_within, frame, max_output)
+    if data is not None:
+        return data
     inflater = lz4.frame.LZ4FrameDecompressor()
     data = inflater.decompress(frame, max_length=max_output + 1)
     if len(data) > max_output:
@@ -150,6 +158,23 @@ def _lz4(payload, max_output, magic, notes) -> bytes:
     if inflater.unused_data:
         notes.append((WARNING, f"{len(inflater.unused_data)} bytes after the end of the lz4 frame"))
     return data
+
+
+def _lz4_within(frame: bytes, bound: int) -> bytes | None:
+    inflater = lz4.frame.LZ4FrameDecompressor()
+    data = inflater.decompress(frame, max_length=bound)
+    return data if inflater.eof and not inflater.unused_data else None
+
+
+def _first_try(within, payload: bytes, max_output: int) -> bytes | None:
+    """within(payload, bound)'s output, if a bound below max_output held all of it."""
+    bound = max(_FIRST_TRY_MIN, _FIRST_TRY_RATIO * len(payload))
+    if bound >= max_output:
+        return None
+    try:
+        return within(payload, bound)
+    except Exception:  # too big for the bound, or damaged: the full way decides and reports
+        return None
 
 
 def _repair_kip57_header_checksum(frame: bytes) -> tuple[bytes, bool]:
@@ -174,12 +199,20 @@ def _zstd(payload, max_output, magic, notes) -> bytes:
     declared = zstandard.frame_content_size(data)
     if declared > max_output:
         raise _TooBig(f" (its frame header says {declared})")
+    if declared < 0:  # unknown: the bound is allocated
+        first = _first_try(_zstd_within, data, max_output)
+        if first is not None:
+            return first
     try:
         return zstandard.ZstdDecompressor().decompress(data, max_output_size=max_output)
     except zstandard.ZstdError:
         if declared < 0 and _zstd_exceeds(data, max_output):
             raise _TooBig() from None
         raise
+
+
+def _zstd_within(data: bytes, bound: int) -> bytes:
+    return zstandard.ZstdDecompressor().decompress(data, max_output_size=bound)
 
 
 def _zstd_exceeds(data: bytes, max_output: int) -> bool:

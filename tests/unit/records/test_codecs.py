@@ -160,3 +160,33 @@ def test_bytes_after_a_gzip_stream_are_a_warning():
 
 def test_default_bound_is_64_mib():
     assert codecs.DEFAULT_MAX_OUTPUT == 64 * 1024 * 1024
+
+
+LARGE = bytes(range(256)) * (16 * 1024)  # 4 MiB that compress far beyond the first-try ratio
+
+
+@pytest.mark.parametrize("codec, compress", [
+    (LZ4, lz4.frame.compress),
+    (LZ4, lambda d: lz4.frame.compress(d, store_size=True)),
+    (ZSTD, zstandard.ZstdCompressor(write_content_size=False).compress),
+])
+def test_output_beyond_the_first_try_bound_still_decodes(codec, compress):
+    payload = compress(LARGE)
+    assert codecs._FIRST_TRY_RATIO * len(payload) < len(LARGE)
+    assert decompress(codec, payload) == (LARGE, [])
+
+
+@pytest.mark.parametrize("within, compress", [
+    (codecs._lz4_within, lz4.frame.compress),
+    (codecs._zstd_within, zstandard.ZstdCompressor(write_content_size=False).compress),
+])
+def test_first_try_takes_what_fits_and_leaves_the_rest(within, compress):
+    assert codecs._first_try(within, compress(PAYLOAD), 1 << 26) == PAYLOAD
+    assert codecs._first_try(within, compress(LARGE), 1 << 26) is None  # beyond the bound
+    assert codecs._first_try(within, compress(PAYLOAD)[:40], 1 << 26) is None  # damaged
+    assert codecs._first_try(within, compress(PAYLOAD), 64 * 1024) is None  # bound not smaller
+
+
+def test_bytes_after_an_lz4_frame_are_still_a_warning():
+    data, [(severity, text)] = decompress(LZ4, lz4.frame.compress(PAYLOAD) + b"junk")
+    assert data == PAYLOAD and severity == "warning" and "4 bytes" in text
