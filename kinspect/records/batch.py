@@ -115,7 +115,7 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
     uvarint = _uvarint
     no_headers = ()
     bad = 0  # records framed but not decoded
-    record_end = pos  # where the last framed record ends: a new one is framed once it moves on
+    record_end = pos  # where the last framed record ends: past start once a record is framed
     while pos < end:
         start = pos
         try:
@@ -129,10 +129,11 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
             else:
                 raw, pos = uvarint(data, pos, 5)
                 length = (raw >> 1) ^ -(raw & 1)
-            if length < 6 or pos + length > end:
+            record_end = pos + length
+            if length < 6 or record_end > end:
+                record_end = start
                 raise _Bad("record_length", f"record length {length} does not fit the "
                                             f"{end - pos} bytes left in the batch")
-            record_end = pos + length
             byte = data[pos + 1]  # after the record attributes, unused by Kafka
             if byte < 0x80:
                 timestamp_delta = one[byte]
