@@ -48,7 +48,7 @@ def decode_message(buf, view: memoryview, pos: int, index: int, path: str, base:
     raw_offsets = None
     if codec == 0:
         message["records"] = [{"offset": offset, "timestamp": timestamp, "key": key,
-                               "value": value, "headers": []}]
+                               "value": value, "headers": ()}]
     else:
         value_at = base + pos + 12 + size - (len(value) if value is not None else 0)
         message["records"], raw_offsets = _decompress_wrapper(
@@ -120,12 +120,11 @@ def _decode_inner(data: bytes, wrapper: dict, where: str, at: int,
     codec = f"{wrapper['compression']}-decompressed"
     pos, end = 0, len(data)
     while pos < end:
-        inner_where = f"{where} → records[{len(raw_offsets)}]"
         left = end - pos
         if left < 17:
             problems.append(Problem(f"decompressed message set ends with {left} bytes that are "
                                     f"not a message ({codec} byte {pos})",
-                                    inner_where, at, ERROR, "decompress"))
+                                    _inner(where, raw_offsets), at, ERROR, "decompress"))
             break
         _, size = FRAME.unpack_from(data, pos)
         magic = data[pos + 16]
@@ -133,30 +132,35 @@ def _decode_inner(data: bytes, wrapper: dict, where: str, at: int,
             problems.append(Problem(
                 f"decompressed bytes are not a message set: message of size {size}, magic {magic} "
                 f"with {left - 12} bytes left ({codec} byte {pos})",
-                inner_where, at, ERROR, "decompress"))
+                _inner(where, raw_offsets), at, ERROR, "decompress"))
             break
         (offset, _, crc, magic, attributes, timestamp, key, value, computed,
          error) = _read_message(data, view, pos)
         if error:
-            problems.append(Problem(f"{error} ({codec} byte {pos})", inner_where, at, ERROR,
-                                    "record_length"))
+            problems.append(Problem(f"{error} ({codec} byte {pos})", _inner(where, raw_offsets),
+                                    at, ERROR, "record_length"))
             break
         if computed != crc:
             problems.append(Problem(
                 f"inner message CRC-32 is {crc:#010x} but the bytes give {computed:#010x} "
-                f"({codec} byte {pos})", inner_where, at, ERROR, "crc", computed, crc))
+                f"({codec} byte {pos})", _inner(where, raw_offsets), at, ERROR, "crc", computed,
+                crc))
         if attributes & CODEC_MASK:
             problems.append(Problem(
                 f"inner message is itself compressed ({codec_name(attributes & CODEC_MASK)}): "
                 f"wrappers nest one level only ({codec} byte {pos})",
-                inner_where, at, ERROR, "wrapper_nesting"))
+                _inner(where, raw_offsets), at, ERROR, "wrapper_nesting"))
         raw_offsets.append(offset)
         records.append({"offset": offset, "timestamp": timestamp, "key": key, "value": value,
-                        "headers": [], "crc_valid": computed == crc, "magic": magic,
+                        "headers": (), "crc_valid": computed == crc, "magic": magic,
                         "attributes": attributes})
         pos += 12 + size
     _resolve_inner(wrapper, records, raw_offsets)
     return records, raw_offsets
+
+
+def _inner(where: str, raw_offsets: list[int]) -> str:
+    return f"{where} → records[{len(raw_offsets)}]"
 
 
 def _resolve_inner(wrapper: dict, records: list[dict], raw_offsets: list[int]) -> None:
