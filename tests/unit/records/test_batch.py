@@ -202,3 +202,37 @@ def test_unknown_codec():
     (batch,), problems = decode_records(reseal(data))
     assert batch["compression"] == "unknown(7)"
     assert [(p.check, p.severity) for p in problems] == [("codec", "error")]
+
+
+# zigzag varints change width at these values: 1 byte holds -64..63, 2 bytes -8192..8191
+WIDTH_EDGES = [-8193, -8192, -65, -64, -1, 0, 63, 64, 8191, 8192]
+
+
+def test_every_field_at_the_varint_width_edges():
+    sizes = [n for n in WIDTH_EDGES if n >= 0]
+    bodies, expected = [], []
+    for i, delta in enumerate(WIDTH_EDGES):
+        size = sizes[i % len(sizes)]
+        key, value = b"k" * size, b"v" * sizes[-1 - i % len(sizes)]
+        name, header_value = "h" * size, b"x" * sizes[i % 3]
+        headers = (varint(1) + varint(size) + name.encode() + varint(len(header_value))
+                   + header_value)
+        bodies.append(record(record_body(offset_delta=8192 + delta, timestamp_delta=delta,
+                                         key=key, value=value, headers=headers)))
+        expected.append((8192 + delta, T0 + delta, key, value, [(name, header_value)]))
+    (batch,), problems = decode_records(v2_batch(b"".join(bodies), len(bodies),
+                                                 base_timestamp=T0))
+    assert problems == [] and values_of([batch]) == expected
+
+
+def test_zero_header_count_written_in_two_bytes():
+    batch, problems = _single(record_body(headers=b"\x80\x00"))
+    assert problems == [] and list(batch["records"][0]["headers"]) == []
+
+
+def test_records_without_headers_are_empty_json_arrays():
+    from kinspect.render.jsonl import dumps
+    (_, _, at, records), _ = kafkajs_fetch("v4_response_snappy")
+    (batch,), _ = decode_records(records, base=at)
+    assert [list(r["headers"]) for r in batch["records"]] == [[]]
+    assert dumps(batch).count('"headers":[]') == 1
