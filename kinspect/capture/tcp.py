@@ -87,8 +87,10 @@ class TcpReassembler:
     def segment(self, ts, src, sport, dst, dport, seq, flags, payload, ack=None) -> list:
         """One captured segment. ``ack`` (the raw acknowledgment number, when the ACK flag
         is set) lets a hole in the other direction be declared lost as soon as its receiver
-        acknowledges bytes the capture never saw, instead of at the stream's end."""
-        if self._holey and ack is not None:
+        sends data acknowledging bytes the capture never saw, instead of at the stream's end."""
+        # Only a segment carrying data counts as proof: pure ACKs may overtake the late copy of
+        # a segment in captures merged from several interfaces, data replies hardly can.
+        if self._holey and ack is not None and payload:
             back = (dst, dport, src, sport)
             if back in self._holey:
                 early = self._acked(back, ts, ack)
