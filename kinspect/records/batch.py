@@ -226,16 +226,12 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
     return records, len(records) + bad
 
 
-def _zigzag(raw: int) -> int:
-    return (raw >> 1) ^ -(raw & 1)
-
-
 # Varints of one and two bytes, zigzag-decoded: _ONE_BYTE[byte] when byte < 0x80, else
 # _TWO_BYTES[byte][second] when second < 0x80. Tuple indexing is the interpreter's fastest.
-_ONE_BYTE = tuple(_zigzag(byte) for byte in range(0x80))
-_TWO_BYTES = tuple(None if byte < 0x80 else
-                   tuple(_zigzag((byte & 0x7F) | (second << 7)) for second in range(0x80))
-                   for byte in range(0x100))
+_ZIGZAG = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]  # raw = low 7 bits | second << 7
+_ONE_BYTE = tuple(_ZIGZAG[:0x80])
+_TWO_BYTES = (None,) * 0x80 + tuple(tuple(_ZIGZAG[low::0x80]) for low in range(0x80))
+del _ZIGZAG
 
 
 def _uvarint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
