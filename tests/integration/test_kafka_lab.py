@@ -67,7 +67,7 @@ def test_dump_log_reads_the_written_segment(kafka4):
 def test_kafka_3_in_zookeeper_mode_keeps_magic_1_on_disk():
     """The legacy era of samples/: Kafka 4 cannot write magic 0/1 (KIP-896), a KRaft 3.9 cannot
     either (inter-broker protocol >= 3.0); ZooKeeper mode with an old protocol can."""
-    kafka_python = pytest.importorskip("kafka")
+    import kafka as kafka_python
     config = {"inter.broker.protocol.version": "0.10.0", "log.message.format.version": "0.10.0"}
     with KafkaBroker(KAFKA_3, metadata="zookeeper", config=config) as kafka:
         kafka.create_topic("legacy", config={"message.format.version": "0.10.0", "compression.type": "snappy"})

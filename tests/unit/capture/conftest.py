@@ -147,7 +147,7 @@ def _record(d: Path, warm_up: float) -> LiveCaptures:
 @pytest.fixture(scope="session")
 def live(tmp_path_factory) -> LiveCaptures:
     if os.geteuid() != 0:
-        pytest.skip("recording loopback captures needs root")
+        pytest.fail("recording loopback captures needs root: run the suite as CI does (tests/run.sh as root)")
     for tool in ("tcpdump", "dumpcap", "tshark"):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is not installed")

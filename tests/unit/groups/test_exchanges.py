@@ -176,7 +176,7 @@ def test_only_the_asked_group_is_kept():
 def java_clients(name):
     path = PCAPS / f"{name}.clients.json"
     if not path.exists():
-        pytest.skip(f"{path} is not there (pcaps/java-* come from tools/make_samples.py)")
+        pytest.fail(f"{path} is missing: pcaps/java-* are committed (tools/make_samples.py regenerates them)")
     return json.loads(path.read_text())
 
 

@@ -22,7 +22,7 @@ SEGMENT = "00000000000000000000.log"
 
 def need(path: Path) -> Path:
     if not path.exists():
-        pytest.skip(f"{path} is not there (samples/ come from tools/make_samples.py)")
+        pytest.fail(f"{path} is missing: samples/ is committed (tools/make_samples.py regenerates it)")
     return path
 
 
