@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,6 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.lab import legacy_readme  # noqa: E402
 from tests.lab.legacy_recipes import BY_NAME, RECIPES, manifest_name, record  # noqa: E402
+from tools.record_pcaps import record_all  # noqa: E402
 
 MAX_FILE_BYTES = 300 * 1024
 
@@ -44,20 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.geteuid() != 0:
             parser.error("needs root: network namespaces and packet capture")
         recipes = [BY_NAME[n] for n in args.only] if args.only else list(RECIPES)
-        args.out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="kinspect-lab-") as scratch:
-            for recipe in recipes:
-                logs = args.logs / recipe.name if args.logs else Path(scratch) / "logs" / recipe.name
-                manifest = record(recipe, Path(scratch), log_dir=logs)
-                capture = Path(scratch) / recipe.filename
-                size = capture.stat().st_size
-                if size > MAX_FILE_BYTES:
-                    print(f"{recipe.filename}: {size} bytes is over {MAX_FILE_BYTES}; not kept",
-                          file=sys.stderr)
-                    return 1
-                shutil.move(capture, args.out / recipe.filename)
-                shutil.move(manifest, args.out / manifest.name)
-                print(f"{recipe.filename:40} {size:>8} bytes")
+        if record_all(recipes, record, args.out, args.logs):
+            return 1
     write_readmes(args.out)
     return 0
 

@@ -44,26 +44,34 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         parser.error("needs root: network namespaces and packet capture")
     recipes = [BY_NAME[n] for n in args.only] if args.only else list(RECIPES)
-    args.out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kinspect-lab-") as scratch:
-        for recipe in recipes:
-            logs = args.logs / recipe.name if args.logs else Path(scratch) / "logs" / recipe.name
-            manifest = record(recipe, Path(scratch), log_dir=logs)
-            capture = Path(scratch) / recipe.filename
-            size = capture.stat().st_size
-            if size > MAX_FILE_BYTES:
-                print(f"{recipe.filename}: {size} bytes is over {MAX_FILE_BYTES}; not kept",
-                      file=sys.stderr)
-                return 1
-            shutil.move(capture, args.out / recipe.filename)
-            shutil.move(manifest, args.out / manifest.name)
-            print(f"{recipe.filename:40} {size:>8} bytes")
+    if record_all(recipes, record, args.out, args.logs):
+        return 1
     write_readme(args.out)
     total = sum(p.stat().st_size for p in args.out.glob("*.pcap*"))
     print(f"{'total':40} {total:>8} bytes")
     if total > MAX_TOTAL_BYTES:
         print(f"captures total {total} bytes, over {MAX_TOTAL_BYTES}", file=sys.stderr)
         return 1
+    return 0
+
+
+def record_all(recipes, record, out: Path, logs: Path | None) -> int:
+    """Records each recipe in a scratch directory and moves capture and manifest to ``out``;
+    1 as soon as a capture is too big to keep, else 0. Shared with record_legacy_pcaps.py."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kinspect-lab-") as scratch:
+        for recipe in recipes:
+            log_dir = logs / recipe.name if logs else Path(scratch) / "logs" / recipe.name
+            manifest = record(recipe, Path(scratch), log_dir=log_dir)
+            capture = Path(scratch) / recipe.filename
+            size = capture.stat().st_size
+            if size > MAX_FILE_BYTES:
+                print(f"{recipe.filename}: {size} bytes is over {MAX_FILE_BYTES}; not kept",
+                      file=sys.stderr)
+                return 1
+            shutil.move(capture, out / recipe.filename)
+            shutil.move(manifest, out / manifest.name)
+            print(f"{recipe.filename:40} {size:>8} bytes")
     return 0
 
 
