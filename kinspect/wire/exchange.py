@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from kinspect.problems import Problem
+from kinspect.problems import ERROR, INFO, WARNING, Problem
 from kinspect.wire import apis, messages
 from kinspect.wire.frames import Frame, FrameBuffer
 from kinspect.wire.headers import parse_request_header, parse_response_header, plausible_request, read_uvarint
@@ -20,6 +20,14 @@ _I16 = struct.Struct(">h")
 
 MAX_PENDING = 100_000          # unanswered requests kept per connection
 HUNT_MAX_UNPAIRED = 16 << 20   # while resynchronising, an unpaired response frame larger than this is implausible
+
+
+def _problem(what: str, offset: int | None, severity: str = ERROR, side: str | None = None) -> dict:
+    """A problem of the exchange itself (not of a body), in the form the bodies' problems take."""
+    d = Problem(what, "", offset, severity).to_dict()
+    if side is not None:
+        d["side"] = side
+    return d
 
 
 def _problem_dicts(problems: list[Problem], side: str) -> list[dict]:
@@ -134,8 +142,8 @@ class Connection:
         out = self._frames(self.requests.flush(ts), self._request)
         out += self._frames(self.responses.flush(ts), self._response)
         for exchange, _ in self.pending.values():
-            exchange["problems"].append({"severity": "info", "what": "no response seen before the "
-                                         "connection or capture ended", "path": "", "offset": None})
+            exchange["problems"].append(_problem("no response seen before the connection or capture "
+                                                 "ended", None, INFO))
             out.append(exchange)
         self.pending.clear()
         return out
@@ -195,14 +203,13 @@ class Connection:
             return
         api_key, api_version = header.api_key, header.api_version
         problems: list[dict] = []
-        body = None
         raw = None
         if frame.damaged:
-            problems.append({"severity": "error", "what": f"{frame.damaged} bytes of this request were "
-                             "lost from the capture: body not decoded", "path": "", "offset": len(payload)})
+            problems.append(_problem(f"{frame.damaged} bytes of this request were lost from the capture: "
+                                     "body not decoded", len(payload)))
         elif not apis.is_known(api_key, api_version):
-            problems.append({"severity": "error", "what": f"unknown API key {api_key} version "
-                             f"{api_version}: body kept undecoded", "path": "", "offset": header.size})
+            problems.append(_problem(f"unknown API key {api_key} version {api_version}: body kept "
+                                     "undecoded", header.size))
         elif self.decode_bodies:
             raw = [payload, header.size, None, 0]
         exchange = {
@@ -221,8 +228,8 @@ class Connection:
             return
         previous = self.pending.pop(header.correlation_id, None)
         if previous is not None:
-            previous[0]["problems"].append({"severity": "warning", "what": "correlation id reused "
-                                            "before a response was seen", "path": "", "offset": None})
+            previous[0]["problems"].append(_problem("correlation id reused before a response was seen",
+                                                    None, WARNING))
             out.append(previous[0])
         if len(self.pending) >= MAX_PENDING:
             oldest = next(iter(self.pending))
@@ -250,12 +257,10 @@ class Connection:
         problems = exchange["problems"]
         parsed = parse_response_header(payload, header_version)
         if frame.damaged:
-            problems.append({"severity": "error", "what": f"{frame.damaged} bytes of this response were "
-                             "lost from the capture: body not decoded", "path": "", "offset": len(payload),
-                             "side": "response"})
+            problems.append(_problem(f"{frame.damaged} bytes of this response were lost from the capture: "
+                                     "body not decoded", len(payload), side="response"))
         elif parsed is None:
-            problems.append({"severity": "error", "what": "response header does not parse",
-                             "path": "", "offset": 0, "side": "response"})
+            problems.append(_problem("response header does not parse", 0, side="response"))
         elif RAW in exchange:
             raw = exchange[RAW]
             raw[2], raw[3] = payload, parsed[1]
