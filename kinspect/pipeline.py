@@ -8,14 +8,25 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from kinspect.capture.link import DECODERS, decode_tcp
+from kinspect.capture.link import decoder_for
 from kinspect.capture.source import CaptureError, open_capture
-from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
+from kinspect.capture.tcp import StreamData, StreamGap, StreamStart, TcpReassembler
 from kinspect.wire.exchange import RAW, complete
 from kinspect.wire.session import DEFAULT_PORTS, KafkaSession
 from kinspect.wire.topics import TopicNames
 
 PROGRESS_EVERY = 4096  # packets between progress callbacks
+
+
+def _dispatch(session: KafkaSession, event) -> list:
+    kind = type(event)
+    if kind is StreamData:  # nearly every event
+        return session.data(event.flow, event.ts, event.data)
+    if kind is StreamStart:
+        return session.start(event.flow, event.ts, event.syn)
+    if kind is StreamGap:
+        return session.gap(event.flow, event.ts, event.missing)
+    return session.end(event.flow, event.ts, event.reason)
 
 
 class CaptureUnreadable(Exception):
@@ -67,31 +78,28 @@ class DecodeRun:
         capture = self._capture
         session = self.session
         reassembler = TcpReassembler()
-        handlers = {
-            StreamData: lambda e: session.data(e.flow, e.ts, e.data),
-            StreamStart: lambda e: session.start(e.flow, e.ts, e.syn),
-            StreamGap: lambda e: session.gap(e.flow, e.ts, e.missing),
-            StreamEnd: lambda e: session.end(e.flow, e.ts, e.reason),
-        }
         last_ts = 0.0
         packets = tcp_packets = 0
+        linktype_seen, decode = None, None
         with capture:
             for ts, linktype, data, _number in capture.packets():
                 packets += 1
                 if progress is not None and not packets % PROGRESS_EVERY:
                     progress(capture.bytes_read)
-                segment = decode_tcp(linktype, data)
+                if linktype != linktype_seen:  # captures rarely mix link types: look up once a run
+                    linktype_seen, decode = linktype, decoder_for(linktype)
+                segment = decode(data) if decode is not None else None
                 if segment is None:
-                    if linktype not in DECODERS:
+                    if decode is None:
                         self.unsupported_links[linktype] = self.unsupported_links.get(linktype, 0) + 1
                     continue
                 tcp_packets += 1
                 last_ts = ts
                 src, dst, sport, dport, seq, flags, payload, ack = segment
                 for event in reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload, ack):
-                    yield from handlers[type(event)](event)
+                    yield from _dispatch(session, event)
             for event in reassembler.finish(last_ts):
-                yield from handlers[type(event)](event)
+                yield from _dispatch(session, event)
             yield from session.finish(last_ts)
             self.capture_problems = list(capture.problems)
         self.packets, self.tcp_packets = packets, tcp_packets
