@@ -14,6 +14,7 @@ import zlib
 import lz4.frame
 import snappy
 import zstandard
+from isal import isal_zlib
 
 from kinspect.problems import ERROR, WARNING
 
@@ -25,6 +26,8 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = 16  # magic, int32 version, int32 minimum compatible version
 _INT32 = struct.Struct(">i")
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_GZIP_DEFLATE_START = b"\x1f\x8b\x08"  # gzip magic, compression method 8 (deflate)
+_GZIP_RESERVED_FLAGS = 0xE0
 # lz4 and zstd (without a content size) allocate their whole output bound up front: with the
 # 64 MiB default that is a fresh memory mapping per batch. A first try within a bound in
 # proportion to the payload spares it; anything else goes the full-bound way as before.
@@ -71,10 +74,34 @@ class _Corrupt(Exception):
 
 
 def _gzip(payload, max_output, magic, notes) -> bytes:
+    data = bytes(payload)
+    whole = _one_gzip_member(data, max_output)
+    if whole is not None:
+        return whole
+    return _gzip_members(data, max_output, notes)
+
+
+def _one_gzip_member(data: bytes, max_output: int) -> bytes | None:
+    """A payload that is exactly one sound gzip member, inflated by ISA-L (about 3x zlib's
+    speed); None for anything else, which zlib then decides and words as it always has.
+    ISA-L lets reserved header flags pass where zlib refuses them, so those never come here."""
+    if data[:3] != _GZIP_DEFLATE_START or len(data) < 4 or data[3] & _GZIP_RESERVED_FLAGS:
+        return None
+    inflater = isal_zlib.decompressobj(31)
+    try:
+        out = inflater.decompress(data, max_output + 1)
+    except isal_zlib.error:
+        return None
+    if inflater.eof and not inflater.unused_data and len(out) <= max_output:
+        return out
+    return None
+
+
+def _gzip_members(data: bytes, max_output: int, notes: Notes) -> bytes:
     # Java's GZIPInputStream reads concatenated members; so do we.
     out = []
     produced = 0
-    rest = bytes(payload)
+    rest = data
     while True:
         inflater = zlib.decompressobj(31)
         chunk = inflater.decompress(rest, max_output - produced + 1)

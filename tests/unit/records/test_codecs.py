@@ -1,16 +1,21 @@
 import gzip
 import os
+import random
 import struct
+import zlib
 
 import lz4.frame
 import pytest
 import snappy
 import zstandard
 
+from kinspect.pipeline import DecodeRun
 from kinspect.records import codecs
 from kinspect.records.codecs import (GZIP, LZ4, SNAPPY, XERIAL_MAGIC, ZSTD, codec_name,
                                      decompress, xxh32)
-from tests.unit.records.conftest import java_fixture, kafka_rust_fetch
+from kinspect.records.recordset import decode_records
+from tests.conftest import PCAPS, SAMPLES
+from tests.unit.records.conftest import FIXTURES, java_fixture, kafka_rust_fetch
 
 PAYLOAD = b"".join(b"record %d " % i + os.urandom(8) for i in range(500))
 
@@ -190,3 +195,138 @@ def test_first_try_takes_what_fits_and_leaves_the_rest(within, compress):
 def test_bytes_after_an_lz4_frame_are_still_a_warning():
     data, [(severity, text)] = decompress(LZ4, lz4.frame.compress(PAYLOAD) + b"junk")
     assert data == PAYLOAD and severity == "warning" and "4 bytes" in text
+
+
+# gzip: ISA-L inflates a payload that is one sound gzip member; anything else goes to zlib.
+# Whatever the path, the bytes and notes must be zlib's.
+
+def _gzip_by_zlib(payload: bytes, max_output: int = codecs.DEFAULT_MAX_OUTPUT):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codecs, "_one_gzip_member", lambda data, bound: None)
+        return decompress(GZIP, payload, max_output)
+
+
+@pytest.fixture(scope="module")
+def real_gzip_payloads() -> dict[str, bytes]:
+    """Every gzip payload kinspect meets in the committed captures, Kafka's own record fixtures,
+    the sample segments and a Kafka 0.8 fetch: librdkafka, the Java clients, kafka-python,
+    aiokafka and brokers from 0.8 to 4.1 wrote them."""
+    found: dict[str, bytes] = {}
+    source = ""
+    real = codecs._DECODERS[GZIP]
+
+    def collect(payload, max_output, magic, notes):
+        found[f"{source}#{len(found)}"] = bytes(payload)
+        return real(payload, max_output, magic, notes)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(codecs._DECODERS, GZIP, collect)
+        for path in sorted(PCAPS.glob("*.pcap*")):
+            source = path.name
+            for _ in DecodeRun(path).records():
+                pass
+        for path in sorted(FIXTURES.glob("*_gzip_*.bin")) + sorted(SAMPLES.rglob("*.log")):
+            source = path.name
+            decode_records(path.read_bytes())
+        source = "kafka-rust gzip fetch"
+        for *_, records in kafka_rust_fetch("fetch1.mytopic.1p.gzip.kafka.0821"):
+            decode_records(records)
+    return found
+
+
+def test_real_gzip_payloads_come_from_many_writers(real_gzip_payloads):
+    sources = {name.split("#")[0] for name in real_gzip_payloads}
+    assert len(real_gzip_payloads) >= 40
+    assert {"kafka41-librdkafka-mtu1500.pcap", "aiokafka-mtu1500.pcapng", "2_gzip_create.bin",
+            "kafka-rust gzip fetch"} <= sources
+
+
+def test_real_gzip_payloads_take_the_isal_path_and_give_zlibs_bytes(real_gzip_payloads):
+    for name, payload in real_gzip_payloads.items():
+        by_isal = codecs._one_gzip_member(payload, codecs.DEFAULT_MAX_OUTPUT)
+        assert by_isal is not None, name
+        assert by_isal == zlib.decompress(payload, 31), name
+        assert decompress(GZIP, payload) == _gzip_by_zlib(payload) == (by_isal, []), name
+
+
+def _damaged(payload: bytes) -> dict[str, bytes]:
+    flipped_crc = bytearray(payload)
+    flipped_crc[-8] ^= 0x01
+    flipped_size = bytearray(payload)
+    flipped_size[-4] ^= 0x01
+    damaged = {
+        "empty": b"", "magic only": payload[:2], "header only": payload[:10],
+        "cut in the deflate data": payload[:len(payload) // 2], "cut in the trailer": payload[:-3],
+        "no trailer": payload[:-8], "CRC-32 wrong": bytes(flipped_crc), "size wrong": bytes(flipped_size),
+        "trailing junk": payload + b"junk", "trailing zeros": payload + bytes(7),
+        "a second member": payload + gzip.compress(b"second"),
+        "a second member cut": payload + gzip.compress(PAYLOAD)[:30],
+        "not deflate": payload[:2] + b"\x07" + payload[3:],
+        "zlib wrapper, not gzip": zlib.compress(PAYLOAD),
+    }
+    for bit in (0x20, 0x40, 0x80):  # reserved header flags: zlib refuses them, ISA-L would not
+        damaged[f"reserved flag {bit:#x}"] = payload[:3] + bytes([payload[3] | bit]) + payload[4:]
+    return damaged
+
+
+def test_damaged_real_gzip_payloads_give_zlibs_bytes_and_notes(real_gzip_payloads):
+    notes_seen = set()
+    for name, payload in list(real_gzip_payloads.items())[::5]:
+        for damage, broken in _damaged(payload).items():
+            got = decompress(GZIP, broken)
+            assert got == _gzip_by_zlib(broken), (name, damage)
+            notes_seen.update(text.split(":")[0] for _, text in got[1])
+    assert {"gzip payload does not decompress", "gzip stream is truncated"} & notes_seen
+    assert any("bytes after the end of the gzip stream" in text for text in notes_seen)
+
+
+def test_the_bound_on_real_gzip_payloads_is_zlibs(real_gzip_payloads):
+    for name, payload in list(real_gzip_payloads.items())[::3]:
+        size = len(zlib.decompress(payload, 31))
+        for bound in (size - 1, size, size + 1, 0):
+            got = decompress(GZIP, payload, max_output=bound)
+            assert got == _gzip_by_zlib(payload, bound), (name, bound)
+            assert (got[0] is None) == (bound < size), (name, bound)
+
+
+def _fixed_huffman_gzip(bits: str, content: bytes) -> bytes:
+    """A gzip member around one final fixed-Huffman block given as bits in stream order."""
+    bits += "0" * (-len(bits) % 8)
+    body = bytes(int(bits[i:i + 8][::-1], 2) for i in range(0, len(bits), 8))
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + body
+            + struct.pack("<II", zlib.crc32(content), len(content)))
+
+
+# final bit, block type 1 (fixed) LSB first, then codes MSB first:
+# "a" = 10010001, match length 3 = 0000001, distance code 1 (2 back) = 00001, end of block = 0000000
+_TOO_FAR_BACK = "1" + "10" + "10010001" + "0000001" + "00001" + "0000000"
+_BAD_DISTANCE_CODE = "1" + "10" + "10010001" + "0000001" + "11110" + "0000000"
+_RESERVED_BLOCK_TYPE = "1" + "11"
+
+
+@pytest.mark.parametrize("bits, content, zlib_says", [
+    (_TOO_FAR_BACK, b"aaaa", "invalid distance too far back"),
+    (_BAD_DISTANCE_CODE, b"aaaa", "invalid distance code"),
+    (_RESERVED_BLOCK_TYPE, b"", "invalid block type"),
+])
+def test_invalid_deflate_data_with_a_matching_trailer_is_zlibs_error(bits, content, zlib_says):
+    broken = _fixed_huffman_gzip(bits, content)
+    assert codecs._one_gzip_member(broken, 1 << 20) is None
+    data, notes = decompress(GZIP, broken)
+    assert data is None and notes == [("error", "gzip payload does not decompress: "
+                                                f"Error -3 while decompressing data: {zlib_says}")]
+
+
+def test_random_damage_to_real_gzip_payloads_gives_zlibs_result(real_gzip_payloads):
+    rng = random.Random(20261122)
+    payloads = list(real_gzip_payloads.values())
+    decoded = 0
+    for _ in range(3000):
+        broken = bytearray(rng.choice(payloads))
+        for _ in range(rng.choice((1, 1, 2, 3))):
+            at = rng.randrange(len(broken)) if rng.random() < 0.6 else rng.randrange(min(12, len(broken)))
+            broken[at] ^= 1 << rng.randrange(8)
+        got = decompress(GZIP, bytes(broken))
+        assert got == _gzip_by_zlib(bytes(broken)), bytes(broken).hex()
+        decoded += got[0] is not None
+    assert decoded > 0  # flips in MTIME, XFL and OS leave the content sound
