@@ -2,7 +2,9 @@
 
 ``decode_batch`` is called by the record-set walker once it has framed a batch: the batch
 occupies ``buf[pos:pos + 12 + batch_length]`` and its magic byte is 2. The records loop is
-the hot path: one- and two-byte varints are decoded inline, longer ones in ``_uvarint``.
+the hot path: kinspect.native.v2records decodes regular batches in C; anything irregular, or
+a machine without the accelerator, takes the Python loop (one- and two-byte varints inline,
+longer ones in ``_uvarint``), which reports each problem with its path and byte.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import struct
 
 from crc32c import crc32c
 
+from kinspect import native
 from kinspect.problems import ERROR, WARNING, Problem
 from kinspect.records.codecs import codec_name, decompress
 from kinspect.records.control import decode_control
@@ -103,7 +106,23 @@ def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_time
                     fixed_timestamp: int | None, where: str, problems: list[Problem],
                     shift: int, compressed_at: int | None, codec: str = ""
                     ) -> tuple[list[dict], int]:
-    """Decode records in data[pos:end]; return them and how many records were framed.
+    """Decode records in data[pos:end]; return them and how many records were framed."""
+    if _fast is not None:
+        records = _fast(data, pos, end, base_offset, base_timestamp, fixed_timestamp)
+        if records is not None:
+            return records, len(records)
+    return _decode_records_py(data, pos, end, base_offset, base_timestamp, fixed_timestamp,
+                              where, problems, shift, compressed_at, codec)
+
+
+_fast = native.v2records.decode if native.v2records is not None else None
+
+
+def _decode_records_py(data: bytes, pos: int, end: int, base_offset: int, base_timestamp: int,
+                       fixed_timestamp: int | None, where: str, problems: list[Problem],
+                       shift: int, compressed_at: int | None, codec: str = ""
+                       ) -> tuple[list[dict], int]:
+    """The Python loop: the same records as the C fast path, and every problem on the way.
 
     Problem offsets are ``shift + position`` for uncompressed data; inside a decompressed
     payload they are ``compressed_at`` (the payload's absolute position) and the text names

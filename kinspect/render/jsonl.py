@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import base64
 import json
+from functools import partial
 
 import orjson
+
+from kinspect import native
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -35,10 +38,15 @@ def _default(value):
     return str(value)
 
 
+# Record keys and values are most of what orjson hands to `default`: C turns them into text.
+_fast_default = (partial(native.bytes_json.text_or, _default) if native.bytes_json is not None
+                 else _default)
+
+
 def dumpb(record) -> bytes:
     """One JSON object, UTF-8 encoded, without the newline. NaN and infinities become null."""
     try:
-        return orjson.dumps(record, default=_default, option=_OPTIONS)
+        return orjson.dumps(record, default=_fast_default, option=_OPTIONS)
     except TypeError:  # integers beyond 64 bits: the standard library takes them
         return json.dumps(record, default=_default, ensure_ascii=False, separators=(",", ":")).encode()
 

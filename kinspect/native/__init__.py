@@ -1,0 +1,28 @@
+"""The optional C accelerators (setup.py builds them), or None where they are not built.
+
+Each has a pure-Python twin that gives the same results; KINSPECT_PURE_PYTHON=1 makes kinspect
+use the twins even where the accelerators are built (for tests and for bisecting a doubt).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+
+def _load(name: str):
+    if os.environ.get("KINSPECT_PURE_PYTHON"):
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+v2records = _load("kinspect.native._v2records")
+bytes_json = _load("kinspect.native._bytes_json")
+
+
+def status() -> dict[str, bool]:
+    """Which accelerators this process uses."""
+    return {"v2records": v2records is not None, "bytes_json": bytes_json is not None}

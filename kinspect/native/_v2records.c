@@ -1,0 +1,237 @@
+/* The records of a v2 batch, in C: the fast path of kinspect/records/batch.py's _decode_records.
+ *
+ * decode(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> list | None
+ *
+ * Returns the same list of record dicts the Python loop builds, or None as soon as anything is
+ * irregular (a length that does not fit, a varint out of bounds, a header key that is not UTF-8,
+ * an offset or timestamp beyond 64 bits). None means "let the Python loop decode this batch":
+ * it reports every problem with its path and byte, so this file never has to.
+ * Every read is checked against the end of the record it belongs to.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+static PyObject *k_offset, *k_timestamp, *k_key, *k_value, *k_headers;
+
+/* A zigzag varint of at most max_bytes (5: int32, 10: int64) from p[*pos..limit). */
+static inline int
+read_varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes,
+            int64_t *out)
+{
+    uint64_t raw = 0;
+    Py_ssize_t i = *pos;
+    for (int shift = 0; shift < 7 * max_bytes; shift += 7) {
+        if (i >= limit)
+            return -1;
+        unsigned char byte = p[i++];
+        if (shift == 63 && (byte & 0x7E))
+            return -1;  /* more than 64 bits */
+        raw |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) {
+            if (max_bytes == 5 && (raw >> 32))
+                return -1;
+            *pos = i;
+            *out = (int64_t)((raw >> 1) ^ (0 - (raw & 1)));
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* bytes, None (length -1), or -1 with *obj NULL when the length is invalid here. */
+static inline int
+read_nullable_bytes(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t limit, PyObject **obj)
+{
+    int64_t size;
+    *obj = NULL;
+    if (read_varint(p, pos, limit, 5, &size))
+        return -1;
+    if (size == -1) {
+        *obj = Py_NewRef(Py_None);
+        return 0;
+    }
+    if (size < 0 || size > limit - *pos)
+        return -1;
+    *obj = PyBytes_FromStringAndSize((const char *)p + *pos, (Py_ssize_t)size);
+    if (*obj == NULL)
+        return -2;  /* out of memory: a real error */
+    *pos += (Py_ssize_t)size;
+    return 0;
+}
+
+/* 0: decoded into *out; -1: irregular (fall back); -2: a Python error is set. */
+static int
+read_headers(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t limit, PyObject **out)
+{
+    int64_t count, size;
+    *out = NULL;
+    if (read_varint(p, pos, limit, 5, &count))
+        return -1;
+    if (count == 0) {
+        *out = PyTuple_New(0);
+        return *out == NULL ? -2 : 0;
+    }
+    if (count < 0 || count > (limit - *pos) / 2)
+        return -1;
+    PyObject *headers = PyList_New(0);
+    if (headers == NULL)
+        return -2;
+    for (int64_t n = 0; n < count; n++) {
+        if (read_varint(p, pos, limit, 5, &size) || size < 0 || size > limit - *pos)
+            goto irregular;
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)p + *pos, (Py_ssize_t)size, NULL);
+        if (key == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                goto error;
+            PyErr_Clear();
+            goto irregular;
+        }
+        *pos += (Py_ssize_t)size;
+        PyObject *value;
+        int status = read_nullable_bytes(p, pos, limit, &value);
+        if (status) {
+            Py_DECREF(key);
+            if (status == -2)
+                goto error;
+            goto irregular;
+        }
+        PyObject *header = PyDict_New();
+        if (header == NULL || PyDict_SetItem(header, k_key, key) ||
+            PyDict_SetItem(header, k_value, value) || PyList_Append(headers, header)) {
+            Py_XDECREF(header);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            goto error;
+        }
+        Py_DECREF(header);
+        Py_DECREF(key);
+        Py_DECREF(value);
+    }
+    *out = headers;
+    return 0;
+irregular:
+    Py_DECREF(headers);
+    return -1;
+error:
+    Py_DECREF(headers);
+    return -2;
+}
+
+static PyObject *
+decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decode(data: bytes, pos, end, base_offset, base_timestamp, fixed_timestamp)");
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    long long base_offset = PyLong_AsLongLong(args[3]);
+    long long base_timestamp = PyLong_AsLongLong(args[4]);
+    PyObject *fixed_timestamp = args[5] == Py_None ? NULL : args[5];
+    if (PyErr_Occurred()) {  /* beyond 64 bits: Python's integers take it */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (pos < 0 || end > PyBytes_GET_SIZE(args[0]) || pos > end)
+        Py_RETURN_NONE;
+
+    PyObject *records = PyList_New(0);
+    if (records == NULL)
+        return NULL;
+    PyObject *key = NULL, *value = NULL, *headers = NULL, *offset = NULL, *timestamp = NULL;
+    int status;
+    while (pos < end) {
+        int64_t length, timestamp_delta, offset_delta;
+        long long sum;
+        if (read_varint(p, &pos, end, 5, &length) || length < 6 || length > end - pos)
+            goto irregular;
+        Py_ssize_t record_end = pos + (Py_ssize_t)length;
+        pos += 1;  /* attributes: unused by Kafka */
+        if (read_varint(p, &pos, record_end, 10, &timestamp_delta) ||
+            read_varint(p, &pos, record_end, 5, &offset_delta))
+            goto irregular;
+        if ((status = read_nullable_bytes(p, &pos, record_end, &key)) ||
+            (status = read_nullable_bytes(p, &pos, record_end, &value)) ||
+            (status = read_headers(p, &pos, record_end, &headers)))
+            goto failed;
+        if (pos != record_end || __builtin_add_overflow(base_offset, offset_delta, &sum))
+            goto irregular;
+        if ((offset = PyLong_FromLongLong(sum)) == NULL)
+            goto error;
+        if (fixed_timestamp != NULL) {
+            timestamp = Py_NewRef(fixed_timestamp);
+        } else {
+            if (__builtin_add_overflow(base_timestamp, timestamp_delta, &sum))
+                goto irregular;
+            if ((timestamp = PyLong_FromLongLong(sum)) == NULL)
+                goto error;
+        }
+        PyObject *record = PyDict_New();
+        if (record == NULL)
+            goto error;
+        if (PyDict_SetItem(record, k_offset, offset) || PyDict_SetItem(record, k_timestamp, timestamp) ||
+            PyDict_SetItem(record, k_key, key) || PyDict_SetItem(record, k_value, value) ||
+            PyDict_SetItem(record, k_headers, headers) || PyList_Append(records, record)) {
+            Py_DECREF(record);
+            goto error;
+        }
+        Py_DECREF(record);
+        Py_CLEAR(key);
+        Py_CLEAR(value);
+        Py_CLEAR(headers);
+        Py_CLEAR(offset);
+        Py_CLEAR(timestamp);
+    }
+    return records;
+
+failed:
+    if (status == -2)
+        goto error;
+irregular:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    Py_XDECREF(offset);
+    Py_XDECREF(timestamp);
+    Py_DECREF(records);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    Py_XDECREF(offset);
+    Py_XDECREF(timestamp);
+    Py_DECREF(records);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
+     "decode(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> list | None\n\n"
+     "The records of a v2 batch in data[pos:end], or None when anything is irregular."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_v2records",
+    .m_doc = "Fast path for the records of a v2 record batch.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__v2records(void)
+{
+    if (!(k_offset = PyUnicode_InternFromString("offset")) ||
+        !(k_timestamp = PyUnicode_InternFromString("timestamp")) ||
+        !(k_key = PyUnicode_InternFromString("key")) ||
+        !(k_value = PyUnicode_InternFromString("value")) ||
+        !(k_headers = PyUnicode_InternFromString("headers")))
+        return NULL;
+    return PyModule_Create(&module_def);
+}

@@ -1,0 +1,189 @@
+"""The C records decoder against its Python twin: the same records, or None where Python finds a problem.
+
+Evidence: every v2 batch of every committed capture, every sample and realdata segment, the
+Java-written fixtures, and mutations of real record payloads (byte changes, truncations).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from kinspect import native
+from kinspect.pipeline import DecodeRun
+from kinspect.records import batch
+from kinspect.records.recordset import decode_records
+from tests.conftest import PCAPS, REALDATA, SAMPLES
+from tests.unit.records.conftest import FIXTURES
+
+decode = native.v2records.decode if native.v2records is not None else None
+
+
+def test_the_accelerators_are_built():
+    # The README's install builds them; without a C compiler kinspect still works, slower.
+    assert native.status() == {"v2records": True, "bytes_json": True}, (
+        "C accelerators missing: pip install -e . with a C compiler (gcc) present")
+
+
+def python_twin(args):
+    problems: list = []
+    records, framed = batch._decode_records_py(*args, "records", problems, 0, None)
+    return records, framed, problems
+
+
+class Differential:
+    """Stands in for batch._fast: runs both decoders on every call and compares."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def __call__(self, *args):
+        fast = decode(*args)
+        records, framed, problems = python_twin(args)
+        if problems:
+            assert fast is None, f"C decoded records Python finds trouble in: {problems[0]}"
+        else:
+            assert fast is not None, "C fell back on records Python decodes without a problem"
+            assert fast == records and framed == len(fast)
+            assert [type(r["headers"]) for r in fast] == [type(r["headers"]) for r in records]
+        self.calls.append(args)
+        return fast
+
+
+@pytest.fixture
+def differential(monkeypatch) -> Differential:
+    watcher = Differential()
+    monkeypatch.setattr(batch, "_fast", watcher)
+    return watcher
+
+
+CAPTURES = sorted(p.name for p in PCAPS.glob("*.pcap*"))
+SEGMENTS = sorted({*SAMPLES.rglob("*.log"), *REALDATA.rglob("*.log")})
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_every_batch_of_every_capture(differential, name):
+    for _ in DecodeRun(PCAPS / name).records():
+        pass
+    if "legacy" not in name and "groups-describe" not in name:  # those hold no v2 batches
+        assert differential.calls, "expected v2 batches in this capture"
+
+
+def test_every_segment(differential):
+    assert len(SEGMENTS) > 20
+    for path in SEGMENTS:
+        decode_records(path.read_bytes(), str(path), partial_ok=False)
+    assert len(differential.calls) > 1000
+
+
+def test_java_written_fixtures(differential):
+    for path in sorted(FIXTURES.glob("2_*.bin")):
+        decode_records(path.read_bytes())
+    assert differential.calls
+
+
+def real_payloads(limit_bytes: int = 4096) -> list[tuple]:
+    """Small real record payloads (decompressed or not) with their batch's arguments."""
+    collected: list[tuple] = []
+
+    def keep(*args):
+        data, pos, end = args[:3]
+        if end - pos <= limit_bytes:
+            collected.append((bytes(data[pos:end]), *args[3:]))
+        return decode(*args)
+
+    saved = batch._fast
+    batch._fast = keep
+    try:
+        for name in ("librdkafka-produce-consume.pcapng", "java-transactions.pcap",
+                     "java-console-producer-zstd.pcap", "aiokafka-mtu1500.pcapng"):
+            for _ in DecodeRun(PCAPS / name).records():
+                pass
+    finally:
+        batch._fast = saved
+    unique = {payload[0]: payload for payload in collected}
+    return [unique[key] for key in sorted(unique)[:60]]
+
+
+@pytest.fixture(scope="module")
+def payloads() -> list[tuple]:
+    found = real_payloads()
+    assert len(found) >= 20
+    with_headers = [p for p in found if any(r["headers"] for r in decode(p[0], 0, len(p[0]), *p[1:]))]
+    assert len(with_headers) >= 5, "want records with headers among them"
+    return found
+
+
+def agree(data: bytes, base_offset: int, base_timestamp: int, fixed) -> bool:
+    args = (data, 0, len(data), base_offset, base_timestamp, fixed)
+    fast = decode(*args)
+    records, framed, problems = python_twin(args)
+    if problems:
+        assert fast is None, f"C decoded {data.hex()} but Python says {problems[0]}"
+        return False
+    assert fast == records and framed == len(fast), data.hex()
+    return True
+
+
+def test_mutated_payloads(payloads):
+    rng = random.Random(20261122)
+    regular = irregular = 0
+    for data, base_offset, base_timestamp, fixed in payloads:
+        for at in range(len(data)):
+            for byte in {0x00, 0x01, 0x7F, 0x80, 0xFF, data[at] ^ 0x01, rng.randrange(256)}:
+                changed = data[:at] + bytes((byte,)) + data[at + 1:]
+                if agree(changed, base_offset, base_timestamp, fixed):
+                    regular += 1
+                else:
+                    irregular += 1
+        for cut in range(len(data)):
+            agree(data[:cut], base_offset, base_timestamp, fixed)
+        agree(data + b"\x00", base_offset, base_timestamp, fixed)
+    assert regular > 1000 and irregular > 1000  # both paths were exercised
+
+
+def varint(value: int) -> bytes:
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while True:
+        if raw < 0x80:
+            return bytes(out + bytes((raw,)))
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+
+
+def record(body: bytes) -> bytes:
+    return varint(len(body)) + body
+
+
+def test_edges_fall_back_or_agree():
+    plain = b"\x00" + varint(5) + varint(1) + varint(1) + b"k" + varint(2) + b"vv" + varint(0)
+    assert decode(record(plain), 0, len(record(plain)), 100, 1000, None) == [
+        {"offset": 101, "timestamp": 1005, "key": b"k", "value": b"vv", "headers": ()}]
+    assert agree(record(plain), 100, 1000, None)
+    assert decode(record(plain), 0, len(record(plain)), 100, 1000, 7)[0]["timestamp"] == 7
+    # offsets and timestamps past 64 bits: Python's integers take them
+    assert decode(record(plain), 0, len(record(plain)), 2**63 - 1, 0, None) is None
+    assert decode(record(plain), 0, len(record(plain)), 0, 2**63 - 3, None) is None
+    assert decode(record(plain), 0, len(record(plain)), 2**64, 0, None) is None
+    # a 5-byte varint beyond 32 bits, a 10-byte one beyond 64
+    too_wide = b"\x00" + varint(0) + b"\xff\xff\xff\xff\x1f" + varint(-1) + varint(-1) + varint(0)
+    assert not agree(record(too_wide), 0, 0, None)
+    eleventh = b"\x00" + b"\xff" * 9 + b"\x7f" + varint(0) + varint(-1) + varint(-1) + varint(0)
+    assert not agree(record(eleventh), 0, 0, None)
+    # header keys must be UTF-8; values may be null
+    headers = (b"\x00" + varint(0) + varint(0) + varint(-1) + varint(-1) + varint(2)
+               + varint(1) + b"a" + varint(-1) + varint(2) + b"\xc3\xa9" + varint(0))
+    assert decode(record(headers), 0, len(record(headers)), 0, 0, None)[0]["headers"] == [
+        {"key": "a", "value": None}, {"key": "é", "value": b""}]
+    bad_key = headers.replace(b"\xc3\xa9", b"\xc3\x28")
+    assert not agree(record(bad_key), 0, 0, None)
+    # the window: bytes before pos and after end are not records
+    framed = b"junk" + record(plain) + b"tail"
+    assert decode(framed, 4, 4 + len(record(plain)), 0, 0, None)[0]["value"] == b"vv"
+    assert decode(framed, 4, len(framed) + 1, 0, 0, None) is None
+    assert decode(b"", 0, 0, 0, 0, None) == []
+    with pytest.raises(TypeError):
+        decode(bytearray(record(plain)), 0, 1, 0, 0, None)
