@@ -39,7 +39,8 @@ DEFAULT_TOOLS = (PEER, "kinspect --json", "kinspect --json -j1", "kinspect --sum
 def commands(port: int) -> dict[str, callable]:
     """Tool name → argv for a capture file. tshark's is the one issue 3 names; "tshark -V" (every
     field of every packet printed, as kinspect --json prints every field) runs only when asked.
-    kinspect decodes bodies on every CPU by default; -j1 is the single-process figure."""
+    kinspect decodes bodies on every CPU by default; -j1 is the single-process figure; "pure-Python"
+    (only when asked) runs without the C accelerators of kinspect/native."""
     kinspect = [sys.executable, "-m", "kinspect", "decode"] + ([] if port == 9092 else ["--port", str(port)])
     return {
         PEER: lambda f: ["tshark", "-r", str(f), "-d", f"tcp.port=={port},kafka", "-T", "fields",
@@ -48,6 +49,8 @@ def commands(port: int) -> dict[str, callable]:
         "kinspect --json": lambda f: [*kinspect, "--json", str(f)],
         "kinspect --json -j1": lambda f: [*kinspect, "--json", "-j", "1", str(f)],
         "kinspect --summary": lambda f: [*kinspect, "--summary", "--json", str(f)],
+        "kinspect --json -j1 pure-Python": lambda f: ["env", "KINSPECT_PURE_PYTHON=1", *kinspect, "--json",
+                                                      "-j", "1", str(f)],
     }
 
 

@@ -4,6 +4,7 @@ the rusage of exactly that child), plus the facts of the machine the numbers cam
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import shutil
@@ -106,18 +107,24 @@ def child_env() -> dict:
 
 
 def snapshot_kinspect(into: Path, ref: str = "HEAD") -> dict:
-    """Copy the kinspect package into `into`: at a git ref (default HEAD: committed code, named
-    by its commit), or as the working tree has it now (ref "worktree"). Others keep editing the
-    tree, and one benchmark must measure one version of the code. Returns what was copied."""
+    """Copy the kinspect package into `into` and build its C accelerators there: at a git ref
+    (default HEAD: committed code, named by its commit), or as the working tree has it now (ref
+    "worktree"). Others keep editing the tree, and one benchmark must measure one version of the
+    code. Returns what was copied and which accelerators the snapshot runs with."""
     shutil.rmtree(into / "kinspect", ignore_errors=True)
     into.mkdir(parents=True, exist_ok=True)
     if ref == "worktree":
-        shutil.copytree(REPO / "kinspect", into / "kinspect", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(REPO / "kinspect", into / "kinspect",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+        shutil.copy2(REPO / "setup.py", into / "setup.py")
     else:
-        archive = subprocess.run(["git", "archive", ref, "kinspect"], cwd=REPO, capture_output=True, check=True)
+        has_setup = subprocess.run(["git", "cat-file", "-e", f"{ref}:setup.py"], cwd=REPO,
+                                   capture_output=True).returncode == 0  # older refs have none
+        archive = subprocess.run(["git", "archive", ref, "kinspect", *(["setup.py"] if has_setup else [])],
+                                 cwd=REPO, capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     digest = hashlib.sha256()
-    for path in sorted((into / "kinspect").rglob("*.py")):
+    for path in sorted(p for p in (into / "kinspect").rglob("*") if p.suffix in (".py", ".c")):
         digest.update(path.relative_to(into).as_posix().encode() + b"\0" + path.read_bytes())
     facts = {"ref": ref, "commit": _git("rev-parse", "HEAD" if ref == "worktree" else ref),
              "sha256": digest.hexdigest()[:16]}
@@ -125,7 +132,20 @@ def snapshot_kinspect(into: Path, ref: str = "HEAD") -> dict:
     if ref == "worktree":
         changed = _git("status", "--porcelain", "kinspect").splitlines()
         facts["uncommitted"] = sorted(line.split(None, 1)[1] for line in changed)
+    facts["native"] = _build_native(into)
     return facts
+
+
+def _build_native(into: Path) -> dict:
+    """Build the snapshot's C accelerators in place (if it has any); which ones load."""
+    if (into / "setup.py").exists():
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=into,
+                       capture_output=True, env=child_env())
+    probe = ("import json, kinspect.native as n; print(json.dumps(n.status()))"
+             if (into / "kinspect" / "native").is_dir() else "print('{}')")
+    found = subprocess.run([sys.executable, "-c", probe], cwd=into, capture_output=True, text=True,
+                           env=child_env())
+    return json.loads(found.stdout or "{}")
 
 
 def _git(*args: str) -> str:
