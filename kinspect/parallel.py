@@ -37,7 +37,7 @@ def finish(record: dict, topics: TopicNames, keep: Callable[[dict], bool], mode:
     if not keep(record):
         return None, error
     if mode == JSON:
-        return dumpb(record), error
+        return dumpb(record, newline=True), error
     if mode == SUMMARY and record.get("type") == "exchange":
         slim = {k: v for k, v in record.items() if k not in ("request", "response")}
         slim["_topics"] = sorted(topics_of(record)) if record["error_codes"] else []

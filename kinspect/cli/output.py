@@ -40,17 +40,17 @@ class Output:
         binary = getattr(self.stream, "buffer", None)
         if binary is not None:
             self.stream.flush()
-            binary.write(jsonl.dumpb(record) + b"\n")
+            binary.write(jsonl.dumpb(record, newline=True))
         else:
             self.stream.write(jsonl.dumps(record) + "\n")
 
     def write_line(self, line: bytes) -> None:
-        """A JSON line already encoded (jsonl.dumpb), written as it is."""
+        """A JSON line already encoded with its newline (jsonl.dumpb(..., newline=True)), as it is."""
         binary = getattr(self.stream, "buffer", None)
         if binary is not None:
-            binary.write(line + b"\n")
+            binary.write(line)
         else:
-            self.stream.write(line.decode("utf-8") + "\n")
+            self.stream.write(line.decode("utf-8"))
 
     def text(self, text) -> None:
         if isinstance(text, str):

@@ -15,6 +15,7 @@ import orjson
 from kinspect import native
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
+_LINE_OPTIONS = _OPTIONS | orjson.OPT_APPEND_NEWLINE
 
 
 def _default(value):
@@ -43,12 +44,15 @@ _fast_default = (partial(native.bytes_json.text_or, _default) if native.bytes_js
                  else _default)
 
 
-def dumpb(record) -> bytes:
-    """One JSON object, UTF-8 encoded, without the newline. NaN and infinities become null."""
+def dumpb(record, newline: bool = False) -> bytes:
+    """One JSON object, UTF-8 encoded, with a newline at the end only when asked (orjson appends
+    it in place: ``line + b"\\n"`` would copy lines of megabytes). NaN and infinities become null."""
     try:
-        return orjson.dumps(record, default=_fast_default, option=_OPTIONS)
+        return orjson.dumps(record, default=_fast_default,
+                            option=_LINE_OPTIONS if newline else _OPTIONS)
     except TypeError:  # integers beyond 64 bits: the standard library takes them
-        return json.dumps(record, default=_default, ensure_ascii=False, separators=(",", ":")).encode()
+        text = json.dumps(record, default=_default, ensure_ascii=False, separators=(",", ":"))
+        return (text + "\n" if newline else text).encode()
 
 
 def dumps(record) -> str:

@@ -13,6 +13,11 @@ import struct
 from typing import Callable, NamedTuple
 
 _I32 = struct.Struct(">i")
+# A frame at least this big that is still incomplete collects its bytes as a list of parts,
+# joined once when it completes: growing one bytearray by each segment would copy it again
+# and again as it is reallocated (a 1 MiB Fetch response arrives in ~700 segments). Smaller
+# frames, a few segments at most, go through the one buffer.
+COLLECT_AT = 1 << 12
 
 
 class Frame(NamedTuple):
@@ -37,7 +42,7 @@ Predicate = Callable[[bytes | bytearray, int, int], "bool | None"]
 
 class FrameBuffer:
     __slots__ = ("max_frame", "plausible", "_buf", "_pos", "_offset", "_hunting", "_skip",
-                 "_first_ts", "_damaged")
+                 "_first_ts", "_damaged", "_parts", "_need", "_size")
 
     def __init__(self, plausible: Predicate, max_frame: int = 256 << 20, hunting: bool = False):
         self.max_frame = max_frame
@@ -49,13 +54,29 @@ class FrameBuffer:
         self._skip = 0           # bytes still to discard (rest of an oversize or damaged frame)
         self._first_ts = None
         self._damaged = None     # (Frame fields so far) of a frame hit by a gap
+        self._parts = None       # payload parts of a big incomplete frame (see COLLECT_AT)
+        self._need = 0           # bytes that frame still lacks
+        self._size = 0           # its size field
 
     @property
     def buffered(self) -> int:
+        if self._parts is not None:
+            return 4 + self._size - self._need
         return len(self._buf) - self._pos
 
     def feed(self, data, ts: float) -> list:
-        out: list = []
+        if self._parts is not None:
+            need = self._need
+            if len(data) < need:
+                self._parts.append(data)
+                self._need = need - len(data)
+                return []
+            out = [self._complete_parts(data[:need], ts)]
+            data = data[need:]
+            if not data:
+                return out
+        else:
+            out = []
         if self._first_ts is None:
             self._first_ts = ts
         if self._skip:
@@ -72,8 +93,25 @@ class FrameBuffer:
         self._drain(ts, out)
         return out
 
+    def _complete_parts(self, last, ts: float) -> Frame:
+        parts = self._parts
+        parts.append(last)
+        frame = Frame(b"".join(parts), self._offset, self._size, self._first_ts, ts, 0)
+        self._parts = None
+        self._offset += 4 + self._size
+        self._first_ts = None
+        return frame
+
+    def _unite_parts(self) -> None:
+        """Back to one buffer (size field, then the parts) for the rare paths: gaps, the end."""
+        if self._parts is not None:
+            self._buf = bytearray(_I32.pack(self._size)) + b"".join(self._parts)
+            self._pos = 0
+            self._parts = None
+
     def gap(self, missing: int, ts: float) -> list:
         """``missing`` bytes were lost at the current end of the stream."""
+        self._unite_parts()
         out: list = []
         if self._skip:
             n = min(self._skip, missing)
@@ -108,6 +146,7 @@ class FrameBuffer:
 
     def flush(self, ts: float) -> list:
         """End of stream: report what is left unframed."""
+        self._unite_parts()
         out: list = []
         if self._damaged is not None:
             self._damaged[5] += self._skip
@@ -162,6 +201,11 @@ class FrameBuffer:
                 continue
             stop = pos + 4 + size
             if stop > end:
+                if size >= COLLECT_AT:
+                    self._parts = [buf[pos + 4:end]]
+                    self._need = stop - end
+                    self._size = size
+                    pos = end
                 break
             out.append(Frame(bytes(buf[pos + 4:stop]), self._offset, size, self._first_ts, ts, 0))
             self._offset += 4 + size

@@ -1,6 +1,16 @@
+import random
 import struct
 
+import pytest
+
+from kinspect.wire import frames as frames_module
 from kinspect.wire.frames import Frame, FrameBuffer, Skipped
+
+
+@pytest.fixture(autouse=True, params=["bytearray", "parts"])
+def collect_at(request, monkeypatch):
+    """Every test runs twice: big incomplete frames in one buffer, and as collected parts."""
+    monkeypatch.setattr(frames_module, "COLLECT_AT", 1 if request.param == "parts" else 1 << 62)
 
 
 def frame(payload: bytes) -> bytes:
@@ -88,3 +98,31 @@ def test_negative_size_starts_a_hunt():
     fb = FrameBuffer(starts_with_size_7)
     out = fb.feed(struct.pack(">i", -3) + frame(b"1234567"), 1.0)
     assert [f.payload for f in frames_of(out)] == [b"1234567"]
+
+
+def replay(events, collect_at: int) -> list:
+    frames_module.COLLECT_AT = collect_at
+    fb = FrameBuffer(starts_with_size_7)
+    out = []
+    for kind, arg, ts in events:
+        out += fb.feed(arg, ts) if kind == "feed" else fb.gap(arg, ts)
+        out.append(("buffered", fb.buffered))
+    return out + fb.flush(99.0)
+
+
+def test_parts_and_one_buffer_agree_on_random_streams(monkeypatch):
+    monkeypatch.setattr(frames_module, "COLLECT_AT", frames_module.COLLECT_AT)  # restored after
+    rng = random.Random(7)
+    for _ in range(300):
+        stream = b"".join(frame(bytes([rng.randrange(256)]) * rng.choice((0, 3, 7, 50, 300)))
+                          for _ in range(rng.randrange(1, 8)))
+        events, pos, ts = [], 0, 0.0
+        while pos < len(stream):
+            step = rng.randrange(1, 60)
+            ts += 1
+            if rng.random() < 0.1:
+                events.append(("gap", step, ts))
+            else:
+                events.append(("feed", stream[pos:pos + step], ts))
+            pos += step
+        assert replay(events, 1) == replay(events, 1 << 62)
