@@ -1,10 +1,12 @@
 """Finishing decoded output on every core.
 
 Capture reading, TCP reassembly, framing and pairing stay in one process (they are sequential by
-nature and cheap); body decoding, record expansion and JSON encoding — most of the work — go to
-worker processes in chunks, and their results come back in the original order. Topic ids are
-named by the main process, which decodes the few responses that carry both ids and names before
-it hands out the chunks that follow them.
+nature); body decoding, record expansion and JSON encoding go to worker processes in chunks.
+JSON lines given a ``sink`` are written by the workers themselves, each chunk when its turn
+comes (chunk n after chunk n-1), so the output bytes never travel back through the main process;
+other results come back to it in the original order. Topic ids are named by the main process,
+which decodes the few responses that carry both ids and names before it hands out the chunks
+that follow them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections import deque
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from kinspect.filters import topics_of
 from kinspect.render.jsonl import dumpb
@@ -58,15 +60,30 @@ def default_jobs() -> int:
     return cpus - 1 if cpus > 2 else 1
 
 
+class Sink(Protocol):
+    def write_line(self, line: bytes) -> None: ...
+    def flush(self) -> None: ...
+
+
 def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int,
-             progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
-    """(output, has_error) for every record of a DecodeRun, in order, using ``jobs`` processes."""
+             progress: Callable[[int], None] | None = None, sink: Sink | None = None
+             ) -> Iterator[tuple]:
+    """(output, has_error) for every record of a DecodeRun, in order, using ``jobs`` processes.
+
+    With a ``sink`` (JSON mode), the lines go to ``sink.write_line`` in order and the outputs
+    yielded are None."""
     if jobs <= 1:
         topics = run.topics
         for record in run.raw_records(progress):
-            yield finish(record, topics, keep, mode)
+            output, error = finish(record, topics, keep, mode)
+            if sink is not None and output is not None:
+                sink.write_line(output)
+                output = None
+            yield output, error
         return
-    yield from _parallel(run, keep, mode, jobs, progress)
+    if sink is not None:
+        sink.flush()  # nothing of the main process's may follow the workers' lines
+    yield from _parallel(run, keep, mode, jobs, progress, sink)
 
 
 # -- the worker side --------------------------------------------------------------------------
@@ -74,21 +91,41 @@ def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int,
 _worker: dict = {}
 
 
-def _init(keep, mode) -> None:
-    _worker.update(keep=keep, mode=mode, topics=TopicNames())
+def _init(keep, mode, sink, turn, next_chunk) -> None:
+    _worker.update(keep=keep, mode=mode, topics=TopicNames(), sink=sink, turn=turn, next=next_chunk)
 
 
 def _work(task) -> list:
-    names, chunk = task
+    index, names, chunk = task
     topics = _worker["topics"]
     topics.names = names
     keep, mode = _worker["keep"], _worker["mode"]
-    return [finish(record, topics, keep, mode) for record in chunk]
+    results = [finish(record, topics, keep, mode) for record in chunk]
+    sink = _worker["sink"]
+    if sink is None:
+        return results
+    lines = b"".join(output for output, _ in results if output is not None)
+    turn, next_chunk = _worker["turn"], _worker["next"]
+    with turn:
+        turn.wait_for(lambda: next_chunk.value == index)
+        try:
+            if lines:
+                sink.write_line(lines)
+                sink.flush()
+        finally:  # a failed write still hands the turn on: the main process sees the error
+            next_chunk.value = index + 1
+            turn.notify_all()
+    return [(None, error) for _, error in results]
 
 
 # -- the main side ----------------------------------------------------------------------------
 
-def _chunks(run, progress) -> Iterator[tuple[dict, list]]:
+def _chunks(run, progress) -> Iterator[tuple[int, dict, list]]:
+    for index, (names, chunk) in enumerate(_named_chunks(run, progress)):
+        yield index, names, chunk
+
+
+def _named_chunks(run, progress) -> Iterator[tuple[dict, list]]:
     topics = run.topics
     chunk: list = []
     size = 0
@@ -113,9 +150,10 @@ def _chunks(run, progress) -> Iterator[tuple[dict, list]]:
         yield dict(topics.names), chunk
 
 
-def _parallel(run, keep, mode, jobs, progress) -> Iterator[tuple]:
+def _parallel(run, keep, mode, jobs, progress, sink) -> Iterator[tuple]:
     context = multiprocessing.get_context("fork")
-    pool = context.Pool(jobs, initializer=_init, initargs=(keep, mode))
+    turn, next_chunk = context.Condition(), context.Value("q", 0, lock=False)
+    pool = context.Pool(jobs, initializer=_init, initargs=(keep, mode, sink, turn, next_chunk))
     pending: deque = deque()
     try:
         for task in _chunks(run, progress):

@@ -73,14 +73,13 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame)
         try:
             with out.progress(run.size) as bar:
-                for output, has_error in finished(run, keep, mode, jobs if _worth_it(run) else 1, bar.update):
+                for output, has_error in finished(run, keep, mode, jobs if _worth_it(run) else 1, bar.update,
+                                                  sink=out if mode == JSON else None):
                     any_problems |= has_error
-                    if output is None:
+                    if output is None:  # filtered out, or a JSON line already written
                         continue
                     if mode == SUMMARY:
                         totals.add(output)
-                    elif mode == JSON:
-                        out.write_line(output)
                     else:
                         _print_text(out, output, verbose)
         except CaptureUnreadable as e:

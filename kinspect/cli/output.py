@@ -52,6 +52,9 @@ class Output:
         else:
             self.stream.write(line.decode("utf-8"))
 
+    def flush(self) -> None:
+        self.stream.flush()
+
     def text(self, text) -> None:
         if isinstance(text, str):
             self.console.print(text, markup=False)

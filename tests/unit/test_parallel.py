@@ -37,3 +37,47 @@ def test_topic_names_learned_before_a_chunk_reach_it(monkeypatch):
     path = PCAPS / "librdkafka-produce-consume.pcapng"
     lines = [o for o, _ in outputs(path, 2) if o is not None and b'"api_name":"Fetch"' in o]
     assert lines and all(b'"topic":"lab-librdkafka"' in line for line in lines)
+
+
+class FileSink:
+    """Lines to a file: forked workers share its descriptor (and so its offset)."""
+
+    def __init__(self, path):
+        self.file = open(path, "ab")
+
+    def write_line(self, line: bytes) -> None:
+        self.file.write(line)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
+def sunk(path, jobs, out_file) -> tuple[bytes, list]:
+    sink = FileSink(out_file)
+    results = list(finished(DecodeRun(path), ExchangeFilter(), JSON, jobs, sink=sink))
+    sink.file.close()
+    return out_file.read_bytes(), results
+
+
+@pytest.mark.parametrize("name", ["librdkafka-produce-consume.pcapng", "java-transactions.pcap",
+                                  "kafka39-legacy-mtu1500.pcapng"])
+def test_workers_write_their_lines_in_order(name, tmp_path, monkeypatch):
+    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)  # many chunks, many turns
+    one, one_results = sunk(PCAPS / name, 1, tmp_path / "one.jsonl")
+    many, many_results = sunk(PCAPS / name, 3, tmp_path / "many.jsonl")
+    assert one and many == one
+    assert one == b"".join(o for o, _ in outputs(PCAPS / name, 1) if o is not None)
+    assert all(output is None for output, _ in one_results + many_results)
+    assert [e for _, e in many_results] == [e for _, e in one_results]
+
+
+def test_a_failing_write_reaches_the_main_process(tmp_path, monkeypatch):
+    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
+
+    class Broken(FileSink):
+        def write_line(self, line: bytes) -> None:
+            raise BrokenPipeError("reader went away")
+
+    with pytest.raises(BrokenPipeError):
+        list(finished(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
+                      sink=Broken(tmp_path / "x")))
