@@ -1,6 +1,6 @@
-"""Two optional C accelerators; everything else is in pyproject.toml.
+"""Optional C accelerators; everything else is in pyproject.toml.
 
-Both have pure-Python twins that give the same results (tests/unit/test_native.py checks), so a
+Each has a pure-Python twin that give the same results (tests/unit/test_native.py checks), so a
 machine without a C compiler still installs kinspect: `optional=True` turns a failed build into
 a warning, and kinspect then runs its Python paths (slower).
 """
@@ -11,6 +11,8 @@ FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
 setup(ext_modules=[
     Extension("kinspect.native._v2records", ["kinspect/native/_v2records.c"],
+              extra_compile_args=FLAGS, optional=True),
+    Extension("kinspect.native._packets", ["kinspect/native/_packets.c"],
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._bytes_json", ["kinspect/native/_bytes_json.c"],
               extra_compile_args=FLAGS, optional=True),

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import socket
 import struct
+from functools import partial
+
+from kinspect import native
 
 TcpSegment = tuple  # (src_ip, dst_ip, sport, dport, seq, flags, payload, ack or None)
 
@@ -165,10 +168,13 @@ def _raw_ipv6(data):
 _IPV4_TCP = "BxHxxHxB2x4s4sHHIIBB"  # vihl, total, frag, proto, src, dst, sport, dport, seq, ack, doff, flags
 
 
-def _fast_ipv4(link_format: str, ip_at: int, ipv4_tags: tuple, careful):
+def _fast_ipv4(link_format: str, ip_at: int, ipv4_tags: tuple, careful, native_kind: int | None):
     """A decoder trying one unpack of ``link_format`` (which yields the link's protocol tag)
     plus IPv4 and TCP at ``ip_at``; when the tag is not in ``ipv4_tags`` or anything is
-    unusual, it hands the frame to ``careful``."""
+    unusual, it hands the frame to ``careful``. With a ``native_kind`` (how
+    kinspect/native/_packets.c knows the link), its C twin does it."""
+    if native_kind is not None:
+        return partial(native.packets.ipv4_tcp, native_kind, careful)
     unpack = struct.Struct("!" + link_format + _IPV4_TCP).unpack_from
     need = ip_at + 40
 
@@ -188,18 +194,24 @@ def _fast_ipv4(link_format: str, ip_at: int, ipv4_tags: tuple, careful):
     return decode
 
 
-DECODERS = {
-    ETHERNET: _fast_ipv4("12xH", 14, (ETH_IPV4,), _ethernet),
-    LINUX_SLL: _fast_ipv4("14xH", 16, (ETH_IPV4,), _linux_sll),
-    LINUX_SLL2: _fast_ipv4("H18x", 20, (ETH_IPV4,), _linux_sll2),
-    NULL: _fast_ipv4("I", 4, (AF_INET, AF_INET << 24), _bsd_loopback),
-    LOOP: _fast_ipv4("I", 4, (AF_INET, AF_INET << 24), _bsd_loopback),
-    RAW: _fast_ipv4("0s", 0, (b"",), _raw),  # no link header: "0s" yields an empty tag
-    RAW_OLD_A: _fast_ipv4("0s", 0, (b"",), _raw),
-    RAW_OLD_B: _fast_ipv4("0s", 0, (b"",), _raw),
-    IPV4: _fast_ipv4("0s", 0, (b"",), _raw_ipv4),
-    IPV6: _raw_ipv6,
-}
+def decoders(in_c: bool) -> dict:
+    """Link type → ``data -> segment | None``; ``in_c``: the fast paths in kinspect.native."""
+    ethernet, sll, sll2, loopback, raw = range(5) if in_c else (None,) * 5  # _packets.c's kinds
+    return {
+        ETHERNET: _fast_ipv4("12xH", 14, (ETH_IPV4,), _ethernet, ethernet),
+        LINUX_SLL: _fast_ipv4("14xH", 16, (ETH_IPV4,), _linux_sll, sll),
+        LINUX_SLL2: _fast_ipv4("H18x", 20, (ETH_IPV4,), _linux_sll2, sll2),
+        NULL: _fast_ipv4("I", 4, (AF_INET, AF_INET << 24), _bsd_loopback, loopback),
+        LOOP: _fast_ipv4("I", 4, (AF_INET, AF_INET << 24), _bsd_loopback, loopback),
+        RAW: _fast_ipv4("0s", 0, (b"",), _raw, raw),  # no link header: "0s" yields an empty tag
+        RAW_OLD_A: _fast_ipv4("0s", 0, (b"",), _raw, raw),
+        RAW_OLD_B: _fast_ipv4("0s", 0, (b"",), _raw, raw),
+        IPV4: _fast_ipv4("0s", 0, (b"",), _raw_ipv4, raw),
+        IPV6: _raw_ipv6,
+    }
+
+
+DECODERS = decoders(native.packets is not None)
 
 
 def decoder_for(linktype: int):

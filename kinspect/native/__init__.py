@@ -21,8 +21,10 @@ def _load(name: str):
 
 v2records = _load("kinspect.native._v2records")
 bytes_json = _load("kinspect.native._bytes_json")
+packets = _load("kinspect.native._packets")
 
 
 def status() -> dict[str, bool]:
     """Which accelerators this process uses."""
-    return {"v2records": v2records is not None, "bytes_json": bytes_json is not None}
+    return {"v2records": v2records is not None, "bytes_json": bytes_json is not None,
+            "packets": packets is not None}
