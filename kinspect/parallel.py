@@ -135,7 +135,7 @@ def _named_chunks(run, progress) -> Iterator[tuple[dict, list]]:
             size += len(raw[0]) + (len(raw[2]) if raw[2] is not None else 0)
             if record["api_key"] in LEARN_APIS and raw[2] is not None:
                 body, _ = messages.decode_body(record["api_key"], record["api_version"], "response",
-                                               raw[2][raw[3]:], raw[3])
+                                               raw[2], start=raw[3])
                 before = dict(topics.names)
                 topics.learn(record["api_key"], body)
                 if topics.names != before and chunk:

@@ -90,12 +90,12 @@ def complete(exchange: dict, topics: TopicNames) -> dict:
     api_key, api_version = exchange["api_key"], exchange["api_version"]
     problems = exchange["problems"]
     request_payload, request_at, response_payload, response_at = raw
-    body, found = messages.decode_body(api_key, api_version, "request", request_payload[request_at:], request_at)
+    body, found = messages.decode_body(api_key, api_version, "request", request_payload, start=request_at)
     if found:
         problems += _problem_dicts(found, "request")
     if response_payload is not None:
-        response, found = messages.decode_body(api_key, api_version, "response",
-                                               response_payload[response_at:], response_at)
+        response, found = messages.decode_body(api_key, api_version, "response", response_payload,
+                                               start=response_at)
         if found:
             problems += _problem_dicts(found, "response")
         topics.learn(api_key, response)

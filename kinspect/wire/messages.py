@@ -536,9 +536,10 @@ _DECODERS: dict[tuple[int, int, str], tuple] = {}  # (key, version, kind) → (d
 
 
 def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryview, base: int = 0,
-                path: str | None = None, *, raw_records: bool = False, record_checks: bool = True
-                ) -> tuple[dict, list[Problem]]:
-    """Decode one request or response body (the bytes after the header).
+                path: str | None = None, *, raw_records: bool = False, record_checks: bool = True,
+                start: int = 0) -> tuple[dict, list[Problem]]:
+    """Decode one request or response body: ``buf[start:]`` (the bytes after the header; a
+    frame and its header length need no copy), ``base`` the absolute position of ``buf[0]``.
 
     Returns the decoded fields (snake_case keys) and the problems met; a malformed body
     yields what was decoded before the fault plus an error Problem with the field path
@@ -557,31 +558,33 @@ def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryvi
     prefix = default_prefix if path is None else path
     if not isinstance(buf, bytes):
         buf = bytes(buf)
-    body, problems = _run(compiled, buf, base, prefix, raw_records, kind == "response", record_checks)
+    body, problems = _run(compiled, buf, base, prefix, raw_records, kind == "response", record_checks,
+                          start)
     if (api_key == API_VERSIONS_KEY and kind == "response" and api_version > 0 and problems
-            and len(buf) >= 2 and _RUNTIME["_I16"](buf, 0)[0] == UNSUPPORTED_VERSION):
+            and len(buf) - start >= 2 and _RUNTIME["_I16"](buf, start)[0] == UNSUPPORTED_VERSION):
         # a broker lacking the requested version answers with a v0 body
-        v0_body, v0_problems = _run(_compiled(api_key, 0, kind), buf, base, prefix, raw_records)
+        v0_body, v0_problems = _run(_compiled(api_key, 0, kind), buf, base, prefix, raw_records,
+                                    start=start)
         if not v0_problems:
             return v0_body, [Problem(
                 f"broker answered ApiVersions v{api_version} with a v0 body (UNSUPPORTED_VERSION)",
-                prefix, base, INFO, "api_versions_fallback", api_version, 0)]
+                prefix, base + start, INFO, "api_versions_fallback", api_version, 0)]
     return body, problems
 
 
 def _run(decode, buf: bytes, base: int, prefix: str, raw_records: bool, partial_ok: bool = True,
-         record_checks: bool = False):
+         record_checks: bool = False, start: int = 0):
     c = _Context(prefix, base, raw_records, partial_ok, record_checks)
     body: dict = {}
     end = len(buf)
     try:
-        pos = decode(buf, 0, end, body, c, prefix)
+        pos = decode(buf, start, end, body, c, prefix)
     except _Fault as fault:
         where = " → ".join([prefix, *reversed(fault.trail), fault.field])
         c.problems.append(Problem(fault.what, where, base + fault.pos, ERROR, "body_structure"))
         return body, c.problems
     except Exception as exc:  # a decoder bug must cost one body, not the whole capture
-        c.problems.append(Problem(f"decoder error: {exc!r}", prefix, base, ERROR, "decoder_error"))
+        c.problems.append(Problem(f"decoder error: {exc!r}", prefix, base + start, ERROR, "decoder_error"))
         return body, c.problems
     if pos != end:
         c.problems.append(Problem(f"{end - pos} trailing bytes after the body", prefix, base + pos,
