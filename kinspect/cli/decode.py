@@ -53,7 +53,7 @@ def _apis(ctx, param, values):
               help="Largest Kafka frame accepted, in bytes.")
 @click.option("-j", "--jobs", type=click.IntRange(1), default=None,
               help="Processes decoding bodies for --json and --summary (default: one per CPU "
-                   "beyond the first, when there are more than two).")
+                   "beyond the first, two on two CPUs, none on one).")
 @output_options
 def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_only, min_latency_ms,
            summary, verbose, strict, max_frame, jobs, out: Output):
