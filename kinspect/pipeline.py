@@ -97,7 +97,12 @@ class DecodeRun:
                 last_ts = ts
                 src, dst, sport, dport, seq, flags, payload, ack = segment
                 for event in reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload, ack):
-                    yield from _dispatch(session, event)
+                    if type(event) is StreamData:  # nearly every event: no _dispatch call
+                        out = session.data(event[0], ts, event[2])
+                        if out:
+                            yield from out
+                    else:
+                        yield from _dispatch(session, event)
             for event in reassembler.finish(last_ts):
                 yield from _dispatch(session, event)
             yield from session.finish(last_ts)

@@ -88,6 +88,22 @@ class TcpReassembler:
         """One captured segment. ``ack`` (the raw acknowledgment number, when the ACK flag
         is set) lets a hole in the other direction be declared lost as soon as its receiver
         sends data acknowledging bytes the capture never saw, instead of at the stream's end."""
+        flow = (src, sport, dst, dport)
+        d = self._streams.get(flow)
+        # the common cases first, here (one call per packet): a pure ACK, or the next in-order
+        # bytes of a plain stream while no hole waits anywhere
+        if d is not None and not (flags & (SYN | FIN | RST) or d.closed or self._holey):
+            if not payload:
+                d.last_ts = ts
+                return []
+            if seq == d.expect and not d.pending and d.fin_at is None:
+                size = len(payload)
+                d.next += size
+                d.expect = (seq + size) & MASK
+                d.last_ts = ts
+                if type(payload) is not bytes:
+                    payload = bytes(payload)
+                return [_new(StreamData, (flow, ts, payload))]  # StreamData(flow, ts, payload), faster
         # Only a segment carrying data counts as proof: pure ACKs may overtake the late copy of
         # a segment in captures merged from several interfaces, data replies hardly can.
         if self._holey and ack is not None and payload:
@@ -100,7 +116,6 @@ class TcpReassembler:
     def _segment(self, ts, src, sport, dst, dport, seq, flags, payload) -> list:
         flow = (src, sport, dst, dport)
         d = self._streams.get(flow)
-        # the common cases first: a pure ACK, or the next in-order bytes of a plain stream
         if d is not None and not (flags & (SYN | FIN | RST) or d.closed):
             if not payload:
                 d.last_ts = ts
@@ -112,7 +127,7 @@ class TcpReassembler:
                 d.last_ts = ts
                 if type(payload) is not bytes:
                     payload = bytes(payload)
-                return [_new(StreamData, (flow, ts, payload))]  # StreamData(flow, ts, payload), faster
+                return [_new(StreamData, (flow, ts, payload))]
         events: list = []
         d = self._other_segment(d, events, ts, flow, seq, flags, payload)
         if d is not None:
