@@ -114,22 +114,10 @@ class TcpReassembler:
         return self._segment(ts, src, sport, dst, dport, seq, flags, payload)
 
     def _segment(self, ts, src, sport, dst, dport, seq, flags, payload) -> list:
+        """Everything but segment()'s fast path: starts, ends, holes, overlaps, retransmissions."""
         flow = (src, sport, dst, dport)
-        d = self._streams.get(flow)
-        if d is not None and not (flags & (SYN | FIN | RST) or d.closed):
-            if not payload:
-                d.last_ts = ts
-                return []
-            if seq == d.expect and not d.pending and d.fin_at is None:
-                size = len(payload)
-                d.next += size
-                d.expect = (seq + size) & MASK
-                d.last_ts = ts
-                if type(payload) is not bytes:
-                    payload = bytes(payload)
-                return [_new(StreamData, (flow, ts, payload))]
         events: list = []
-        d = self._other_segment(d, events, ts, flow, seq, flags, payload)
+        d = self._other_segment(self._streams.get(flow), events, ts, flow, seq, flags, payload)
         if d is not None:
             d.expect = (d.seq0 + d.next) & MASK
         return events

@@ -146,6 +146,7 @@ decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (records == NULL)
         return NULL;
     PyObject *key = NULL, *value = NULL, *headers = NULL, *offset = NULL, *timestamp = NULL;
+    PyObject *result = NULL;
     int status;
     while (pos < end) {
         int64_t length, timestamp_delta, offset_delta;
@@ -195,21 +196,15 @@ failed:
     if (status == -2)
         goto error;
 irregular:
+    result = Py_NewRef(Py_None);
+error:  /* result stays NULL: the Python error set propagates */
     Py_XDECREF(key);
     Py_XDECREF(value);
     Py_XDECREF(headers);
     Py_XDECREF(offset);
     Py_XDECREF(timestamp);
     Py_DECREF(records);
-    Py_RETURN_NONE;
-error:
-    Py_XDECREF(key);
-    Py_XDECREF(value);
-    Py_XDECREF(headers);
-    Py_XDECREF(offset);
-    Py_XDECREF(timestamp);
-    Py_DECREF(records);
-    return NULL;
+    return result;
 }
 
 static PyMethodDef methods[] = {
