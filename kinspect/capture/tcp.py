@@ -90,13 +90,15 @@ class TcpReassembler:
         sends data acknowledging bytes the capture never saw, instead of at the stream's end."""
         flow = (src, sport, dst, dport)
         d = self._streams.get(flow)
+        holey = self._holey
         # the common cases first, here (one call per packet): a pure ACK, or the next in-order
-        # bytes of a plain stream while no hole waits anywhere
-        if d is not None and not (flags & (SYN | FIN | RST) or d.closed or self._holey):
+        # bytes of a plain stream whose reverse direction has no hole this segment may settle
+        if d is not None and not (flags & (SYN | FIN | RST) or d.closed):
             if not payload:
                 d.last_ts = ts
                 return []
-            if seq == d.expect and not d.pending and d.fin_at is None:
+            if (seq == d.expect and not d.pending and d.fin_at is None
+                    and not (holey and ack is not None and (dst, dport, src, sport) in holey)):
                 size = len(payload)
                 d.next += size
                 d.expect = (seq + size) & MASK
@@ -106,9 +108,9 @@ class TcpReassembler:
                 return [_new(StreamData, (flow, ts, payload))]  # StreamData(flow, ts, payload), faster
         # Only a segment carrying data counts as proof: pure ACKs may overtake the late copy of
         # a segment in captures merged from several interfaces, data replies hardly can.
-        if self._holey and ack is not None and payload:
+        if holey and ack is not None and payload:
             back = (dst, dport, src, sport)
-            if back in self._holey:
+            if back in holey:
                 early = self._acked(back, ts, ack)
                 return early + self._segment(ts, src, sport, dst, dport, seq, flags, payload)
         return self._segment(ts, src, sport, dst, dport, seq, flags, payload)
