@@ -126,10 +126,12 @@ class Connection:
     # -- feeding -------------------------------------------------------------------------------
 
     def client_data(self, data, ts: float) -> list:
-        return self._frames(self.requests.feed(data, ts), self._request)
+        items = self.requests.feed(data, ts)
+        return self._frames(items, self._request) if items else items  # most segments end no frame
 
     def server_data(self, data, ts: float) -> list:
-        return self._frames(self.responses.feed(data, ts), self._response)
+        items = self.responses.feed(data, ts)
+        return self._frames(items, self._response) if items else items
 
     def client_gap(self, missing: int, ts: float) -> list:
         return self._frames(self.requests.gap(missing, ts), self._request, gap=("client", missing, ts))
