@@ -131,8 +131,11 @@ class TcpReassembler:
                     return None  # a pure ACK starts nothing
             elif not d.closed:
                 self._end(d, flow, ts, "reused", events)  # a new connection on the same ports
-            elif not flags & SYN:
-                return None  # a late segment of a stream that already ended
+            elif not flags & SYN or d.seq0 == (seq + 1) & MASK:
+                # a late segment of a stream that already ended, or a late copy of its SYN (a
+                # capture of two interfaces may write one's copy of a whole connection after
+                # the other's): a new connection on the same ports has a new initial sequence
+                return None
             d = self._streams[flow] = _Direction((seq + 1) & MASK if flags & SYN else seq, ts)
             events.append(StreamStart(flow, ts, bool(flags & SYN)))
         d.last_ts = ts

@@ -211,6 +211,21 @@ def test_port_reuse_after_close_starts_a_new_stream():
     assert c.send(C2S, 90001, b"second") == [StreamData(C2S, c.ts, b"second")]
 
 
+def test_a_late_copy_of_a_whole_closed_connection_is_ignored():
+    # dumpcap on two interfaces (lo + any) may write one interface's copy of a whole connection
+    # after the other's: its SYN has the same initial sequence, so it is no new connection
+    c = Conn()
+    c.handshake()
+    c.send(C2S, 1001, b"only once")
+    c.send(C2S, 1010, flags=FIN | ACK)
+    c.send(S2C, 5001, flags=FIN | ACK)
+    late = c.handshake()
+    late += c.send(C2S, 1001, b"only once")
+    late += c.send(C2S, 1010, flags=FIN | ACK)
+    late += c.send(S2C, 5001, flags=FIN | ACK)
+    assert late == []
+
+
 def test_closed_streams_are_remembered_up_to_a_bound():
     r = TcpReassembler(remember_closed=2)
     flows = [(CLIENT, port, SERVER, 9092) for port in (1, 2, 3)]
