@@ -3,8 +3,8 @@
 ``decode_batch`` is called by the record-set walker once it has framed a batch: the batch
 occupies ``buf[pos:pos + 12 + batch_length]`` and its magic byte is 2. The records loop is
 the hot path: kinspect.native.v2records decodes regular batches in C; anything irregular, or
-a machine without the accelerator, takes the Python loop (one- and two-byte varints inline,
-longer ones in ``_uvarint``), which reports each problem with its path and byte.
+a machine without the accelerator, takes the Python loop, which reports each problem with its
+path and byte.
 """
 
 from __future__ import annotations
@@ -130,91 +130,24 @@ def _decode_records_py(data: bytes, pos: int, end: int, base_offset: int, base_t
     """
     records: list[dict] = []
     append = records.append
-    one, two = _ONE_BYTE, _TWO_BYTES
-    uvarint = _uvarint
-    no_headers = ()
     bad = 0  # records framed but not decoded
     record_end = pos  # where the last framed record ends: past start once a record is framed
     while pos < end:
         start = pos
         try:
-            byte = data[pos]
-            if byte < 0x80:
-                length = one[byte]
-                pos += 1
-            elif (second := data[pos + 1]) < 0x80:
-                length = two[byte][second]
-                pos += 2
-            else:
-                raw, pos = uvarint(data, pos, 5)
-                length = (raw >> 1) ^ -(raw & 1)
+            length, pos = _varint(data, pos, 5)
             record_end = pos + length
             if length < 6 or record_end > end:
                 record_end = start
                 raise _Bad("record_length", f"record length {length} does not fit the "
                                             f"{end - pos} bytes left in the batch")
-            byte = data[pos + 1]  # after the record attributes, unused by Kafka
-            if byte < 0x80:
-                timestamp_delta = one[byte]
-                pos += 2
-            elif (second := data[pos + 2]) < 0x80:
-                timestamp_delta = two[byte][second]
-                pos += 3
-            else:
-                raw, pos = uvarint(data, pos + 1, 10)
-                timestamp_delta = (raw >> 1) ^ -(raw & 1)
-            byte = data[pos]
-            if byte < 0x80:
-                offset_delta = one[byte]
-                pos += 1
-            elif (second := data[pos + 1]) < 0x80:
-                offset_delta = two[byte][second]
-                pos += 2
-            else:
-                raw, pos = uvarint(data, pos, 5)
-                offset_delta = (raw >> 1) ^ -(raw & 1)
-            byte = data[pos]
-            if byte < 0x80:
-                size = one[byte]
-                pos += 1
-            elif (second := data[pos + 1]) < 0x80:
-                size = two[byte][second]
-                pos += 2
-            else:
-                raw, pos = uvarint(data, pos, 5)
-                size = (raw >> 1) ^ -(raw & 1)
-            if size >= 0:
-                stop = pos + size
-                if stop > record_end:
-                    raise _Bad("record_length", f"key of {size} bytes overruns the record")
-                key = data[pos:stop]
-                pos = stop
-            elif size == -1:
-                key = None
-            else:
-                raise _Bad("record_length", f"key length {size} is negative")
-            byte = data[pos]
-            if byte < 0x80:
-                size = one[byte]
-                pos += 1
-            elif (second := data[pos + 1]) < 0x80:
-                size = two[byte][second]
-                pos += 2
-            else:
-                raw, pos = uvarint(data, pos, 5)
-                size = (raw >> 1) ^ -(raw & 1)
-            if size >= 0:
-                stop = pos + size
-                if stop > record_end:
-                    raise _Bad("record_length", f"value of {size} bytes overruns the record")
-                value = data[pos:stop]
-                pos = stop
-            elif size == -1:
-                value = None
-            else:
-                raise _Bad("record_length", f"value length {size} is negative")
+            # pos + 1: past the record attributes, unused by Kafka
+            timestamp_delta, pos = _varint(data, pos + 1, 10)
+            offset_delta, pos = _varint(data, pos, 5)
+            key, pos = _bytes_or_null(data, pos, record_end, "record_length", "key")
+            value, pos = _bytes_or_null(data, pos, record_end, "record_length", "value")
             if record_end - pos == 1 and data[pos] == 0:  # no headers, and the record ends here
-                headers = no_headers
+                headers = ()
             else:
                 headers, pos = _decode_headers(
                     data, pos, record_end, problems, where, len(records) + bad,
@@ -253,6 +186,18 @@ _TWO_BYTES = (None,) * 0x80 + tuple(tuple(_ZIGZAG[low::0x80]) for low in range(0
 del _ZIGZAG
 
 
+def _varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+    """The zigzag varint at ``pos`` (at most ``max_bytes`` long) and the position after it."""
+    byte = data[pos]
+    if byte < 0x80:
+        return _ONE_BYTE[byte], pos + 1
+    second = data[pos + 1]
+    if second < 0x80:
+        return _TWO_BYTES[byte][second], pos + 2
+    raw, pos = _uvarint(data, pos, max_bytes)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
 def _uvarint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
     value = shift = 0
     limit = pos + max_bytes
@@ -269,36 +214,31 @@ def _uvarint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
     raise _Bad("varint_bounds", f"varint longer than {max_bytes} bytes")
 
 
+def _bytes_or_null(data: bytes, pos: int, record_end: int, check: str, what: str
+                   ) -> tuple[bytes | None, int]:
+    """A varint length, then that many bytes (length -1: None), inside the record."""
+    size, pos = _varint(data, pos, 5)
+    if size >= 0:
+        stop = pos + size
+        if stop > record_end:
+            raise _Bad(check, f"{what} of {size} bytes overruns the record")
+        return data[pos:stop], stop
+    if size == -1:
+        return None, pos
+    raise _Bad(check, f"{what} length {size} is negative")
+
+
 def _decode_headers(data: bytes, pos: int, record_end: int, problems: list[Problem], where: str,
                     index: int, at: int) -> tuple[list[dict] | tuple, int]:
     """The header count and headers of record ``index``; ``at`` locates its problems."""
-    one, two = _ONE_BYTE, _TWO_BYTES
-    byte = data[pos]
-    if byte < 0x80:
-        count = one[byte]
-        pos += 1
-    elif (second := data[pos + 1]) < 0x80:
-        count = two[byte][second]
-        pos += 2
-    else:
-        raw, pos = _uvarint(data, pos, 5)
-        count = (raw >> 1) ^ -(raw & 1)
+    count, pos = _varint(data, pos, 5)
     if count == 0:
         return (), pos
     if count < 0 or count > (record_end - pos) // 2:
         raise _Bad("headers", f"header count {count} does not fit the record")
     headers = []
     for number in range(count):
-        byte = data[pos]
-        if byte < 0x80:
-            size = one[byte]
-            pos += 1
-        elif (second := data[pos + 1]) < 0x80:
-            size = two[byte][second]
-            pos += 2
-        else:
-            raw, pos = _uvarint(data, pos, 5)
-            size = (raw >> 1) ^ -(raw & 1)
+        size, pos = _varint(data, pos, 5)
         stop = pos + size
         if size < 0 or stop > record_end:
             raise _Bad("headers", f"header[{number}] key length {size} is invalid here")
@@ -308,27 +248,6 @@ def _decode_headers(data: bytes, pos: int, record_end: int, problems: list[Probl
             key = data[pos:stop].decode("utf-8", "replace")
             problems.append(Problem(f"header[{number}] key is not valid UTF-8",
                                     f"{where} → records[{index}]", at, WARNING, "headers"))
-        pos = stop
-        byte = data[pos]
-        if byte < 0x80:
-            size = one[byte]
-            pos += 1
-        elif (second := data[pos + 1]) < 0x80:
-            size = two[byte][second]
-            pos += 2
-        else:
-            raw, pos = _uvarint(data, pos, 5)
-            size = (raw >> 1) ^ -(raw & 1)
-        if size >= 0:
-            stop = pos + size
-            if stop > record_end:
-                raise _Bad("headers", f"header[{number}] value of {size} bytes overruns the "
-                                      f"record")
-            value = data[pos:stop]
-            pos = stop
-        elif size == -1:
-            value = None
-        else:
-            raise _Bad("headers", f"header[{number}] value length {size} is negative")
+        value, pos = _bytes_or_null(data, stop, record_end, "headers", f"header[{number}] value")
         headers.append({"key": key, "value": value})
     return headers, pos
