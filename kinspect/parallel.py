@@ -59,6 +59,13 @@ def default_jobs() -> int:
     return 1 if cpus < 2 else max(2, cpus - 1)
 
 
+class Sink(Protocol):
+    """Where JSON lines go (cli.output.Output is one)."""
+
+    def write_line(self, line: bytes) -> None: ...
+    def flush(self) -> None: ...
+
+
 def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int,
              progress: Callable[[int], None] | None = None, sink: Sink | None = None
              ) -> Iterator[tuple]:
@@ -114,12 +121,7 @@ def _work(task) -> list:
 
 # -- the main side ----------------------------------------------------------------------------
 
-def _chunks(run, progress) -> Iterator[tuple[int, dict, list]]:
-    for index, (names, chunk) in enumerate(_named_chunks(run, progress)):
-        yield index, names, chunk
-
-
-def _named_chunks(run, progress) -> Iterator[tuple[dict, list]]:
+def _chunks(run, progress) -> Iterator[tuple[dict, list]]:
     topics = run.topics
     chunk: list = []
     size = 0
@@ -150,8 +152,8 @@ def _parallel(run, keep, mode, jobs, progress, sink) -> Iterator[tuple]:
     pool = context.Pool(jobs, initializer=_init, initargs=(keep, mode, sink, turn, next_chunk))
     pending: deque = deque()
     try:
-        for task in _chunks(run, progress):
-            pending.append(pool.apply_async(_work, (task,)))
+        for index, (names, chunk) in enumerate(_chunks(run, progress)):
+            pending.append(pool.apply_async(_work, ((index, names, chunk),)))
             while len(pending) >= jobs * IN_FLIGHT_PER_JOB:
                 yield from pending.popleft().get()
         while pending:

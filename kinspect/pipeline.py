@@ -20,7 +20,7 @@ PROGRESS_EVERY = 4096  # packets between progress callbacks
 
 def _dispatch(session: KafkaSession, event) -> list:
     kind = type(event)
-    if kind is StreamData:  # nearly every event
+    if kind is StreamData:  # raw_records hands stream data to the session itself; finish() comes here
         return session.data(event.flow, event.ts, event.data)
     if kind is StreamStart:
         return session.start(event.flow, event.ts, event.syn)

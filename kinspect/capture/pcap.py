@@ -126,8 +126,7 @@ class PcapParser(RecordParser):
                 if batch:
                     yield from batch
                     continue
-                if pos + 16 > end:
-                    break
+                # none taken: the record at pos is one for the Python loop below to report
             sec, frac, caplen, origlen = unpack(buf, pos)
             if caplen > max_caplen:
                 self._stop(
