@@ -33,9 +33,8 @@ from typing import Callable
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.bench.bench_decode import count_packets  # noqa: E402
 from tests.bench.measure import machine_facts, snapshot_kinspect  # noqa: E402
-from tests.bench.prefixes import prefix  # noqa: E402
+from tests.bench.prefixes import fraction_prefix  # noqa: E402
 from tools.record_bench_capture import capture_path  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -233,9 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code", default="HEAD", help="git ref of the kinspect to measure, or 'worktree'")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    total = count_packets(args.capture)
-    packets = max(1, round(total * args.fraction))
-    path = prefix(args.capture, packets, total)
+    path, packets = fraction_prefix(args.capture, args.fraction)
     started = time.time()
     facts = machine_facts()
     with tempfile.TemporaryDirectory(prefix="kinspect-codecs-") as scratch:

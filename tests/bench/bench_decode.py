@@ -17,7 +17,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.bench.measure import machine_facts, run_child, snapshot_kinspect  # noqa: E402
-from tests.bench.prefixes import prefix  # noqa: E402
+from tests.bench.prefixes import count_packets, prefix  # noqa: E402
 from tools.record_bench_capture import capture_path, manifest_path  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -52,12 +51,6 @@ def commands(port: int) -> dict[str, callable]:
         "kinspect --json -j1 pure-Python": lambda f: ["env", "KINSPECT_PURE_PYTHON=1", *kinspect, "--json",
                                                       "-j", "1", str(f)],
     }
-
-
-def count_packets(capture: Path) -> int:
-    out = subprocess.run(["capinfos", "-c", "-M", "-T", "-r", str(capture)], capture_output=True,
-                         text=True, check=True).stdout
-    return int(out.split("\t")[-1])
 
 
 def measure(capture: Path, port: int, fractions, repeat: int, tools: list[str], code: Path) -> tuple[list, list]:

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.bench.measure import child_env, machine_facts, snapshot_kinspect  # noqa: E402
+from tests.bench.prefixes import count_packets, prefix  # noqa: E402
 from tools.record_bench_capture import capture_path  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -52,10 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         code = snapshot_kinspect(work / "code", args.code)
-        cuts = {}
-        for n in (args.small, args.large):
-            cuts[n] = work / f"first{n}.pcap"
-            subprocess.run(["editcap", "-r", str(args.capture), str(cuts[n]), f"1-{n}"], check=True)
+        total = count_packets(args.capture)
+        cuts = {n: prefix(args.capture, n, total) for n in (args.small, args.large)}
         tools = {
             "tshark": lambda f: ["tshark", "-r", str(f), "-d", f"tcp.port=={args.port},kafka", "-T", "fields",
                                  "-e", "kafka.api_key", "-e", "kafka.correlation_id"],

@@ -6,6 +6,19 @@ import subprocess
 from pathlib import Path
 
 
+def count_packets(capture: Path) -> int:
+    out = subprocess.run(["capinfos", "-c", "-M", "-T", "-r", str(capture)], capture_output=True,
+                         text=True, check=True).stdout
+    return int(out.split("\t")[-1])
+
+
+def fraction_prefix(capture: Path, fraction: float) -> tuple[Path, int]:
+    """The first ``fraction`` of the capture's packets (see prefix), and how many they are."""
+    total = count_packets(capture)
+    packets = max(1, round(total * fraction))
+    return prefix(capture, packets, total), packets
+
+
 def prefix(capture: Path, packets: int, total: int) -> Path:
     """The first `packets` packets of capture; the capture itself when that is all of it.
     Cut once: a prefix newer than its capture is reused."""

@@ -25,10 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.bench.bench_decode import count_packets  # noqa: E402
 from tests.bench.layers import by_layer, top_functions  # noqa: E402
 from tests.bench.measure import child_env, machine_facts, run_child, snapshot_kinspect  # noqa: E402
-from tests.bench.prefixes import prefix  # noqa: E402
+from tests.bench.prefixes import fraction_prefix  # noqa: E402
 from tests.bench.stages import STAGES  # noqa: E402
 from tools.record_bench_capture import capture_path  # noqa: E402
 
@@ -85,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code", default="HEAD", help="git ref of the kinspect to profile, or 'worktree'")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    total = count_packets(args.capture)
-    packets = max(1, round(total * args.fraction))
-    path = prefix(args.capture, packets, total)
+    path, packets = fraction_prefix(args.capture, args.fraction)
     started = time.time()
     facts = machine_facts()
     with tempfile.TemporaryDirectory(prefix="kinspect-profile-") as scratch:
