@@ -41,3 +41,24 @@ def test_dumpb_uses_it_and_matches_the_python_path():
     record = {"key": b"k", "value": b"\xff\x00", "headers": [{"key": "h", "value": b"v"}], "n": None}
     assert jsonl._fast_default is not jsonl._default
     assert jsonl.dumpb(record) == b'{"key":"k","value":{"b64":"/wA="},"headers":[{"key":"h","value":"v"}],"n":null}'
+
+
+def test_every_record_key_and_value_of_real_captures():
+    from kinspect.pipeline import DecodeRun
+    from tests.conftest import PCAPS
+
+    seen = 0
+    for name in ("librdkafka-produce-consume.pcapng", "librdkafka-mtu1500.pcap", "kafka39-legacy.pcap",
+                 "java-transactions.pcap", "aiokafka-mtu1500.pcapng"):
+        for record in DecodeRun(PCAPS / name).records():
+            stack = [record]
+            while stack:  # every bytes value anywhere in the exchange
+                item = stack.pop()
+                if isinstance(item, dict):
+                    stack.extend(item.values())
+                elif isinstance(item, list):
+                    stack.extend(item)
+                elif type(item) is bytes:
+                    assert text_or(python_default, item) == python_default(item)
+                    seen += 1
+    assert seen > 700  # keys, values and header values of every record, some not UTF-8
