@@ -19,6 +19,7 @@ the hole before them is declared a gap. A FIN waits for the bytes before it.
 
 from __future__ import annotations
 
+import heapq
 from typing import NamedTuple
 
 FIN, SYN, RST = 1, 2, 4
@@ -54,13 +55,15 @@ class StreamEnd(NamedTuple):
 
 
 class _Direction:
-    __slots__ = ("seq0", "next", "expect", "pending", "pending_bytes", "fin_at", "closed", "last_ts")
+    __slots__ = ("seq0", "next", "expect", "pending", "starts", "pending_bytes", "fin_at", "closed",
+                 "last_ts")
 
     def __init__(self, seq0: int, ts: float) -> None:
         self.seq0 = seq0  # raw sequence number of stream position 0
         self.next = 0  # position of the next byte to deliver
         self.expect = seq0  # raw sequence number of that byte
         self.pending: dict[int, bytes] = {}  # position → out-of-order bytes
+        self.starts: list[int] = []  # the keys of pending as a heap: the first hole in O(log n)
         self.pending_bytes = 0
         self.fin_at: int | None = None  # position of a FIN waiting for the bytes before it
         self.closed = False
@@ -186,7 +189,7 @@ class TcpReassembler:
             return events
         acked = d.position(ack)
         while d.pending:
-            first = min(d.pending)
+            first = d.starts[0]
             if first > acked or first <= d.next:
                 break
             events.append(StreamGap(flow, ts, first - d.next))
@@ -202,6 +205,8 @@ class TcpReassembler:
     def _buffer(self, d: _Direction, flow, ts, start: int, payload, events: list) -> None:
         self._holey.add(flow)
         held = d.pending.get(start)
+        if held is None:
+            heapq.heappush(d.starts, start)
         if held is None or len(held) < len(payload):
             d.pending[start] = payload if type(payload) is bytes else bytes(payload)
             d.pending_bytes += len(payload) - (len(held) if held else 0)
@@ -213,8 +218,9 @@ class TcpReassembler:
         """Deliver ``chunks`` (already counted in ``d.next``) and the buffered bytes now in
         order. With ``keep_bytes``, holes are declared gaps while more than ``keep_bytes``
         bytes or ``keep_segments`` segments stay buffered."""
-        pending = d.pending
-        for start in sorted(pending):
+        pending, starts = d.pending, d.starts
+        while starts:
+            start = starts[0]
             if start > d.next:
                 if keep_bytes is None or (d.pending_bytes <= keep_bytes and len(pending) <= keep_segments):
                     break
@@ -223,6 +229,7 @@ class TcpReassembler:
                     chunks = []
                 events.append(StreamGap(flow, ts, start - d.next))
                 d.next = start
+            heapq.heappop(starts)
             data = pending.pop(start)
             d.pending_bytes -= len(data)
             end = start + len(data)
