@@ -11,6 +11,7 @@ from typing import Callable, Iterator
 from kinspect.capture.link import decoder_for
 from kinspect.capture.source import CaptureError, open_capture
 from kinspect.capture.tcp import StreamData, StreamGap, StreamStart, TcpReassembler
+from kinspect.limits import DEFAULT_LIMITS, Budget, Limits
 from kinspect.wire.exchange import RAW, complete
 from kinspect.wire.session import DEFAULT_PORTS, KafkaSession
 from kinspect.wire.topics import TopicNames
@@ -37,8 +38,9 @@ class DecodeRun:
     """One capture decoded: iterate ``records()``, then read the counters and capture problems."""
 
     def __init__(self, source, *, ports=DEFAULT_PORTS, heuristic: bool = True, max_frame: int = 256 << 20,
-                 decode_bodies: bool = True):
+                 decode_bodies: bool = True, limits: Limits = DEFAULT_LIMITS):
         self.source = source
+        self.limits = limits
         self.session = KafkaSession(ports, heuristic=heuristic, max_frame=max_frame, decode_bodies=decode_bodies)
         self.topics = TopicNames()
         self.capture_problems: list = []
@@ -66,9 +68,11 @@ class DecodeRun:
     def records(self, progress: Callable[[int], None] | None = None) -> Iterator[dict]:
         """Every output record in order, exchanges with their bodies decoded."""
         topics = self.topics
+        budget = Budget(self.limits)
         for record in self.raw_records(progress):
             if RAW in record:
-                complete(record, topics)
+                budget.next_unit()  # the exchange before this one was consumed
+                complete(record, topics, budget)
             yield record
 
     def raw_records(self, progress: Callable[[int], None] | None = None) -> Iterator[dict]:

@@ -45,3 +45,33 @@ EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 EXIT_UNREADABLE = 3
+
+
+class ProblemCap:
+    """Collects the problems of one unit (a batch), keeping the first ``keep`` of each check and
+    counting the rest, so a unit of a million bad records costs a few problems, not a million."""
+
+    __slots__ = ("problems", "keep", "seen")
+
+    def __init__(self, problems: list[Problem], keep: int = 10):
+        self.problems = problems
+        self.keep = keep
+        self.seen: dict = {}
+
+    def append(self, problem: Problem) -> None:
+        key = problem.check or problem.what
+        seen = self.seen.get(key, 0)
+        self.seen[key] = seen + 1
+        if seen < self.keep:
+            self.problems.append(problem)
+
+    def close(self, where: str, at: int | None) -> None:
+        """One more problem per check whose problems were cut, saying how many were."""
+        for key, seen in self.seen.items():
+            if seen > self.keep:
+                first = next(p for p in self.problems if (p.check or p.what) == key)
+                self.problems.append(Problem(
+                    f"{seen - self.keep} more {key} problems like the ones above in this unit "
+                    f"({seen} in all; the first {self.keep} are shown)", where, at,
+                    first.severity, key))
+        self.seen.clear()

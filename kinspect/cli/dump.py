@@ -10,6 +10,7 @@ import click
 
 from kinspect.cli.output import Output, output_options
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
+from kinspect.records.stream import RecordStream
 from kinspect.render.jsonl import dumpb, dumps
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
@@ -160,10 +161,17 @@ class JsonRenderer:
             if not self.data:  # the hot path of big segments: records written as text
                 del event["records"]
                 head = dumpb(event)[:-1]
-                self._write(b'%s,"records":[%s]}\n' % (head, _records_json(records).encode()))
+                chunks = records.chunks() if isinstance(records, RecordStream) else [records]
+                self._write(b'%s,"records":[' % head)
+                for number, chunk in enumerate(chunks):
+                    self._write(b"%s%s" % (b"," if number else b"", _records_json(chunk).encode()))
+                self._write(b"]}\n")
                 return
             view, mode = record_view, self.mode
-            event["records"] = [view(r, True, mode) for r in records]
+            if isinstance(records, RecordStream):
+                event["records"] = records.mapped(lambda r: view(r, True, mode))
+            else:
+                event["records"] = [view(r, True, mode) for r in records]
         self.out.record(event)
 
     def _write(self, line: bytes) -> None:
@@ -203,10 +211,18 @@ class TableRenderer:
 
     def event(self, event: dict) -> None:
         for text in self.format.lines(event):
-            if self.write is None:
-                self.out.text(text)
-            else:
-                self.write(text.plain + "\n")
+            self._line(text)
+        records = event.get("records")
+        if isinstance(records, RecordStream):  # too big to hold: its lines a chunk at a time
+            for chunk in records.chunks():
+                for text in self.format.record_lines(event, chunk):
+                    self._line(text)
+
+    def _line(self, text) -> None:
+        if self.write is None:
+            self.out.text(text)
+        else:
+            self.write(text.plain + "\n")
 
     def finish(self) -> None:
         pass
@@ -223,6 +239,10 @@ class KafkaRenderer:
         lines = self.format.lines(event)
         if lines:
             self.out.stream.write("\n".join(lines) + "\n")
+        records = event.get("records")
+        if self.format.deep and isinstance(records, RecordStream):  # a chunk at a time
+            for chunk in records.chunks():
+                self.out.stream.write("\n".join(self.format.record_lines(event, chunk)) + "\n")
         for line in self.format.immediate_errors():
             self.out.warn(line)
 

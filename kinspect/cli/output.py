@@ -40,9 +40,11 @@ class Output:
         binary = getattr(self.stream, "buffer", None)
         if binary is not None:
             self.stream.flush()
-            binary.write(jsonl.dumpb(record, newline=True))
-        else:
-            self.stream.write(jsonl.dumps(record) + "\n")
+        for piece in jsonl.pieces(record, newline=True):  # a batch too big to hold: in chunks
+            if binary is not None:
+                binary.write(piece)
+            else:
+                self.stream.write(piece.decode("utf-8"))
 
     def write_line(self, line: bytes) -> None:
         """A JSON line already encoded with its newline (jsonl.dumpb(..., newline=True)), as it is."""

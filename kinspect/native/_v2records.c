@@ -1,12 +1,13 @@
 /* The records of a v2 batch, in C: the fast path of kinspect/records/batch.py's _decode_records.
  *
- * decode(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> list | None
+ * decode(data, pos, end, base_offset, base_timestamp, fixed_timestamp[, limit]) -> list | None
  *
  * Returns the same list of record dicts the Python loop builds, or None as soon as anything is
  * irregular (a length that does not fit, a varint out of bounds, a header key that is not UTF-8,
  * an offset or timestamp beyond 64 bits). None means "let the Python loop decode this batch":
  * it reports every problem with its path and byte, so this file never has to.
- * Every read is checked against the end of the record it belongs to.
+ * Every read is checked against the end of the record it belongs to. With ``limit``, at most
+ * that many records are decoded and the result is (list, position after the last of them).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -124,11 +125,13 @@ error:
 static PyObject *
 decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6 || !PyBytes_Check(args[0])) {
+    if ((nargs != 6 && nargs != 7) || !PyBytes_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError,
-                        "decode(data: bytes, pos, end, base_offset, base_timestamp, fixed_timestamp)");
+                        "decode(data: bytes, pos, end, base_offset, base_timestamp, fixed_timestamp"
+                        "[, limit])");
         return NULL;
     }
+    Py_ssize_t limit = nargs == 7 ? PyLong_AsSsize_t(args[6]) : PY_SSIZE_T_MAX;
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
     Py_ssize_t end = PyLong_AsSsize_t(args[2]);
@@ -148,7 +151,7 @@ decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *key = NULL, *value = NULL, *headers = NULL, *offset = NULL, *timestamp = NULL;
     PyObject *result = NULL;
     int status;
-    while (pos < end) {
+    while (pos < end && PyList_GET_SIZE(records) < limit) {
         int64_t length, timestamp_delta, offset_delta;
         long long sum;
         if (read_varint(p, &pos, end, 5, &length) || length < 6 || length > end - pos)
@@ -190,6 +193,10 @@ decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_CLEAR(offset);
         Py_CLEAR(timestamp);
     }
+    if (nargs == 7) {
+        result = Py_BuildValue("(Nn)", records, pos);
+        return result;
+    }
     return records;
 
 failed:
@@ -209,8 +216,9 @@ error:  /* result stays NULL: the Python error set propagates */
 
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
-     "decode(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> list | None\n\n"
-     "The records of a v2 batch in data[pos:end], or None when anything is irregular."},
+     "decode(data, pos, end, base_offset, base_timestamp, fixed_timestamp[, limit]) -> list | None\n\n"
+     "The records of a v2 batch in data[pos:end], or None when anything is irregular; with limit,\n"
+     "(at most limit records, the position after them)."},
     {NULL, NULL, 0, NULL},
 };
 

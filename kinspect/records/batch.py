@@ -14,9 +14,11 @@ import struct
 from crc32c import crc32c
 
 from kinspect import native
-from kinspect.problems import ERROR, WARNING, Problem
+from kinspect.limits import Budget, Limits
+from kinspect.problems import ERROR, WARNING, Problem, ProblemCap
 from kinspect.records.codecs import codec_name, decompress
 from kinspect.records.control import decode_control
+from kinspect.records.stream import STREAM_CHUNK, RecordStream
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -40,7 +42,9 @@ class _Bad(Exception):
 
 
 def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: int,
-                 problems: list[Problem], max_output: int) -> dict:
+                 problems: list[Problem], max_output: int | Budget) -> dict:
+    """``max_output``: the Budget of the unit of work, or (alone) the bound of one batch."""
+    budget = max_output if isinstance(max_output, Budget) else Budget(Limits(max_batch_bytes=max_output))
     (base_offset, batch_length, leader_epoch, _magic, crc, attributes, last_offset_delta,
      base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
      records_count) = HEADER.unpack_from(buf, pos)
@@ -74,20 +78,27 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
             data, start, shift = buf, payload_start, base
         else:  # copy only this batch's records, never the whole (maybe mmapped) buffer
             data, start, shift = bytes(view[payload_start:end]), 0, base + payload_start
-        records, framed = _decode_records(data, start, end - payload_start + start, base_offset,
-                                          base_timestamp, fixed_timestamp, where, problems,
-                                          shift, None)
+        stop, compressed_at, codec_label = end - payload_start + start, None, ""
     else:
-        data, notes = decompress(codec, view[payload_start:end], max_output, 2)
+        bound, option = budget.inflate_bound(end - payload_start)
+        data, notes = decompress(codec, view[payload_start:end], bound, 2, f"raise it with {option}")
         for severity, text in notes:
             problems.append(Problem(f"{text} (batch at byte {base + pos:#x})", where,
                                     base + payload_start, severity,
                                     "codec" if codec > 4 else "decompress"))
         if data is None:
             return batch
-        records, framed = _decode_records(data, 0, len(data), base_offset, base_timestamp,
-                                          fixed_timestamp, where, problems, 0,
-                                          base + payload_start, codec_name(codec))
+        budget.inflated(len(data))
+        start, stop, shift, compressed_at, codec_label = 0, len(data), 0, base + payload_start, codec_name(codec)
+    cap = ProblemCap(problems)
+    window = _Window(data, base_offset, base_timestamp, fixed_timestamp, where, shift,
+                     compressed_at, codec_label)
+    records, framed, after = window.decode(start, stop, cap, 0, budget.records_left + 1)
+    if after < stop:  # more records than may be held at once: stream them
+        records, framed = _stream(window, start, stop, cap, view[payload_start:end], codec, len(data))
+    else:
+        budget.hold_records(len(records))
+    cap.close(where, base + pos)
     batch["records"] = records
     if framed != records_count:
         problems.append(Problem(
@@ -102,38 +113,79 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
     return batch
 
 
-def _decode_records(data: bytes, pos: int, end: int, base_offset: int, base_timestamp: int,
-                    fixed_timestamp: int | None, where: str, problems: list[Problem],
-                    shift: int, compressed_at: int | None, codec: str = ""
-                    ) -> tuple[list[dict], int]:
-    """Decode records in data[pos:end]; return them and how many records were framed."""
-    if _fast is not None:
-        records = _fast(data, pos, end, base_offset, base_timestamp, fixed_timestamp)
-        if records is not None:
-            return records, len(records)
-    return _decode_records_py(data, pos, end, base_offset, base_timestamp, fixed_timestamp,
-                              where, problems, shift, compressed_at, codec)
+def _stream(window: "_Window", start: int, stop: int, cap: ProblemCap, payload, codec: int,
+            size: int) -> tuple[RecordStream, int]:
+    """The records of a batch too big to hold, counted (and their problems found) in chunks
+    now, decoded again chunk by chunk when the output is written."""
+    good = framed = 0
+    first = last = None
+    pos = start
+    while pos < stop:
+        chunk, n, pos = window.decode(pos, stop, cap, framed, STREAM_CHUNK)
+        if chunk:
+            first = chunk[0] if first is None else first
+            last = chunk[-1]
+        good += len(chunk)
+        framed += n
+    if codec == 0:
+        data = window.data
+    else:  # the compressed bytes are kept, not the decompressed ones: inflated again when read
+        window.data = None
+        data = (codec, payload, size)
+    return RecordStream(window, data, start, stop, good, first, last), framed
+
+
+class _Window:
+    """Decodes the records of one batch's record bytes a window at a time."""
+
+    __slots__ = ("data", "base_offset", "base_timestamp", "fixed_timestamp", "where", "shift",
+                 "compressed_at", "codec")
+
+    def __init__(self, data, base_offset, base_timestamp, fixed_timestamp, where, shift,
+                 compressed_at, codec):
+        self.data, self.base_offset, self.base_timestamp = data, base_offset, base_timestamp
+        self.fixed_timestamp, self.where, self.shift = fixed_timestamp, where, shift
+        self.compressed_at, self.codec = compressed_at, codec
+
+    def decode(self, pos: int, end: int, problems, first_index: int, limit: int
+               ) -> tuple[list[dict], int, int]:
+        """Up to ``limit`` records from data[pos:end]: (records, records framed, position after
+        them; ``end`` when nothing more can be framed)."""
+        if _fast is not None:
+            got = _fast(self.data, pos, end, self.base_offset, self.base_timestamp,
+                        self.fixed_timestamp, limit)
+            if got is not None:
+                records, after = got
+                return records, len(records), after
+        return _decode_records_py(self.data, pos, end, self.base_offset, self.base_timestamp,
+                                  self.fixed_timestamp, self.where, problems, self.shift,
+                                  self.compressed_at, self.codec, first_index, limit)
 
 
 _fast = native.v2records.decode if native.v2records is not None else None
 
 
 def _decode_records_py(data: bytes, pos: int, end: int, base_offset: int, base_timestamp: int,
-                       fixed_timestamp: int | None, where: str, problems: list[Problem],
-                       shift: int, compressed_at: int | None, codec: str = ""
-                       ) -> tuple[list[dict], int]:
+                       fixed_timestamp: int | None, where: str, problems, shift: int,
+                       compressed_at: int | None, codec: str = "", first_index: int = 0,
+                       limit: int | None = None) -> tuple[list[dict], int, int]:
     """The Python loop: the same records as the C fast path, and every problem on the way.
 
     Problem offsets are ``shift + position`` for uncompressed data; inside a decompressed
     payload they are ``compressed_at`` (the payload's absolute position) and the text names
     the codec and the decompressed byte. A record without headers shares the empty tuple.
+    Returns the records, how many were framed (decoded or not), and where the next one starts
+    (``end`` once a record's length leaves nothing to frame).
     """
     records: list[dict] = []
     append = records.append
     bad = 0  # records framed but not decoded
     record_end = pos  # where the last framed record ends: past start once a record is framed
-    while pos < end:
+    if limit is None:
+        limit = end
+    while pos < end and len(records) + bad < limit:
         start = pos
+        index = first_index + len(records) + bad
         try:
             length, pos = _varint(data, pos, 5)
             record_end = pos + length
@@ -150,7 +202,7 @@ def _decode_records_py(data: bytes, pos: int, end: int, base_offset: int, base_t
                 headers = ()
             else:
                 headers, pos = _decode_headers(
-                    data, pos, record_end, problems, where, len(records) + bad,
+                    data, pos, record_end, problems, where, index,
                     shift + start if compressed_at is None else compressed_at)
                 if pos != record_end:
                     raise _Bad("record_length", f"record length says {length} bytes but its "
@@ -164,18 +216,17 @@ def _decode_records_py(data: bytes, pos: int, end: int, base_offset: int, base_t
             else:
                 at = compressed_at
                 what += f" (byte {start} of the {codec}-decompressed records)"
-            problems.append(Problem(what, f"{where} → records[{len(records) + bad}]", at, ERROR,
-                                    check))
+            problems.append(Problem(what, f"{where} → records[{index}]", at, ERROR, check))
             bad += 1
             if record_end <= start:  # its length did not frame it: nothing after it can be
-                return records, len(records) + bad
+                return records, len(records) + bad, end
             pos = record_end
             continue
         append({"offset": base_offset + offset_delta,
                 "timestamp": (base_timestamp + timestamp_delta if fixed_timestamp is None
                               else fixed_timestamp),
                 "key": key, "value": value, "headers": headers})
-    return records, len(records) + bad
+    return records, len(records) + bad, pos
 
 
 # Varints of one and two bytes, zigzag-decoded: _ONE_BYTE[byte] when byte < 0x80, else

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from operator import itemgetter
 
-from kinspect.problems import ERROR, INFO, WARNING, Problem
+from kinspect.problems import ERROR, INFO, WARNING, Problem, ProblemCap
 
 # v2 header field positions, relative to the batch start
 _ATTRIBUTES_AT = 21
@@ -30,12 +30,19 @@ _TIMESTAMP = itemgetter("timestamp")
 
 
 def check_batch(batch: dict, where: str, problems: list[Problem]) -> None:
-    """All v2 checks for one decoded batch."""
-    _reserved_attributes(batch, where, problems)
-    _offset_deltas(batch, where, problems)
-    _timestamps(batch, where, problems)
-    _producer_fields(batch, where, problems)
-    _control_batch(batch, where, problems)
+    """All v2 checks for one decoded batch (its records a list, or a RecordStream)."""
+    cap = ProblemCap(problems)
+    _reserved_attributes(batch, where, cap)
+    _offset_deltas(batch, where, cap)
+    _timestamps(batch, where, cap)
+    _producer_fields(batch, where, cap)
+    _control_batch(batch, where, cap)
+    cap.close(where, batch["position"])
+
+
+def _chunks(records) -> list:
+    """A batch's records a chunk at a time: a list is one chunk, a RecordStream streams."""
+    return [records] if isinstance(records, list) else records.chunks()
 
 
 def _reserved_attributes(batch: dict, where: str, problems: list[Problem]) -> None:
@@ -51,9 +58,20 @@ def _offset_deltas(batch: dict, where: str, problems: list[Problem]) -> None:
     if not records:
         return
     base = batch["base_offset"]
-    offsets = list(map(_OFFSET, records))
-    if offsets != list(range(base, base + len(offsets))):  # not deltas 0, 1, 2, ...
-        _offset_delta_order(offsets, base, where, batch["position"] + _RECORDS_AT, problems)
+    at = batch["position"] + _RECORDS_AT
+    previous, gaps, index = -1, 0, 0
+    for chunk in _chunks(records):
+        offsets = list(map(_OFFSET, chunk))
+        start = base + previous + 1
+        if offsets != list(range(start, start + len(offsets))):  # deltas not going on 1 by 1
+            previous, gaps = _offset_delta_order(offsets, base, where, at, problems, index,
+                                                 previous, gaps)
+        else:
+            previous += len(offsets)
+        index += len(offsets)
+    if gaps:
+        problems.append(Problem(f"{gaps} gap(s) in the record offset deltas: records were removed, "
+                                f"as log compaction does", where, at, INFO, "offset_delta_order"))
     last = offsets[-1] - base
     declared = batch["last_offset_delta"]
     if declared < last:
@@ -67,11 +85,10 @@ def _offset_deltas(batch: dict, where: str, problems: list[Problem]) -> None:
                                 "last_offset_delta", last, declared))
 
 
-def _offset_delta_order(offsets: list[int], base: int, where: str, at: int,
-                        problems: list[Problem]) -> None:
-    previous = -1
-    gaps = 0
-    for index, offset in enumerate(offsets):
+def _offset_delta_order(offsets: list[int], base: int, where: str, at: int, problems,
+                        first_index: int, previous: int, gaps: int) -> tuple[int, int]:
+    """Offsets of records ``first_index``.. that are not 0, 1, 2, ...: (previous, gaps) after them."""
+    for index, offset in enumerate(offsets, first_index):
         delta = offset - base
         if delta <= previous:
             problems.append(Problem(f"offset delta {delta} does not increase (previous {previous})",
@@ -80,9 +97,7 @@ def _offset_delta_order(offsets: list[int], base: int, where: str, at: int,
         elif delta != previous + 1:
             gaps += 1
         previous = max(previous, delta)
-    if gaps:
-        problems.append(Problem(f"{gaps} gap(s) in the record offset deltas: records were removed, "
-                                f"as log compaction does", where, at, INFO, "offset_delta_order"))
+    return previous, gaps
 
 
 def _timestamps(batch: dict, where: str, problems: list[Problem]) -> None:
@@ -95,7 +110,7 @@ def _timestamps(batch: dict, where: str, problems: list[Problem]) -> None:
     records = batch["records"]
     if not records:
         return
-    largest = max(map(_TIMESTAMP, records))
+    largest = max(max(map(_TIMESTAMP, chunk)) for chunk in _chunks(records))
     if largest != batch["max_timestamp"]:
         problems.append(Problem(f"maxTimestamp {batch['max_timestamp']} is not the largest record "
                                 f"timestamp {largest}", where, at, ERROR, "max_timestamp",

@@ -42,7 +42,8 @@ def codec_name(codec: int) -> str:
 
 
 def decompress(codec: int, payload: bytes | memoryview, max_output: int = DEFAULT_MAX_OUTPUT,
-               magic: int = 2) -> tuple[bytes | None, Notes]:
+               magic: int = 2, raise_bound: str = "the max_output bound") -> tuple[bytes | None, Notes]:
+    """``raise_bound`` ends the note when the output would pass ``max_output``: how to raise it."""
     notes: Notes = []
     decoder = _DECODERS.get(codec)
     if decoder is None:
@@ -52,7 +53,7 @@ def decompress(codec: int, payload: bytes | memoryview, max_output: int = DEFAUL
         data = decoder(payload, max_output, magic, notes)
     except _TooBig as e:
         notes.append((ERROR, f"{codec_name(codec)} payload decompresses to more than {max_output} "
-                             f"bytes{e.detail} (the max_output bound)"))
+                             f"bytes{e.detail} ({raise_bound})"))
         return None, notes
     except _Corrupt as e:
         notes.append((ERROR, f"{codec_name(codec)} payload does not decompress: {e}"))

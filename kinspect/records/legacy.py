@@ -11,7 +11,8 @@ from __future__ import annotations
 import struct
 import zlib
 
-from kinspect.problems import ERROR, Problem
+from kinspect.limits import OPTION, Budget, Limits
+from kinspect.problems import ERROR, WARNING, Problem, ProblemCap
 from kinspect.records.checks import check_legacy_message
 from kinspect.records.codecs import codec_name, decompress
 
@@ -27,8 +28,10 @@ _I64 = struct.Struct(">q")
 
 
 def decode_message(buf, view: memoryview, pos: int, index: int, path: str, base: int,
-                   problems: list[Problem], max_output: int, checks: bool) -> dict:
-    """Decode one top-level message occupying buf[pos:pos + 12 + message_size]."""
+                   problems: list[Problem], max_output: int | Budget, checks: bool) -> dict:
+    """Decode one top-level message occupying buf[pos:pos + 12 + message_size]; ``max_output``:
+    the Budget of the unit of work, or (alone) the bound of one wrapper's decompression."""
+    budget = max_output if isinstance(max_output, Budget) else Budget(Limits(max_batch_bytes=max_output))
     where = f"{path} → batch[{index}]"
     (offset, size, crc, magic, attributes, timestamp, key, value, computed,
      error) = _read_message(buf, view, pos)
@@ -51,8 +54,10 @@ def decode_message(buf, view: memoryview, pos: int, index: int, path: str, base:
                                "value": value, "headers": ()}]
     else:
         value_at = base + pos + 12 + size - (len(value) if value is not None else 0)
+        cap = ProblemCap(problems)
         message["records"], raw_offsets = _decompress_wrapper(
-            message, value, where, value_at, problems, max_output)
+            message, value, where, value_at, cap, budget)
+        cap.close(where, base + pos)
     if checks:
         check_legacy_message(message, raw_offsets, where, problems)
     return message
@@ -95,25 +100,28 @@ def _timestamp_type(magic: int, attributes: int) -> str | None:
 
 
 def _decompress_wrapper(wrapper: dict, value: bytes | None, where: str, at: int,
-                        problems: list[Problem], max_output: int
-                        ) -> tuple[list[dict], list[int] | None]:
+                        problems, budget: Budget) -> tuple[list[dict], list[int] | None]:
     if value is None:
         problems.append(Problem(f"compressed ({wrapper['compression']}) wrapper message has a "
                                 f"null value", where, at, ERROR, "decompress"))
         return [], None
-    data, notes = decompress(wrapper["attributes"] & CODEC_MASK, value, max_output,
-                             wrapper["magic"])
+    bound, option = budget.inflate_bound(len(value))
+    data, notes = decompress(wrapper["attributes"] & CODEC_MASK, value, bound, wrapper["magic"],
+                             f"raise it with {option}")
     for severity, text in notes:
         problems.append(Problem(f"{text} (wrapper message at byte {wrapper['position']:#x})",
                                 where, at, severity, "decompress"))
     if data is None:
         return [], None
-    return _decode_inner(data, wrapper, where, at, problems)
+    budget.inflated(len(data))
+    return _decode_inner(data, wrapper, where, at, problems, budget)
 
 
-def _decode_inner(data: bytes, wrapper: dict, where: str, at: int,
-                  problems: list[Problem]) -> tuple[list[dict], list[int]]:
-    """Inner messages of a wrapper; problem offsets are the wrapper value's position."""
+def _decode_inner(data: bytes, wrapper: dict, where: str, at: int, problems, budget: Budget
+                  ) -> tuple[list[dict], list[int]]:
+    """Inner messages of a wrapper; problem offsets are the wrapper value's position. Past
+    what the budget lets it hold, inner messages are checked and counted, not kept."""
+    held = budget.records_left
     records: list[dict] = []
     raw_offsets: list[int] = []
     view = memoryview(data)
@@ -151,10 +159,17 @@ def _decode_inner(data: bytes, wrapper: dict, where: str, at: int,
                 f"wrappers nest one level only ({codec} byte {pos})",
                 _inner(where, raw_offsets), at, ERROR, "wrapper_nesting"))
         raw_offsets.append(offset)
-        records.append({"offset": offset, "timestamp": timestamp, "key": key, "value": value,
-                        "headers": (), "crc_valid": computed == crc, "magic": magic,
-                        "attributes": attributes})
+        if len(records) < held:
+            records.append({"offset": offset, "timestamp": timestamp, "key": key, "value": value,
+                            "headers": (), "crc_valid": computed == crc, "magic": magic,
+                            "attributes": attributes})
         pos += 12 + size
+    budget.hold_records(len(records))
+    if len(raw_offsets) > len(records):
+        problems.append(Problem(
+            f"wrapper holds {len(raw_offsets)} inner messages: only the first {len(records)} are "
+            f"kept in the output (raise it with {OPTION['eager_records']})", where, at, WARNING,
+            "records_cut", len(raw_offsets), len(records)))
     _resolve_inner(wrapper, records, raw_offsets)
     return records, raw_offsets
 

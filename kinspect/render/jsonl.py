@@ -8,16 +8,27 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
+from collections.abc import Iterator
 from functools import partial
 
 import orjson
 
 from kinspect import native
+from kinspect.records.stream import RecordStream
 
 # Nearly every dict has str keys; OPT_NON_STR_KEYS (for the few that don't) costs a fifth of
 # orjson's time, so it is only a second try.
 _OPTIONS = 0
 _LINE_OPTIONS = orjson.OPT_APPEND_NEWLINE
+
+
+# A batch too big to hold (RecordStream) is written as a mark first, then its records replace
+# the mark a chunk at a time. The nonce keeps decoded data from forging a mark.
+_MARK = f"\x00kinspect-records-{secrets.token_hex(16)}\x00"
+_MARK_JSON = orjson.dumps(_MARK)
+_streams: list[RecordStream] = []  # met by the dump in progress (dumps are not re-entrant)
+_preview: list[int] = []           # set by plain(): streams shown as their first records
 
 
 def _default(value):
@@ -32,6 +43,12 @@ def _default(value):
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             return {"b64": base64.b64encode(raw).decode("ascii")}
+    if type(value) is RecordStream:
+        if _preview:
+            shown = _preview[0]
+            return value.head(shown) + [f"… {len(value) - shown} more records (streamed)"]
+        _streams.append(value)
+        return _MARK
     if hasattr(value, "to_dict"):
         return value.to_dict()
     if isinstance(value, (set, frozenset)):
@@ -49,6 +66,35 @@ _fast_default = (partial(native.bytes_json.text_or, _default) if native.bytes_js
 def dumpb(record, newline: bool = False) -> bytes:
     """One JSON object, UTF-8 encoded, with a newline at the end only when asked (orjson appends
     it in place: ``line + b"\\n"`` would copy lines of megabytes). NaN and infinities become null."""
+    parts = pieces(record, newline)
+    return parts[0] if type(parts) is list else b"".join(parts)
+
+
+def pieces(record, newline: bool = False) -> list[bytes] | Iterator[bytes]:
+    """``dumpb``'s line as pieces to write one after the other: one piece, unless the record holds
+    batches too big to hold, whose records are then encoded a chunk at a time as they are read."""
+    _streams.clear()
+    line = _dump(record, newline)
+    if not _streams:
+        return [line]
+    streams = list(_streams)
+    _streams.clear()
+    return _spliced(line, streams)
+
+
+def _spliced(line: bytes, streams: list[RecordStream]) -> Iterator[bytes]:
+    parts = line.split(_MARK_JSON)
+    for part, stream in zip(parts, streams):
+        yield part
+        yield b"["
+        for number, chunk in enumerate(stream.chunks()):
+            body = _dump(chunk, False)[1:-1]
+            yield b"," + body if number else body
+        yield b"]"
+    yield parts[-1]
+
+
+def _dump(record, newline: bool) -> bytes:
     option = _LINE_OPTIONS if newline else _OPTIONS
     try:
         return orjson.dumps(record, default=_fast_default, option=option)
@@ -65,6 +111,11 @@ def dumps(record) -> str:
     return dumpb(record).decode("utf-8")
 
 
-def plain(value):
-    """The JSON-able form of a decoded value (bytes converted), for renderers that need objects."""
-    return json.loads(dumpb(value))
+def plain(value, streamed_shown: int = 200):
+    """The JSON-able form of a decoded value (bytes converted), for renderers that need objects;
+    a batch too big to hold shows its first ``streamed_shown`` records and how many more."""
+    _preview.append(streamed_shown)
+    try:
+        return json.loads(dumpb(value))
+    finally:
+        _preview.pop()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from kinspect.problems import ERROR, WARNING, Problem
 from kinspect.records import batch as v2
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT, decompress
+from kinspect.records.stream import RecordStream
 from kinspect.storage import checkpoints, index, segment, snapshot, txnindex
 from kinspect.storage.cluster_metadata import decode_metadata_record
 from kinspect.storage.files import FileInfo
@@ -178,29 +179,44 @@ def _first_legacy(unit: dict) -> int:
 
 
 def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list[Problem],
-             max_output: int) -> list[dict]:
+             max_output: int):
     """The unit's record dicts (its own, fresh per batch) with sizes, sequences, CRCs of
-    legacy messages and, with a decoder, the decoded internal record."""
+    legacy messages and, with a decoder, the decoded internal record. A batch too big to hold
+    (a RecordStream) gets the same fields on each record as it is streamed out."""
     records = unit["records"]
-    for record in records:
+    base_sequence, base_offset = event.get("base_sequence"), event.get("base_offset")
+    decode = decoder is not None and not event.get("is_control")
+    number = -1
+
+    def sizes(record: dict) -> dict:
         key, value = record["key"], record["value"]
         record["key_size"] = -1 if key is None else len(key)
         record["value_size"] = -1 if value is None else len(value)
-    if unit["magic"] == 2:
-        base_sequence, base_offset = event["base_sequence"], event["base_offset"]
-        for record in records:
+        if unit["magic"] == 2:
             record["sequence"] = (NO_SEQUENCE if base_sequence == NO_SEQUENCE else
                                   increment_sequence(base_sequence, record["offset"] - base_offset))
-    else:
+        return record
+
+    def decoded(record: dict) -> dict:
+        nonlocal number
+        number += 1
+        record["decoded"], decode_problems = decoder(record["key"], record["value"])
+        where = f"{display} → batch at {event['position']} → records[{number}]"
+        for p in decode_problems:
+            p.path = f"{where} → {p.path}" if p.path else where
+        problems.extend(decode_problems)
+        return record
+
+    if isinstance(records, RecordStream):  # only v2 batches are streamed
+        records = records.mapped(sizes)
+        return records.mapped(decoded) if decode else records
+    for record in records:
+        sizes(record)
+    if unit["magic"] != 2:
         _legacy_fields(buf, unit, records, max_output)
-    if decoder is not None and not event.get("is_control"):
-        for number, record in enumerate(records):
-            decoded, decode_problems = decoder(record["key"], record["value"])
-            record["decoded"] = decoded
-            where = f"{display} → batch at {event['position']} → records[{number}]"
-            for p in decode_problems:
-                p.path = f"{where} → {p.path}" if p.path else where
-            problems.extend(decode_problems)
+    if decode:
+        for record in records:
+            decoded(record)
     return records
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+from kinspect.records.stream import RecordStream
 from kinspect.storage import kafka_json, structs
 from kinspect.storage._record_schemas import GROUP_RECORD_TYPES, TRANSACTION_RECORD_TYPES
 from kinspect.storage.share_schemas import SHARE_RECORD_TYPES
@@ -116,10 +117,16 @@ class KafkaFormat:
 
     def _batch(self, event: dict) -> list[str]:
         out = [batch_line(event)]
-        if self.deep:
-            for record in event.get("records") or ():
-                self._track_offset(record["offset"])
-                out.append(self.record_line(event, record))
+        records = event.get("records") or ()
+        if self.deep and not isinstance(records, RecordStream):  # a stream: record_lines, by chunk
+            out += self.record_lines(event, records)
+        return out
+
+    def record_lines(self, event: dict, records) -> list[str]:
+        out = []
+        for record in records:
+            self._track_offset(record["offset"])
+            out.append(self.record_line(event, record))
         return out
 
     def _track_offset(self, offset: int) -> None:

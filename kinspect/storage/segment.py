@@ -27,6 +27,7 @@ from kinspect.problems import ERROR, INFO, Problem
 from kinspect.records import batch as v2
 from kinspect.records import legacy
 from kinspect.records.checks import check_batch, check_offset_order
+from kinspect.limits import Budget, Limits
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
 
 FRAME = struct.Struct(">qi")
@@ -48,6 +49,8 @@ def walk_segment(buf, path: str = "segment", *, checks: bool = False, decode: bo
     view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
     data = buf if isinstance(buf, bytes) else view
     end = len(view)
+    budget = (max_output if isinstance(max_output, Budget)
+              else Budget(Limits(max_batch_bytes=max_output), input_bytes=end))
     pos = index = 0
     previous_last = None
     while pos < end:
@@ -67,7 +70,8 @@ def walk_segment(buf, path: str = "segment", *, checks: bool = False, decode: bo
                 index += 1
                 pos = unit_end
                 continue
-            unit = _decode_unit(data, view, pos, index, path, problems, max_output, checks)
+            budget.next_unit()  # each unit is consumed before the next is decoded
+            unit = _decode_unit(data, view, pos, index, path, problems, budget, checks)
             if not unit["crc_valid"]:
                 inner = find_next_batch(data, view, pos + 1, end, stop=unit_end)
                 if inner is not None:

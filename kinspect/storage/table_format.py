@@ -12,6 +12,8 @@ import datetime as _dt
 
 from rich.text import Text
 
+from kinspect.records.stream import RecordStream
+
 from kinspect.render.jsonl import dumps
 from kinspect.render.text import problem_lines
 from kinspect.storage.views import record_view
@@ -85,11 +87,15 @@ class TableFormat:
                 f"{e.get('compression', '-'):<6} {_time(e.get('max_timestamp')):<24} "
                 f"{kind:<6} {producer:<22} {flags or '-':<6} ")
         self.line(Text.assemble(text, (crc, "red bold" if crc == "BAD" else "green")))
-        for record in e.get("records") or ():
-            if e.get("is_control"):
-                self.line(Text(self._control(record, e.get("control") or {})))
-            else:
-                self.line(Text(self._record(record)))
+        records = e.get("records") or ()
+        if not isinstance(records, RecordStream):  # a stream is written by record_lines, chunk by chunk
+            for line in self.record_lines(e, records):
+                self.line(line)
+
+    def record_lines(self, e: dict, records) -> list[Text]:
+        if e.get("is_control"):
+            return [Text(self._control(record, e.get("control") or {})) for record in records]
+        return [Text(self._record(record)) for record in records]
 
     def _control(self, record: dict, control: dict) -> str:
         details = " ".join(f"{k}={_compact(v)}" for k, v in control.items()

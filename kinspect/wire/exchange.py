@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 
+from kinspect.limits import Budget
 from kinspect.problems import ERROR, INFO, WARNING, Problem
 from kinspect.wire import apis, messages
 from kinspect.wire.frames import Frame, FrameBuffer
@@ -78,11 +79,13 @@ def produce_acks(api_version: int, payload: bytes, at: int) -> int | None:
         return None
 
 
-def complete(exchange: dict, topics: TopicNames) -> dict:
+def complete(exchange: dict, topics: TopicNames, budget: Budget | None = None) -> dict:
     """Decodes the bodies an exchange carries raw, in place: request, response, error codes, topic names.
 
     Kept apart from pairing so that it can run later or in another process; ``topics`` must have
-    learned from the responses before this one (see TopicNames).
+    learned from the responses before this one (see TopicNames). ``budget`` (kinspect.limits) is
+    the caller's unit of work: it is granted this exchange's bytes here; the caller decides when
+    the records held so far were written out (Budget.next_unit).
     """
     raw = exchange.pop(RAW, None)
     if raw is None:
@@ -90,12 +93,15 @@ def complete(exchange: dict, topics: TopicNames) -> dict:
     api_key, api_version = exchange["api_key"], exchange["api_version"]
     problems = exchange["problems"]
     request_payload, request_at, response_payload, response_at = raw
-    body, found = messages.decode_body(api_key, api_version, "request", request_payload, start=request_at)
+    if budget is not None:
+        budget.grant(len(request_payload) + (len(response_payload) if response_payload is not None else 0))
+    body, found = messages.decode_body(api_key, api_version, "request", request_payload, start=request_at,
+                                       budget=budget)
     if found:
         problems += _problem_dicts(found, "request")
     if response_payload is not None:
         response, found = messages.decode_body(api_key, api_version, "response", response_payload,
-                                               start=response_at)
+                                               start=response_at, budget=budget)
         if found:
             problems += _problem_dicts(found, "response")
         topics.learn(api_key, response)

@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kinspect.limits import DEFAULT_LIMITS, OPTION, Budget
 from kinspect.problems import ERROR, INFO, WARNING, Problem
 from kinspect.wire.apis import API_VERSIONS_KEY, api_name
 from kinspect.wire._schemas import SCHEMAS
@@ -128,17 +129,33 @@ def _resolve(fields, commons, version: int, flexible: bool) -> tuple[Field, ...]
 
 class _Fault(Exception):
     """A body that cannot be decoded past this point; trail grows while it unwinds."""
+    check, severity = "body_structure", ERROR
 
     def __init__(self, what: str, field: str, pos: int):
         super().__init__(what)
         self.what, self.field, self.pos, self.trail = what, field, pos, []
 
 
+class _Cut(_Fault):
+    """A body whose arrays hold more entries than --max-items lets one body decode."""
+    check, severity = "max_items", WARNING
+
+
+def _too_many(n: int, c: "_Context", field: str, pos: int):
+    raise _Cut(f"array of {n} entries passes the {c.limits.max_items} array entries one body may "
+               f"decode: the rest of the body is not decoded (raise it with {OPTION['max_items']})",
+               field, pos)
+
+
 class _Context:
-    __slots__ = ("problems", "prefix", "base", "raw_records", "partial_ok", "record_checks")
+    __slots__ = ("problems", "prefix", "base", "raw_records", "partial_ok", "record_checks",
+                 "budget", "limits", "items")
 
     def __init__(self, prefix: str, base: int, raw_records: bool, partial_ok: bool = True,
-                 record_checks: bool = False):
+                 record_checks: bool = False, budget: Budget | None = None):
+        self.budget = budget
+        self.limits = budget.limits if budget is not None else DEFAULT_LIMITS
+        self.items = self.limits.max_items  # array entries this body may still decode
         self.problems: list[Problem] = []
         self.prefix, self.base, self.raw_records = prefix, base, raw_records
         # A broker may cut a fetched record set short; a producer never sends half a batch.
@@ -216,7 +233,8 @@ def _records(buf, pos: int, n: int, path: str, c: _Context):
         return buf[pos:pos + n]
     try:
         batches, problems = decode(memoryview(buf)[pos:pos + n], path=path, base=c.base + pos,
-                                   partial_ok=c.partial_ok, checks=c.record_checks)
+                                   partial_ok=c.partial_ok, checks=c.record_checks,
+                                   **({} if c.budget is None else {"max_output": c.budget}))
     except Exception as exc:  # the record decoder must not take the body down with it
         c.problems.append(Problem(f"record decoder failed: {exc!r}", path, c.base + pos))
         return buf[pos:pos + n]
@@ -243,6 +261,7 @@ def _records_decoder():
 _RUNTIME = {
     "_Fault": _Fault, "_short": _short, "_too_long": _too_long, "_bad_length": _bad_length,
     "_uvarint": _uvarint, "_uuid": _uuid, "_partial_run": _partial_run, "_tagged": _tagged,
+    "_too_many": _too_many,
     "_records": _records, "_unpack": struct.unpack_from,
     "_I16": struct.Struct(">h").unpack_from, "_I32": struct.Struct(">i").unpack_from,
 }
@@ -463,8 +482,10 @@ class _Generator:
         # certainly corrupt, while a plausible one decodes element by element up to the fault.
         smallest = FIXED[f.type][1] if f.type in FIXED else 1
         check = f"{n} * {smallest}" if smallest > 1 else n
-        body.append(f"{inner}if {check} > end - pos: "
-                    f"_too_long('array', {n}, end - pos, {f.key!r}, pos)")
+        body += [f"{inner}if {check} > end - pos: "
+                 f"_too_long('array', {n}, end - pos, {f.key!r}, pos)",
+                 f"{inner}c.items -= {n}",
+                 f"{inner}if c.items < 0: _too_many({n}, c, {f.key!r}, pos)"]
         if f.type in FIXED and f.type != "uuid":
             code, size = FIXED[f.type]
             readers = self.const("A", tuple(struct.Struct(f">{k}{code}").unpack_from
@@ -537,13 +558,14 @@ _DECODERS: dict[tuple[int, int, str], tuple] = {}  # (key, version, kind) → (d
 
 def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryview, base: int = 0,
                 path: str | None = None, *, raw_records: bool = False, record_checks: bool = True,
-                start: int = 0) -> tuple[dict, list[Problem]]:
+                start: int = 0, budget: Budget | None = None) -> tuple[dict, list[Problem]]:
     """Decode one request or response body: ``buf[start:]`` (the bytes after the header; a
     frame and its header length need no copy), ``base`` the absolute position of ``buf[0]``.
 
     Returns the decoded fields (snake_case keys) and the problems met; a malformed body
     yields what was decoded before the fault plus an error Problem with the field path
-    and the frame-absolute offset. raw_records keeps record sets as bytes.
+    and the frame-absolute offset. raw_records keeps record sets as bytes. ``budget`` bounds
+    the array entries, records held and decompression (kinspect.limits; defaults otherwise).
     """
     entry = _DECODERS.get((api_key, api_version, kind))
     if entry is None and (api_key, api_version, kind) in DEFINED:
@@ -559,12 +581,12 @@ def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryvi
     if not isinstance(buf, bytes):
         buf = bytes(buf)
     body, problems = _run(compiled, buf, base, prefix, raw_records, kind == "response", record_checks,
-                          start)
+                          start, budget)
     if (api_key == API_VERSIONS_KEY and kind == "response" and api_version > 0 and problems
             and len(buf) - start >= 2 and _RUNTIME["_I16"](buf, start)[0] == UNSUPPORTED_VERSION):
         # a broker lacking the requested version answers with a v0 body
         v0_body, v0_problems = _run(_compiled(api_key, 0, kind), buf, base, prefix, raw_records,
-                                    start=start)
+                                    start=start, budget=budget)
         if not v0_problems:
             return v0_body, [Problem(
                 f"broker answered ApiVersions v{api_version} with a v0 body (UNSUPPORTED_VERSION)",
@@ -573,15 +595,15 @@ def decode_body(api_key: int, api_version: int, kind: str, buf: bytes | memoryvi
 
 
 def _run(decode, buf: bytes, base: int, prefix: str, raw_records: bool, partial_ok: bool = True,
-         record_checks: bool = False, start: int = 0):
-    c = _Context(prefix, base, raw_records, partial_ok, record_checks)
+         record_checks: bool = False, start: int = 0, budget: Budget | None = None):
+    c = _Context(prefix, base, raw_records, partial_ok, record_checks, budget)
     body: dict = {}
     end = len(buf)
     try:
         pos = decode(buf, start, end, body, c, prefix)
     except _Fault as fault:
         where = " → ".join([prefix, *reversed(fault.trail), fault.field])
-        c.problems.append(Problem(fault.what, where, base + fault.pos, ERROR, "body_structure"))
+        c.problems.append(Problem(fault.what, where, base + fault.pos, fault.severity, fault.check))
         return body, c.problems
     except Exception as exc:  # a decoder bug must cost one body, not the whole capture
         c.problems.append(Problem(f"decoder error: {exc!r}", prefix, base + start, ERROR, "decoder_error"))

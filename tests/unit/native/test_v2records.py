@@ -28,9 +28,12 @@ def test_the_accelerators_are_built():
 
 
 def python_twin(args):
+    """The Python loop on decode's arguments: (records, framed, position after, problems)."""
     problems: list = []
-    records, framed = batch._decode_records_py(*args, "records", problems, 0, None)
-    return records, framed, problems
+    limit = args[6] if len(args) > 6 else None
+    records, framed, after = batch._decode_records_py(*args[:6], "records", problems, 0, None, "", 0,
+                                                      limit)
+    return records, framed, after, problems
 
 
 class Differential:
@@ -40,16 +43,19 @@ class Differential:
         self.calls: list[tuple] = []
 
     def __call__(self, *args):
-        fast = decode(*args)
-        records, framed, problems = python_twin(args)
+        result = fast = decode(*args)
+        records, framed, after, problems = python_twin(args)
         if problems:
             assert fast is None, f"C decoded records Python finds trouble in: {problems[0]}"
         else:
             assert fast is not None, "C fell back on records Python decodes without a problem"
+            if len(args) > 6:  # (records, position after them)
+                assert fast[1] == after
+                fast = fast[0]
             assert fast == records and framed == len(fast)
             assert [type(r["headers"]) for r in fast] == [type(r["headers"]) for r in records]
         self.calls.append(args)
-        return fast
+        return result
 
 
 @pytest.fixture
@@ -91,7 +97,7 @@ def real_payloads(limit_bytes: int = 4096) -> list[tuple]:
     def keep(*args):
         data, pos, end = args[:3]
         if end - pos <= limit_bytes:
-            collected.append((bytes(data[pos:end]), *args[3:]))
+            collected.append((bytes(data[pos:end]), *args[3:6]))
         return decode(*args)
 
     saved = batch._fast
@@ -119,12 +125,30 @@ def payloads() -> list[tuple]:
 def agree(data: bytes, base_offset: int, base_timestamp: int, fixed) -> bool:
     args = (data, 0, len(data), base_offset, base_timestamp, fixed)
     fast = decode(*args)
-    records, framed, problems = python_twin(args)
+    records, framed, _, problems = python_twin(args)
     if problems:
         assert fast is None, f"C decoded {data.hex()} but Python says {problems[0]}"
         return False
     assert fast == records and framed == len(fast), data.hex()
     return True
+
+
+def test_windows_agree_and_add_up(payloads):
+    """With a limit, both decode the same records a window at a time, and the windows make
+    up the whole."""
+    for data, base_offset, base_timestamp, fixed in payloads:
+        whole = decode(data, 0, len(data), base_offset, base_timestamp, fixed)
+        for limit in (1, 2, 3, 1000):
+            pos, joined = 0, []
+            while pos < len(data):
+                args = (data, pos, len(data), base_offset, base_timestamp, fixed, limit)
+                records, after = decode(*args)
+                twin, framed, twin_after, problems = python_twin(args)
+                assert (records, after) == (twin, twin_after) and framed == len(records) <= limit
+                assert not problems and after > pos
+                joined += records
+                pos = after
+            assert joined == whole
 
 
 def test_mutated_payloads(payloads):

@@ -1,0 +1,75 @@
+"""Bounds that keep memory and work constant whatever the input, and the budget they draw on.
+
+A hostile input of a few kilobytes can claim millions of records, arrays of millions of
+entries, or gigabytes of decompressed output. Each bound below caps one of these; when a bound
+cuts something, the problem reported names the option that raises it.
+
+One ``Budget`` serves one unit of work whose output is written before the next is decoded: an
+exchange, a chunk of exchanges in a worker, or a segment file. Decompression is granted in
+proportion to the input bytes the unit has been given (``grant``), so work stays linear in the
+input; records beyond ``eager_records`` are not held in memory but streamed to the output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_items: int = 200_000          # array entries decoded per body (--max-items)
+    max_batch_bytes: int = 64 * MiB   # decompressed bytes per batch (--max-batch-bytes)
+    max_ratio: int = 1000             # decompressed bytes per compressed byte, per batch (--max-ratio)
+    max_file_ratio: int = 100         # decompressed bytes per input byte, per file (--max-file-ratio)
+    eager_records: int = 100_000      # records held at once; the rest streamed (--max-records)
+
+
+DEFAULT_LIMITS = Limits()
+
+# The options that raise each bound, as problems name them.
+OPTION = {"max_items": "--max-items", "max_batch_bytes": "--max-batch-bytes",
+          "max_ratio": "--max-ratio", "max_file_ratio": "--max-file-ratio",
+          "eager_records": "--max-records"}
+RATIO_FLOOR = 1 * MiB  # any batch may decompress this much, whatever its ratio
+
+
+class Budget:
+    """What is left of the bounds for one unit of work (see the module's docstring)."""
+
+    __slots__ = ("limits", "inflate_left", "records_left")
+
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, input_bytes: int = 0):
+        self.limits = limits
+        # one whole batch is always allowed, so small inputs decompress as they always have
+        self.inflate_left = limits.max_batch_bytes + limits.max_file_ratio * input_bytes
+        self.records_left = limits.eager_records
+
+    def grant(self, input_bytes: int) -> None:
+        """More input handed to this unit earns its share of decompression."""
+        self.inflate_left += self.limits.max_file_ratio * input_bytes
+
+    def inflate_bound(self, compressed: int) -> tuple[int, str]:
+        """The most a batch of ``compressed`` bytes may decompress to now, and the option that
+        raises that bound."""
+        limits = self.limits
+        bounds = [(limits.max_batch_bytes, "max_batch_bytes"),
+                  (max(RATIO_FLOOR, limits.max_ratio * compressed), "max_ratio"),
+                  (max(self.inflate_left, 0), "max_file_ratio")]
+        bound, name = min(bounds)
+        return bound, OPTION[name]
+
+    def inflated(self, size: int) -> None:
+        self.inflate_left -= size
+
+    def next_unit(self) -> None:
+        """The records held so far were written out: a new unit may hold its own."""
+        self.records_left = self.limits.eager_records
+
+    def hold_records(self, count: int) -> bool:
+        """Whether ``count`` more records may be held in memory (and if so, they are counted)."""
+        if count > self.records_left:
+            return False
+        self.records_left -= count
+        return True

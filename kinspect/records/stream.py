@@ -1,0 +1,89 @@
+"""The records of a batch too big to hold in memory, decoded again a chunk at a time when read.
+
+A RecordStream stands where a batch's list of records would be. It knows how many records
+there are, the first and the last (decoding already went through them once, counting them and
+finding their problems); iterating it decodes them again, ``STREAM_CHUNK`` at a time, from the
+bytes it keeps: the batch's own bytes, or its compressed payload, inflated again. Renderers
+write it chunk by chunk (render/jsonl.py), so memory stays bounded by a chunk, not a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kinspect.records.codecs import decompress
+
+STREAM_CHUNK = 4096
+
+
+class RecordStream:
+    __slots__ = ("_window", "_data", "_start", "_stop", "_count", "_first", "_last", "_each")
+
+    def __init__(self, window, data, start: int, stop: int, count: int, first: dict | None,
+                 last: dict | None, each=None):
+        """``data``: the record bytes, or (codec, compressed payload, decompressed size);
+        ``each``, if given, is applied to every record as it is read (see ``mapped``)."""
+        self._window, self._data, self._start, self._stop = window, data, start, stop
+        self._count, self._first, self._last, self._each = count, first, last, each
+
+    def mapped(self, each) -> RecordStream:
+        """The same records, each passed through ``each(record) -> record`` when read (the
+        first and last, kept from the first pass, are returned as they were decoded)."""
+        inner = self._each
+        composed = each if inner is None else (lambda record: each(inner(record)))
+        return RecordStream(self._window, self._data, self._start, self._stop, self._count,
+                            self._first, self._last, composed)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __getitem__(self, index: int) -> dict:
+        if index in (0, -self._count) and self._first is not None:
+            return self._first
+        if index == -1 and self._last is not None:
+            return self._last
+        if index < 0:
+            index += self._count
+        for number, record in enumerate(self):
+            if number == index:
+                return record
+        raise IndexError(index)
+
+    def __iter__(self) -> Iterator[dict]:
+        for chunk in self.chunks():
+            yield from chunk
+
+    def chunks(self, size: int = STREAM_CHUNK) -> Iterator[list[dict]]:
+        """The records, ``size`` at a time (problems were reported by the first pass)."""
+        window = self._window
+        data = self._data
+        if isinstance(data, tuple):
+            codec, payload, size_out = data
+            data, _ = decompress(codec, payload, size_out)
+            if data is None:
+                return
+        window.data = data
+        try:
+            pos, framed, stop = self._start, 0, self._stop
+            while pos < stop:
+                records, n, pos = window.decode(pos, stop, [], framed, size)
+                framed += n
+                if records:
+                    yield records if self._each is None else list(map(self._each, records))
+        finally:
+            window.data = self._data if not isinstance(self._data, tuple) else None
+
+    def head(self, count: int) -> list[dict]:
+        """The first ``count`` records (for previews)."""
+        out: list[dict] = []
+        for chunk in self.chunks(min(count, STREAM_CHUNK)):
+            out += chunk[:count - len(out)]
+            if len(out) >= count:
+                break
+        return out
+
+    def __repr__(self) -> str:
+        return f"<RecordStream of {self._count} records>"
