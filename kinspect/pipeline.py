@@ -10,13 +10,14 @@ from typing import Callable, Iterator
 
 from kinspect.capture.link import decoder_for
 from kinspect.capture.source import CaptureError, open_capture
-from kinspect.capture.tcp import StreamData, StreamGap, StreamStart, TcpReassembler
+from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
 from kinspect.limits import DEFAULT_LIMITS, Budget, Limits
 from kinspect.wire.exchange import RAW, complete
 from kinspect.wire.session import DEFAULT_PORTS, KafkaSession
 from kinspect.wire.topics import TopicNames
 
 PROGRESS_EVERY = 4096  # packets between progress callbacks
+MAX_CONNECTIONS = 50_000  # TCP connections followed at once (--max-connections)
 
 
 def _dispatch(session: KafkaSession, event) -> list:
@@ -38,9 +39,11 @@ class DecodeRun:
     """One capture decoded: iterate ``records()``, then read the counters and capture problems."""
 
     def __init__(self, source, *, ports=DEFAULT_PORTS, heuristic: bool = True, max_frame: int = 256 << 20,
-                 decode_bodies: bool = True, limits: Limits = DEFAULT_LIMITS):
+                 decode_bodies: bool = True, limits: Limits = DEFAULT_LIMITS,
+                 max_connections: int = MAX_CONNECTIONS):
         self.source = source
         self.limits = limits
+        self.max_connections = max_connections
         self.session = KafkaSession(ports, heuristic=heuristic, max_frame=max_frame, decode_bodies=decode_bodies)
         self.topics = TopicNames()
         self.capture_problems: list = []
@@ -56,6 +59,13 @@ class DecodeRun:
             self._error = CaptureError(f"{source}: {e.strerror or e}")
         else:
             self._error = None
+
+    def _expired_notice(self, ts: float, directions: int) -> dict:
+        return {"type": "notice", "conn": "", "time": ts, "kind": "expired",
+                "what": f"{directions} stream directions expired: more than {self.max_connections} "
+                        f"TCP connections were open at once, so those idle longest were closed "
+                        f"(their unanswered requests are reported; raise it with --max-connections)",
+                "directions": directions}
 
     @property
     def size(self) -> int | None:
@@ -81,8 +91,9 @@ class DecodeRun:
             raise CaptureUnreadable(str(self._error).removeprefix(f"{self.source}: "))
         capture = self._capture
         session = self.session
-        reassembler = TcpReassembler()
+        reassembler = TcpReassembler(max_streams=2 * self.max_connections)
         last_ts = 0.0
+        expired = 0
         packets = tcp_packets = 0
         linktype_seen, decode = None, None
         with capture:
@@ -106,7 +117,12 @@ class DecodeRun:
                         if out:
                             yield from out
                     else:
+                        if type(event) is StreamEnd and event.reason == "expired":
+                            expired += 1
                         yield from _dispatch(session, event)
+                if expired:
+                    yield self._expired_notice(ts, expired)
+                    expired = 0
             for event in reassembler.finish(last_ts):
                 yield from _dispatch(session, event)
             yield from session.finish(last_ts)

@@ -27,6 +27,7 @@ from pathlib import Path
 from kinspect.capture.source import sniff_format
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import ERROR, INFO, WARNING, Problem
+from kinspect.limits import Limits
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
 from kinspect.storage.segment import MIN_LENGTH, find_next_batch, walk_segment
 
@@ -268,7 +269,7 @@ def validate_file(path: Path, kind: str | None = None, *, max_output: int = DEFA
         report.unreadable = _not_recognised(path)
     if report.unreadable is None:
         if kind == "capture":
-            findings = _capture_findings(path, report)
+            findings = _capture_findings(path, report, max_output)
         else:
             findings = _mapped_findings(path, report, max_output, progress)
         for finding in _guarded(findings, name):
@@ -467,8 +468,8 @@ def _from_problem(file: str, problem: Problem, index: int, base_offset: int | No
 
 # ------------------------------------------------------------------ captures
 
-def _capture_findings(path: Path, report: FileReport) -> Iterator[Finding]:
-    run = DecodeRun(str(path))
+def _capture_findings(path: Path, report: FileReport, max_output: int | Limits) -> Iterator[Finding]:
+    run = DecodeRun(str(path), **({"limits": max_output} if isinstance(max_output, Limits) else {}))
     file = str(path)
     try:
         for record in run.records():

@@ -8,8 +8,9 @@ lists of events, NamedTuples told apart by type (``type(ev) is StreamData``):
 - ``StreamData(flow, ts, data)``: the next in-order bytes, each delivered once; ``ts`` is the
   time of the packet that completed them.
 - ``StreamGap(flow, ts, missing)``: ``missing`` bytes never arrived; the stream goes on after them.
-- ``StreamEnd(flow, ts, reason)``: "fin", "rst", "capture_end", or "reused" when a SYN with a
-  new initial sequence number replaced a stream whose end was not captured.
+- ``StreamEnd(flow, ts, reason)``: "fin", "rst", "capture_end", "reused" when a SYN with a
+  new initial sequence number replaced a stream whose end was not captured, or "expired" when
+  more than ``max_streams`` directions were open and this one had been idle longest.
 
 Sequence numbers are unwrapped into absolute stream positions (0 = first payload byte), so
 wraparound at 2**32 needs no special case. Out-of-order bytes wait in a per-direction buffer;
@@ -75,11 +76,15 @@ class _Direction:
 
 
 class TcpReassembler:
-    def __init__(self, max_buffered: int = 16 << 20, remember_closed: int = 65536) -> None:
+    def __init__(self, max_buffered: int = 16 << 20, remember_closed: int = 65536,
+                 max_streams: int = 100_000) -> None:
         """``max_buffered``: out-of-order bytes held per direction before a gap is declared.
         ``remember_closed``: ended directions kept so that their late retransmissions are
-        ignored rather than taken for new streams; the oldest are forgotten beyond this."""
+        ignored rather than taken for new streams; the oldest are forgotten beyond this.
+        ``max_streams``: directions open at once; past it the longest idle eighth expire."""
         self.max_buffered = max_buffered
+        self.max_streams = max_streams
+        self._open = 0
         # many tiny segments cost more memory than their bytes say: bound their number too
         self.max_pending_segments = max(1024, max_buffered >> 8)
         self.remember_closed = remember_closed
@@ -141,6 +146,9 @@ class TcpReassembler:
                 return None
             d = self._streams[flow] = _Direction((seq + 1) & MASK if flags & SYN else seq, ts)
             events.append(StreamStart(flow, ts, bool(flags & SYN)))
+            self._open += 1
+            if self._open > self.max_streams:
+                self._expire(ts, events, flow)
         d.last_ts = ts
         if flags & SYN:
             seq = (seq + 1) & MASK
@@ -239,6 +247,12 @@ class TcpReassembler:
         if chunks:
             events.append(StreamData(flow, ts, b"".join(chunks)))
 
+    def _expire(self, ts, events: list, keep) -> None:
+        """Too many directions open: end the eighth that has been idle longest (not ``keep``)."""
+        idle = ((d.last_ts, flow) for flow, d in self._streams.items() if not d.closed and flow != keep)
+        for _, flow in heapq.nsmallest(max(1, self.max_streams // 8), idle):
+            self._end(self._streams[flow], flow, ts, "expired", events)
+
     def _end(self, d: _Direction, flow, ts, reason: str, events: list) -> None:
         if d.pending:
             self._drain(d, flow, ts, [], events, keep_bytes=0)
@@ -248,6 +262,7 @@ class TcpReassembler:
                 d.next = d.fin_at
             reason = "fin"
         d.closed = True
+        self._open -= 1
         events.append(StreamEnd(flow, ts, reason))
         closed = self._closed
         closed.pop(flow, None)

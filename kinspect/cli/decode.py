@@ -6,11 +6,13 @@ import sys
 
 import click
 
+from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
+from kinspect.limits import Limits
 from kinspect.filters import ExchangeFilter, resolve_api
-from kinspect.parallel import JSON, RECORD, SUMMARY, default_jobs, finished
-from kinspect.pipeline import CaptureUnreadable, DecodeRun
-from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
+from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, default_jobs, finished
+from kinspect.pipeline import MAX_CONNECTIONS, CaptureUnreadable, DecodeRun
+from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
 from kinspect.render.text import exchange_line, problem_lines, tree_lines
 from kinspect.summary import Summary
 
@@ -25,7 +27,8 @@ Examples:
 
 \b
 Exit codes: 0 decoded; 1 problems (capture damaged, no Kafka traffic found, or with --strict
-any problem in an exchange); 2 usage error; 3 input unreadable.
+any problem in an exchange); 2 usage error; 3 input unreadable; 4 kinspect could not finish
+(a worker process died, or an internal error); 130 interrupted.
 """
 
 
@@ -51,12 +54,15 @@ def _apis(ctx, param, values):
 @click.option("--strict", is_flag=True, help="Exit 1 when any exchange has a problem.")
 @click.option("--max-frame", type=click.IntRange(1024), default=256 << 20, show_default=True,
               help="Largest Kafka frame accepted, in bytes.")
+@click.option("--max-connections", type=click.IntRange(1), default=MAX_CONNECTIONS, show_default=True,
+              help="TCP connections followed at once; past it those idle longest expire (with a notice).")
 @click.option("-j", "--jobs", type=click.IntRange(1), default=None,
               help="Processes decoding bodies for --json and --summary (default: one per CPU "
                    "beyond the first, two on two CPUs, none on one).")
+@limit_options
 @output_options
 def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_only, min_latency_ms,
-           summary, verbose, strict, max_frame, jobs, out: Output):
+           summary, verbose, strict, max_frame, max_connections, jobs, out: Output, limits: Limits):
     """Decode Kafka traffic in pcap/pcapng captures (a file, a .gz, or - for stdin).
 
     Every request is paired with its response by connection and correlation id, with latency,
@@ -70,7 +76,8 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
     if jobs is None:
         jobs = default_jobs() if mode != RECORD else 1
     for source in captures:
-        run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame)
+        run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
+                        limits=limits, max_connections=max_connections)
         try:
             with out.progress(run.size) as bar:
                 for output, has_error in finished(run, keep, mode, jobs if _worth_it(run) else 1, bar.update,
@@ -86,6 +93,11 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
             out.warn(f"kinspect: {source}: {e}")
             exit_code = max(exit_code, EXIT_UNREADABLE)
             continue
+        except WorkerDied as e:
+            cut = " (its last line may be cut off)" if e.cut else ""
+            out.warn(f"kinspect: {source}: {e}. The output stops short{cut}: re-run with -j1 to "
+                     f"decode in one process (it needs less memory)")
+            sys.exit(EXIT_UNFINISHED)
         for problem in run.capture_problems:
             out.warn(f"kinspect: {source}: {problem}")
             if out.as_json and not summary:

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
+from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
+from kinspect.limits import Limits
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
 from kinspect.records.stream import RecordStream
 from kinspect.render.jsonl import dumpb, dumps
@@ -39,7 +41,8 @@ size, and the dump goes on at the next valid batch. Files are only read (mmap).
 
 \b
 Exit codes: 0 no errors; 1 errors found (or warnings, with --strict); 2 usage error;
-3 a file unreadable or of no known kind.
+3 a file unreadable or of no known kind; 4 kinspect could not finish (an internal error);
+130 interrupted.
 """
 
 PROGRESS_STEP = 8 << 20
@@ -61,15 +64,17 @@ PROGRESS_STEP = 8 << 20
 @click.option("--no-checks", is_flag=True,
               help="Skip CRC and record checks: batch headers only (fastest).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@limit_options
 @output_options
-def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict, out: Output):
+def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict, out: Output,
+         limits: Limits):
     """Dump Kafka log segments, indexes, snapshots and checkpoints (files or directories)."""
     if style == "kafka" and out.as_json:
         raise click.UsageError("--format kafka and --json do not go together")
     records = records or data
     options = DumpOptions(records=records, data=data, internal=not no_internal,
                           checks=not no_checks, shallow=no_checks and not records
-                          and style != "kafka")
+                          and style != "kafka", limits=limits)
     renderer = (KafkaRenderer(out, records, data, not no_internal) if style == "kafka"
                 else JsonRenderer(out, data, mode) if out.as_json
                 else TableRenderer(out, data, mode))

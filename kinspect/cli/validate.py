@@ -8,7 +8,9 @@ from pathlib import Path
 import click
 from rich.text import Text
 
+from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
+from kinspect.limits import Limits
 from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, INFO, WARNING
 from kinspect.render.junit import JUnitReport
 from kinspect.validate import FileReport, Finding, validate_paths
@@ -35,7 +37,8 @@ unit is reported and the walk resumes at the next valid batch.
 
 \b
 Exit codes: 0 clean; 1 problems (errors, or warnings too with --strict); 2 usage error;
-3 a file is unreadable or not something kinspect validates.
+3 a file is unreadable or not something kinspect validates; 4 kinspect could not finish
+(an internal error); 130 interrupted.
 """
 
 
@@ -49,8 +52,9 @@ Exit codes: 0 clean; 1 problems (errors, or warnings too with --strict); 2 usage
 @click.option("--skip-unknown", is_flag=True,
               help="Skip named files that are not captures, segments or record files (as in "
                    "directories) instead of failing with exit 3; for pre-commit.")
+@limit_options
 @output_options
-def validate(paths, strict, junit_file, verbose, skip_unknown, out: Output):
+def validate(paths, strict, junit_file, verbose, skip_unknown, out: Output, limits: Limits):
     """Check Kafka record batches in captures, log segments, record files and directories.
 
     Each finding names its check, severity, byte position, batch and base offset, and what
@@ -62,7 +66,8 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, out: Output):
     shown: list[Finding] = []
     hidden = 0
     try:
-        for event in validate_paths(paths, skip_unknown=skip_unknown, progress=progress):
+        for event in validate_paths(paths, skip_unknown=skip_unknown, progress=progress,
+                                    max_output=limits):
             if isinstance(event, Finding):
                 if junit is not None:
                     junit.add(event)

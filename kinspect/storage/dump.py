@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kinspect.problems import ERROR, WARNING, Problem
 from kinspect.records import batch as v2
+from kinspect.limits import Limits
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT, decompress
 from kinspect.records.stream import RecordStream
 from kinspect.storage import checkpoints, index, segment, snapshot, txnindex
@@ -48,6 +49,7 @@ class DumpOptions:
     checks: bool = True          # the record checks of kinspect.records.checks
     shallow: bool = False        # batch headers only: no CRC, no records (fastest)
     max_output: int = DEFAULT_MAX_OUTPUT
+    limits: Limits | None = None  # the bounds of kinspect.limits (None: the defaults, max_output per batch)
 
 
 def dump_file(display: str, buf, info: FileInfo, options: DumpOptions,
@@ -110,7 +112,7 @@ def _dump_segment(display, buf, info, options, companion, counts) -> Iterator[di
     deep = not options.shallow
     ends = []  # a KRaft snapshot's first and last batch: (position, control type)
     for kind, item, problems in segment.walk_segment(buf, display, checks=options.checks,
-                                                     decode=deep, max_output=options.max_output):
+                                                     decode=deep, max_output=options.limits or options.max_output):
         if kind != "batch":
             if kind == "damage":
                 counts.damaged += item["size"]

@@ -49,8 +49,11 @@ def walk_segment(buf, path: str = "segment", *, checks: bool = False, decode: bo
     view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
     data = buf if isinstance(buf, bytes) else view
     end = len(view)
-    budget = (max_output if isinstance(max_output, Budget)
-              else Budget(Limits(max_batch_bytes=max_output), input_bytes=end))
+    if isinstance(max_output, Budget):
+        budget = max_output
+    else:  # the bounds (Limits), or the bound of one batch: a budget for this file
+        limits = max_output if isinstance(max_output, Limits) else Limits(max_batch_bytes=max_output)
+        budget = Budget(limits, input_bytes=end)
     pos = index = 0
     previous_last = None
     while pos < end:

@@ -83,12 +83,16 @@ class KafkaSession:
         return conn.client_gap(missing, ts) if is_client else conn.server_gap(missing, ts)
 
     def end(self, flow, ts: float, reason: str) -> list:
+        """A direction ended; "expired" (reassembly's bound on open streams) closes both."""
+        self.syn_seen.pop(flow, None)
+        self.ignored.discard(flow)
         route = self.routes.get(flow)
         if route is None:
+            self.undecided.pop(frozenset((flow, _reverse(flow))), None)  # will never be decided now
             return []
         conn, is_client = route
         conn.ended[0 if is_client else 1] = True
-        if all(conn.ended):
+        if all(conn.ended) or reason == "expired":
             return self._close(flow, ts)
         return []
 
