@@ -7,13 +7,21 @@ comes (chunk n after chunk n-1), so the output bytes never travel back through t
 other results come back to it in the original order. Topic ids are named by the main process,
 which decodes the few responses that carry both ids and names before it hands out the chunks
 that follow them.
+
+A worker that dies (the OOM killer, a signal) ends the run with WorkerDied within moments: the
+other workers are stopped, whether they wait for the dead one's turn or not, and a line the dead
+one was cut off writing is taken back when the output is a regular file.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import stat
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator, Protocol
 
 from kinspect.filters import topics_of
@@ -26,6 +34,7 @@ LEARN_APIS = frozenset({3, 19, 75})   # Metadata, CreateTopics, DescribeTopicPar
 CHUNK_RECORDS = 256
 CHUNK_BYTES = 4 << 20
 IN_FLIGHT_PER_JOB = 3
+PIECE_BYTES = 1 << 20  # workers write whole lines, this much at a time
 
 JSON, SUMMARY, RECORD = "json", "summary", "record"
 
@@ -60,10 +69,37 @@ def default_jobs() -> int:
 
 
 class Sink(Protocol):
-    """Where JSON lines go (cli.output.Output is one)."""
+    """Where JSON lines go (cli.output.Output is one). A sink whose fileno() is a regular file
+    gets a line cut off by a dying worker taken back."""
 
     def write_line(self, line: bytes) -> None: ...
     def flush(self) -> None: ...
+
+
+class WorkerDied(Exception):
+    """A worker process ended before finishing its work: the output stops short."""
+
+    def __init__(self, pid: int | None, exitcode: int | None, cut: bool):
+        self.pid, self.exitcode = pid, exitcode
+        self.cut = cut  # the last line written may be a part of one
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        pid = f" (pid {self.pid})" if self.pid is not None else ""
+        return f"a decoding worker process{pid} died: {_how(self.exitcode)}"
+
+
+def _how(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "it ended abruptly"
+    if exitcode >= 0:
+        return f"it exited with status {exitcode}"
+    try:
+        name = signal.Signals(-exitcode).name
+    except ValueError:
+        name = "an unknown signal"
+    hint = " (out of memory?)" if -exitcode == signal.SIGKILL else ""
+    return f"killed by signal {-exitcode}, {name}{hint}"
 
 
 def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int,
@@ -91,9 +127,15 @@ def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int,
 
 _worker: dict = {}
 
+# What the worker holding the turn has written: [file offset at the start of its chunk (-1 when
+# the sink is not a regular file), bytes of whole lines written since, 1 while it writes]
+START, DONE, WRITING = range(3)
 
-def _init(keep, mode, sink, turn, next_chunk) -> None:
-    _worker.update(keep=keep, mode=mode, topics=TopicNames(), sink=sink, turn=turn, next=next_chunk)
+
+def _init(keep, mode, sink, turn, next_chunk, written) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    _worker.update(keep=keep, mode=mode, topics=TopicNames(), sink=sink, turn=turn, next=next_chunk,
+                   written=written)
 
 
 def _work(task) -> list:
@@ -105,18 +147,62 @@ def _work(task) -> list:
     sink = _worker["sink"]
     if sink is None:
         return results
-    lines = b"".join(output for output, _ in results if output is not None)
+    lines = [output for output, _ in results if output is not None]
     turn, next_chunk = _worker["turn"], _worker["next"]
     with turn:
         turn.wait_for(lambda: next_chunk.value == index)
         try:
             if lines:
-                sink.write_line(lines)
-                sink.flush()
+                _write(sink, lines, _worker["written"])
         finally:  # a failed write still hands the turn on: the main process sees the error
             next_chunk.value = index + 1
             turn.notify_all()
     return [(None, error) for _, error in results]
+
+
+def _write(sink: Sink, lines: list[bytes], written) -> None:
+    """Whole lines, PIECE_BYTES at a time, counted in ``written`` as they are flushed."""
+    fd = _regular_file(sink)
+    written[START] = os.lseek(fd, 0, os.SEEK_CUR) if fd is not None else -1
+    written[DONE] = 0
+    written[WRITING] = 1
+    piece: list[bytes] = []
+    size = 0
+    for i, line in enumerate(lines):
+        piece.append(line)
+        size += len(line)
+        if size >= PIECE_BYTES or i == len(lines) - 1:
+            sink.write_line(b"".join(piece) if len(piece) > 1 else line)
+            sink.flush()
+            written[DONE] += size
+            piece, size = [], 0
+    written[WRITING] = 0
+
+
+def _regular_file(sink: Sink) -> int | None:
+    try:
+        fd = sink.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _take_back(sink: Sink, written) -> bool:
+    """Drop what a dead worker wrote after its last whole line; False when that can't be done
+    (a pipe, a terminal) and a part of a line may be out."""
+    if not written[WRITING]:
+        return True
+    fd = _regular_file(sink)
+    if fd is None or written[START] < 0:
+        return False
+    end = written[START] + written[DONE]
+    try:
+        if os.lseek(fd, 0, os.SEEK_CUR) > end:
+            os.ftruncate(fd, end)
+            os.lseek(fd, end, os.SEEK_SET)
+    except OSError:
+        return False
+    return True
 
 
 # -- the main side ----------------------------------------------------------------------------
@@ -149,16 +235,35 @@ def _chunks(run, progress) -> Iterator[tuple[dict, list]]:
 def _parallel(run, keep, mode, jobs, progress, sink) -> Iterator[tuple]:
     context = multiprocessing.get_context("fork")
     turn, next_chunk = context.Condition(), context.Value("q", 0, lock=False)
-    pool = context.Pool(jobs, initializer=_init, initargs=(keep, mode, sink, turn, next_chunk))
+    written = context.Array("q", 3, lock=False)
+    others = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_init,
+                               initargs=(keep, mode, sink, turn, next_chunk, written))
+    workers: list = []
     pending: deque = deque()
     try:
         for index, (names, chunk) in enumerate(_chunks(run, progress)):
-            pending.append(pool.apply_async(_work, ((index, names, chunk),)))
+            pending.append(pool.submit(_work, (index, names, chunk)))
+            if not workers:  # a fork context starts every worker at the first task
+                workers = [p for p in multiprocessing.active_children() if p not in others]
             while len(pending) >= jobs * IN_FLIGHT_PER_JOB:
-                yield from pending.popleft().get()
+                yield from pending.popleft().result()
         while pending:
-            yield from pending.popleft().get()
-        pool.close()
+            yield from pending.popleft().result()
+    except BrokenProcessPool:
+        pool.shutdown(wait=True)  # the pool has stopped the other workers: exit codes are final
+        pid, exitcode = _first_dead(workers)
+        raise WorkerDied(pid, exitcode, cut=sink is not None and not _take_back(sink, written)
+                         ) from None
     finally:
-        pool.terminate()
-        pool.join()
+        for worker in workers:  # workers still at work or waiting for a turn that won't come
+            if worker.exitcode is None:
+                worker.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _first_dead(workers: list) -> tuple[int | None, int | None]:
+    """The worker that took the pool down: one not stopped by the pool's own SIGTERM if any."""
+    dead = [w for w in workers if w.exitcode not in (None, 0)]
+    dead.sort(key=lambda w: w.exitcode == -signal.SIGTERM)
+    return (dead[0].pid, dead[0].exitcode) if dead else (None, None)

@@ -40,11 +40,13 @@ class Problem:
         return d
 
 
-# Exit codes, shared by every command (documented in the README).
+# Exit codes, shared by every command (documented in the README and in each command's --help).
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 EXIT_UNREADABLE = 3
+EXIT_UNFINISHED = 4    # kinspect could not finish: a worker process died, or an internal error
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 
 class ProblemCap:

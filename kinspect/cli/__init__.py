@@ -2,23 +2,39 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from kinspect import __version__
-from kinspect.problems import EXIT_USAGE
+from kinspect.problems import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNFINISHED, EXIT_USAGE
+from kinspect.render.safe import escape
+
+EXIT_CODES = """\b
+Exit codes: 0 fine; 1 problems found (validate, or --strict); 2 usage error;
+3 input unreadable (not a capture, missing file, unsupported link type);
+4 kinspect could not finish (a worker process died, or an internal error); 130 interrupted.
+"""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _ReaderGone(Exception):
+    """Stdout's reader went away (| head)."""
+
+
+class _Commands(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # before click, which would turn it into exit 1 (problems found)
+            raise _ReaderGone from None
+
+
+@click.group(cls=_Commands, epilog=EXIT_CODES,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="kinspect")
 def cli():
-    """Inspect and debug Apache Kafka's wire protocol and storage.
-
-    \b
-    Exit codes: 0 fine; 1 problems found (validate, or --strict); 2 usage error;
-    3 input unreadable (not a capture, missing file, unsupported link type).
-    """
+    """Inspect and debug Apache Kafka's wire protocol and storage."""
 
 
 def _register() -> None:
@@ -35,13 +51,35 @@ _register()
 
 
 def main() -> None:
+    """Run the command line; whatever happens, the exit code is a documented one and the user
+    sees no traceback (KINSPECT_DEBUG=1 shows it, for a bug report)."""
     try:
-        cli.main(prog_name="kinspect", standalone_mode=True)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(0)
+        code = cli.main(prog_name="kinspect", standalone_mode=False)
+    except click.ClickException as e:  # every one kinspect raises is about how it was called
+        e.show()
+        code = EXIT_USAGE
+    except (click.Abort, KeyboardInterrupt):
+        code = EXIT_INTERRUPTED
+    except (_ReaderGone, BrokenPipeError):  # nothing more to say to a reader that left
+        _quiet_stdout()
+        code = EXIT_OK
+    except Exception as e:
+        if os.environ.get("KINSPECT_DEBUG"):
+            raise
+        message = escape(f"{type(e).__name__}: {e}")
+        print(f"kinspect: internal error: {message} (please report; KINSPECT_DEBUG=1 shows the "
+              f"traceback)", file=sys.stderr)
+        code = EXIT_UNFINISHED
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so flushing it at exit raises nothing more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 __all__ = ["cli", "main", "EXIT_USAGE"]

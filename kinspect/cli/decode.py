@@ -98,6 +98,11 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
             out.warn(f"kinspect: {source}: {e}. The output stops short{cut}: re-run with -j1 to "
                      f"decode in one process (it needs less memory)")
             sys.exit(EXIT_UNFINISHED)
+        except WorkerDied as e:
+            cut = " (its last line may be cut off)" if e.cut else ""
+            out.warn(f"kinspect: {source}: {e}. The output stops short{cut}: re-run with -j1 to "
+                     f"decode in one process (it needs less memory)")
+            sys.exit(EXIT_UNFINISHED)
         for problem in run.capture_problems:
             out.warn(f"kinspect: {source}: {problem}")
             if out.as_json and not summary:

@@ -36,7 +36,8 @@ transactional commits count only after their COMMIT marker and vanish on ABORT.
 
 \b
 Exit codes: 0 fine; 1 damaged data found, or GROUP not found; 2 usage error;
-3 a source unreadable (no such dir or file, not a capture, broker unreachable).
+3 a source unreadable (no such dir or file, not a capture, broker unreachable);
+4 kinspect could not finish (an internal error); 130 interrupted.
 """
 
 

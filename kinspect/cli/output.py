@@ -1,5 +1,8 @@
 """One way for every command to print results: --json gives JSON Lines, otherwise rich on a
-terminal and plain text when piped (sqlite-utils' output_options/output_rows idea)."""
+terminal and plain text when piped (sqlite-utils' output_options/output_rows idea).
+
+Text, tables and warnings are printed with their control characters escaped (render.safe): what
+came from the input never reaches the terminal raw. JSON needs nothing: its encoder escapes them."""
 
 from __future__ import annotations
 
@@ -12,6 +15,15 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 
 from kinspect.render import jsonl
+from kinspect.render.safe import escape, escape_text
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away (| head): as for any other write, cli.main ends the run quietly
+        (rich's own way exits 1, which says problems were found)."""
+        self.quiet = True
+        raise BrokenPipeError
 
 
 def output_options(command):
@@ -26,11 +38,12 @@ class Output:
     def __init__(self, as_json: bool, stream=None):
         self.as_json = as_json
         self.stream = stream or sys.stdout
-        self.console = Console(file=self.stream, highlight=False, soft_wrap=True)
+        # emoji=False: a client id ":fire:" stays those six characters
+        self.console = _Console(file=self.stream, highlight=False, soft_wrap=True, emoji=False)
         if not self.console.is_terminal:
-            self.console = Console(file=self.stream, highlight=False, soft_wrap=True, width=400,
-                                   no_color=True)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+            self.console = _Console(file=self.stream, highlight=False, soft_wrap=True, width=400,
+                                    no_color=True, emoji=False)
+        self.err = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
     @property
     def interactive(self) -> bool:
@@ -57,15 +70,19 @@ class Output:
     def flush(self) -> None:
         self.stream.flush()
 
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
     def text(self, text) -> None:
+        """One line: a str, or a rich Text with its styles."""
         if isinstance(text, str):
-            self.console.print(text, markup=False)
+            self.console.print(escape(text), markup=False)
         else:
-            self.console.print(text)
+            self.console.print(escape_text(text))
 
     def table(self, title: str, rows: list[dict], columns: list[str]) -> None:
         """Rows as a table (rich on a terminal, aligned plain text when piped)."""
-        table = Table(title=title, box=None if not self.interactive else None, title_justify="left",
+        table = Table(title=escape(title), box=None if not self.interactive else None, title_justify="left",
                       show_edge=False, pad_edge=False)
         for column in columns:
             table.add_column(column, overflow="fold",
@@ -75,7 +92,7 @@ class Output:
         self.console.print(table)
 
     def warn(self, message: str) -> None:
-        self.err.print(message, markup=False, highlight=False)
+        self.err.print(escape(message), markup=False, highlight=False)
 
     def progress(self, total: int | None):
         """A progress bar on stderr when it is a terminal; a no-op otherwise."""
@@ -88,8 +105,8 @@ def _cell(value) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value)
+        return escape(",".join(str(v) for v in value))
+    return escape(str(value))
 
 
 class _NoBar:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
+import threading
+
 import pytest
 
 from kinspect.filters import ExchangeFilter
-from kinspect.parallel import JSON, SUMMARY, finished
+from kinspect.parallel import JSON, SUMMARY, WorkerDied, finished
 from kinspect.pipeline import DecodeRun
 from tests.conftest import PCAPS, REALDATA
 
@@ -51,6 +56,9 @@ class FileSink:
     def flush(self) -> None:
         self.file.flush()
 
+    def fileno(self) -> int:
+        return self.file.fileno()
+
 
 def sunk(path, jobs, out_file) -> tuple[bytes, list]:
     sink = FileSink(out_file)
@@ -81,3 +89,108 @@ def test_a_failing_write_reaches_the_main_process(tmp_path, monkeypatch):
     with pytest.raises(BrokenPipeError):
         list(finished(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
                       sink=Broken(tmp_path / "x")))
+
+
+# -- a worker that dies --------------------------------------------------------------------------
+
+class Deadline:
+    """Fails the test instead of hanging: SIGALRM interrupts a wait in the main thread."""
+
+    def __init__(self, seconds: int):
+        self.seconds = seconds
+
+    def __enter__(self):
+        def expired(signum, frame):
+            raise TimeoutError(f"still waiting after {self.seconds} s")
+        self.previous = signal.signal(signal.SIGALRM, expired)
+        signal.alarm(self.seconds)
+
+    def __exit__(self, *exc):
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
+class DyingSink(FileSink):
+    """Lines to a file; the worker writing chunk ``at`` SIGKILLs itself, having written ``part``
+    of its first piece (None: before its turn, while the others wait for it)."""
+
+    def __init__(self, path, at: int, part: float | None):
+        super().__init__(path)
+        self.main, self.at, self.part, self.pieces = os.getpid(), at, part, 0
+
+    def write_line(self, line: bytes) -> None:
+        self.pieces += 1
+        if os.getpid() != self.main and self.pieces == self.at:
+            self.file.write(line[: int(len(line) * self.part)])
+            self.file.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.file.write(line)
+
+
+def one_process_lines(name) -> list[bytes]:
+    return [o for o, _ in outputs(PCAPS / name, 1) if o is not None]
+
+
+def test_a_worker_killed_mid_line_leaves_whole_lines_in_a_file(tmp_path, monkeypatch):
+    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
+    monkeypatch.setattr("kinspect.parallel.PIECE_BYTES", 1)  # a piece per line: some lines get out
+    name = "librdkafka-produce-consume.pcapng"
+    sink = DyingSink(tmp_path / "out.jsonl", at=5, part=0.5)
+    with Deadline(60), pytest.raises(WorkerDied) as died:
+        list(finished(DecodeRun(PCAPS / name), ExchangeFilter(), JSON, 2, sink=sink))
+    sink.file.close()
+    assert died.value.exitcode == -signal.SIGKILL and not died.value.cut
+    assert "killed by signal 9, SIGKILL (out of memory?)" in str(died.value)
+    assert f"(pid {died.value.pid})" in str(died.value) and died.value.pid != os.getpid()
+    written = (tmp_path / "out.jsonl").read_bytes()
+    lines = written.splitlines(keepends=True)
+    assert written.endswith(b"\n") and len(lines) >= 2  # the half line was taken back
+    assert lines == one_process_lines(name)[: len(lines)]
+
+
+def test_a_worker_killed_before_its_turn_stops_the_others_waiting_for_it(tmp_path, monkeypatch):
+    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
+    name = "librdkafka-produce-consume.pcapng"
+    sink = DyingSink(tmp_path / "out.jsonl", at=3, part=0.0)
+    with Deadline(60), pytest.raises(WorkerDied) as died:
+        list(finished(DecodeRun(PCAPS / name), ExchangeFilter(), JSON, 3, sink=sink))
+    sink.file.close()
+    assert died.value.exitcode == -signal.SIGKILL and not died.value.cut
+    written = (tmp_path / "out.jsonl").read_bytes()
+    assert written == b"".join(one_process_lines(name))[: len(written)] and written.endswith(b"\n")
+    assert not multiprocessing.active_children()  # every worker stopped and joined
+
+
+def test_a_worker_killed_mid_line_on_a_pipe_is_reported_as_cut(monkeypatch):
+    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
+    read_end, write_end = os.pipe()
+
+    def drain():
+        while os.read(read_end, 1 << 16):
+            pass
+
+    reader = threading.Thread(target=drain)
+    sink = DyingSink(os.devnull, at=2, part=0.5)
+    sink.file = os.fdopen(write_end, "wb")
+    reader.start()
+    with Deadline(60), pytest.raises(WorkerDied) as died:
+        list(finished(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
+                      sink=sink))
+    sink.file.close()
+    reader.join(10)
+    os.close(read_end)
+    assert died.value.cut  # a pipe can't take back what went out
+
+
+def test_a_worker_stopped_by_another_signal_is_named(tmp_path):
+    class Signalled(DyingSink):
+        def write_line(self, line: bytes) -> None:
+            if os.getpid() != self.main:
+                os.kill(os.getpid(), signal.SIGUSR1)
+
+    sink = Signalled(tmp_path / "out.jsonl", at=1, part=None)
+    with Deadline(60), pytest.raises(WorkerDied) as died:
+        list(finished(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
+                      sink=sink))
+    assert "killed by signal 10, SIGUSR1" in str(died.value) and "memory" not in str(died.value)

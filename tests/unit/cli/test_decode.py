@@ -143,3 +143,56 @@ def test_no_kafka_in_capture_exits_1(tmp_path):
 def test_help_shows_examples():
     result = CliRunner().invoke(cli, ["decode", "--help"])
     assert result.exit_code == 0 and "Examples:" in result.output and "kinspect decode" in result.output
+
+
+def copies_of(capture, copies: int) -> bytes:
+    """A classic Ethernet pcap repeated ``copies`` times, each copy's IPv4 addresses changed so that
+    its connections are new ones: a capture big enough to take seconds, from real traffic."""
+    import struct
+    data = capture.read_bytes()
+    frames, pos = [], 24
+    while pos + 16 <= len(data):
+        sec, usec, caplen, origlen = struct.unpack_from("<IIII", data, pos)
+        frames.append((sec, usec, origlen, data[pos + 16: pos + 16 + caplen]))
+        pos += 16 + caplen
+    out = [data[:24]]
+    for k in range(copies):
+        for sec, usec, origlen, frame in frames:
+            frame = bytearray(frame)
+            if frame[12:14] == b"\x08\x00":  # IPv4: the second and third bytes of both addresses
+                frame[27:29] = frame[31:33] = bytes((k % 256, k // 256))
+            out.append(struct.pack("<IIII", sec + 10 * k, usec, len(frame), origlen) + bytes(frame))
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("mode", ["--json", "--summary"])
+def test_a_killed_worker_ends_the_run_with_exit_4_and_says_so(tmp_path, mode):
+    import os
+    import signal
+    import time
+    big = tmp_path / "big.pcap"
+    big.write_bytes(copies_of(PCAPS / "kafka41-librdkafka-mtu1500.pcap", 400))  # 20 MB, seconds
+    out = tmp_path / "out.jsonl"
+    with out.open("wb") as stdout:
+        proc = subprocess.Popen([sys.executable, "-m", "kinspect", "decode", mode, "-j2", str(big)],
+                                stdout=stdout, stderr=subprocess.PIPE, text=True)
+        children = f"/proc/{proc.pid}/task/{proc.pid}/children"
+        started = time.monotonic()
+        workers: list[str] = []
+        while len(workers) < 2 or (mode == "--json" and out.stat().st_size == 0):
+            assert proc.poll() is None and time.monotonic() - started < 60, "no workers seen"
+            time.sleep(0.01)
+            workers = open(children).read().split()
+        os.kill(int(workers[0]), signal.SIGKILL)
+        try:
+            _, stderr = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail("kinspect still runs a minute after its worker was killed")
+    assert proc.returncode == 4
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr
+    assert (f"a decoding worker process (pid {workers[0]}) died: killed by signal 9, SIGKILL "
+            f"(out of memory?)") in stderr and "re-run with -j1" in stderr
+    if mode == "--json":
+        written = out.read_bytes()
+        assert written.endswith(b"\n") and all(json.loads(line) for line in written.splitlines())

@@ -1,0 +1,87 @@
+"""kinspect's entry point: whatever happens, one line on stderr and a documented exit code."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from kinspect.cli import cli
+from kinspect.problems import EXIT_INTERRUPTED, EXIT_UNFINISHED
+from tests.conftest import PCAPS, SAMPLES
+
+DEMO = PCAPS / "librdkafka-produce-consume.pcapng"
+
+# A bug stands in for every unexpected exception: the decoder raises what it never should.
+BROKEN = """
+import sys
+import kinspect.cli.decode as decode
+class Broken:
+    def __init__(self, *args, **kwargs):
+        raise KeyError("\\x1b[2Jcleared")
+decode.DecodeRun = Broken
+from kinspect.cli import main
+sys.argv = ["kinspect", "decode", sys.argv[1]]
+main()
+"""
+
+
+def kinspect(*args, env=None, **kwargs):
+    return subprocess.run([sys.executable, "-m", "kinspect", *map(str, args)], capture_output=True,
+                          env=env, **kwargs)
+
+
+def test_an_internal_error_is_one_line_and_exit_4():
+    proc = subprocess.run([sys.executable, "-c", BROKEN, str(DEMO)], capture_output=True, text=True)
+    assert proc.returncode == EXIT_UNFINISHED
+    assert proc.stderr == ("kinspect: internal error: KeyError: '\\x1b[2Jcleared' (please report; "
+                           "KINSPECT_DEBUG=1 shows the traceback)\n")
+
+
+def test_kinspect_debug_shows_the_traceback():
+    env = {**os.environ, "KINSPECT_DEBUG": "1"}
+    proc = subprocess.run([sys.executable, "-c", BROKEN, str(DEMO)], capture_output=True, text=True,
+                          env=env)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr and "KeyError" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["decode", "--json", DEMO], ["decode", DEMO], ["dump", "--records", SAMPLES / "kafka-4.1.2"],
+    ["dump", "--json", SAMPLES / "kafka-4.1.2"], ["validate", SAMPLES / "kafka-4.1.2"],
+])
+def test_a_reader_that_goes_away_ends_the_run_quietly(args):
+    proc = subprocess.Popen([sys.executable, "-m", "kinspect", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.read(10)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(60) == 0
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr
+
+
+def test_usage_errors_exit_2_and_ctrl_c_130():
+    assert kinspect("decode", "--api", "Bogus", DEMO).returncode == 2
+    assert kinspect().returncode == 2
+    assert kinspect("--version").returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "kinspect", "decode", "--json", "-j2", "-"],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    proc.stdin.write(DEMO.read_bytes()[:20000])  # stdin is decoded by workers; it never ends
+    proc.stdin.flush()
+    time.sleep(2)
+    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C does: to the main process and its workers
+    assert proc.wait(30) == EXIT_INTERRUPTED
+    assert "Traceback" not in proc.stderr.read().decode()
+    proc.stdin.close()
+
+
+@pytest.mark.parametrize("command", [[], ["decode"], ["dump"], ["validate"], ["offsets"]])
+def test_every_help_documents_every_exit_code(command):
+    text = " ".join(CliRunner().invoke(cli, [*command, "--help"]).output.split())
+    for code in ("0 ", "1 ", "2 usage error", "3 ", "4 kinspect could not finish", "130 interrupted"):
+        assert code in text
