@@ -40,11 +40,12 @@ class DecodeRun:
 
     def __init__(self, source, *, ports=DEFAULT_PORTS, heuristic: bool = True, max_frame: int = 256 << 20,
                  decode_bodies: bool = True, limits: Limits = DEFAULT_LIMITS,
-                 max_connections: int = MAX_CONNECTIONS):
+                 max_connections: int = MAX_CONNECTIONS, show_secrets: bool = False):
         self.source = source
         self.limits = limits
         self.max_connections = max_connections
-        self.session = KafkaSession(ports, heuristic=heuristic, max_frame=max_frame, decode_bodies=decode_bodies)
+        self.session = KafkaSession(ports, heuristic=heuristic, max_frame=max_frame, decode_bodies=decode_bodies,
+                                    show_secrets=show_secrets)
         self.topics = TopicNames()
         self.capture_problems: list = []
         self.packets = 0

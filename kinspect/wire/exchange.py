@@ -11,9 +11,10 @@ import struct
 
 from kinspect.limits import Budget
 from kinspect.problems import ERROR, INFO, WARNING, Problem
-from kinspect.wire import apis, messages
+from kinspect.wire import apis, messages, secrets
 from kinspect.wire.frames import Frame, FrameBuffer
 from kinspect.wire.headers import parse_request_header, parse_response_header, plausible_request, read_uvarint
+from kinspect.wire.sasl import SASL_HANDSHAKE, RawSasl
 from kinspect.wire.topics import TopicNames
 
 _I32X2 = struct.Struct(">ii")
@@ -58,7 +59,8 @@ def collect_error_codes(body, out: list[int]) -> None:
             collect_error_codes(item, out)
 
 
-RAW = "_raw"  # [request payload, request body offset, response payload or None, response body offset]
+RAW = "_raw"  # [request payload, request body offset, response payload or None, response body offset,
+              #  show secrets (else bodies are redacted, see secrets.py)]
 
 
 def produce_acks(api_version: int, payload: bytes, at: int) -> int | None:
@@ -92,7 +94,7 @@ def complete(exchange: dict, topics: TopicNames, budget: Budget | None = None) -
         return exchange
     api_key, api_version = exchange["api_key"], exchange["api_version"]
     problems = exchange["problems"]
-    request_payload, request_at, response_payload, response_at = raw
+    request_payload, request_at, response_payload, response_at, show_secrets = raw
     if budget is not None:
         budget.grant(len(request_payload) + (len(response_payload) if response_payload is not None else 0))
     body, found = messages.decode_body(api_key, api_version, "request", request_payload, start=request_at,
@@ -104,6 +106,8 @@ def complete(exchange: dict, topics: TopicNames, budget: Budget | None = None) -
                                                start=response_at, budget=budget)
         if found:
             problems += _problem_dicts(found, "response")
+        if not show_secrets:
+            secrets.redact_body(api_key, "response", response)
         topics.learn(api_key, response)
         topics.annotate(response)
         exchange["response"] = response
@@ -111,6 +115,8 @@ def complete(exchange: dict, topics: TopicNames, budget: Budget | None = None) -
         collect_error_codes(response, codes)
         if codes:
             exchange["error_codes"] = list(dict.fromkeys(apis.error_name(c) for c in codes))
+    if not show_secrets:
+        secrets.redact_body(api_key, "request", body)
     topics.annotate(body)
     exchange["request"] = body
     return exchange
@@ -120,10 +126,13 @@ class Connection:
     """Decodes one TCP connection known to carry Kafka. Methods return lists of output records."""
 
     def __init__(self, label: str, *, max_frame: int, client_syn: bool, server_syn: bool,
-                 decode_bodies: bool = True):
-        """Exchanges come out with their bodies raw (under RAW); ``complete`` decodes them."""
+                 decode_bodies: bool = True, show_secrets: bool = False):
+        """Exchanges come out with their bodies raw (under RAW); ``complete`` decodes them,
+        redacting secrets unless ``show_secrets``."""
         self.label = label
         self.decode_bodies = decode_bodies
+        self.show_secrets = show_secrets
+        self.sasl: RawSasl | None = None  # after a SaslHandshake v0 (see wire/sasl.py)
         self.requests = FrameBuffer(self._plausible_request, max_frame, hunting=not client_syn)
         self.responses = FrameBuffer(self._plausible_response, max_frame, hunting=not server_syn)
         self.pending: dict[int, tuple[dict, int]] = {}
@@ -204,6 +213,12 @@ class Connection:
 
     def _request(self, frame: Frame, out: list) -> None:
         payload = frame.payload
+        if self.sasl is not None:
+            if self.sasl.client_frame(payload):
+                out.append(self._sasl_token(frame, "client"))
+                return
+            if self.sasl.over:
+                self.sasl = None
         header = parse_request_header(payload)
         if header is None:
             out.append(self._notice(frame.ts, "undecodable", "request header does not parse",
@@ -219,7 +234,9 @@ class Connection:
             problems.append(_problem(f"unknown API key {api_key} version {api_version}: body kept "
                                      "undecoded", header.size))
         elif self.decode_bodies:
-            raw = [payload, header.size, None, 0]
+            raw = [payload, header.size, None, 0, self.show_secrets]
+        if api_key == SASL_HANDSHAKE and api_version == 0 and not frame.damaged:
+            self.sasl = RawSasl(header.correlation_id, payload, header.size)
         exchange = {
             "type": "exchange", "conn": self.label, "api_key": api_key,
             "api_name": apis.api_name(api_key), "api_version": api_version,
@@ -246,6 +263,9 @@ class Connection:
 
     def _response(self, frame: Frame, out: list) -> None:
         payload = frame.payload
+        if self.sasl is not None and self.sasl.server_frame(payload):
+            out.append(self._sasl_token(frame, "server"))
+            return
         if len(payload) < 4:
             out.append(self._notice(frame.ts, "undecodable", "response shorter than a correlation id",
                                     stream_offset=frame.offset, size=frame.size))
@@ -269,7 +289,21 @@ class Connection:
                                      "body not decoded", len(payload), side="response"))
         elif parsed is None:
             problems.append(_problem("response header does not parse", 0, side="response"))
-        elif RAW in exchange:
-            raw = exchange[RAW]
-            raw[2], raw[3] = payload, parsed[1]
+        else:
+            if self.sasl is not None:
+                self.sasl.answered(correlation_id, payload, parsed[1])
+            if RAW in exchange:
+                raw = exchange[RAW]
+                raw[2], raw[3] = payload, parsed[1]
         out.append(exchange)
+
+    def _sasl_token(self, frame: Frame, side: str) -> dict:
+        """A raw SASL token (no Kafka header) after a SaslHandshake v0, secrets redacted."""
+        token = frame.payload
+        if not self.show_secrets:
+            token = secrets.client_token(token) if side == "client" else secrets.server_token(token)
+        shown = token if isinstance(token, str) else token.decode("utf-8", "backslashreplace")
+        mechanism = self.sasl.mechanism
+        return self._notice(frame.ts, "sasl_token", f"raw SASL {mechanism} token from the {side} "
+                            f"({frame.size} bytes): {shown!r}", severity=INFO, side=side,
+                            mechanism=mechanism, size=frame.size, token=token)

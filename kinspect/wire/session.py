@@ -41,11 +41,12 @@ class KafkaSession:
     """
 
     def __init__(self, ports=DEFAULT_PORTS, *, heuristic: bool = True, max_frame: int = 256 << 20,
-                 decode_bodies: bool = True):
+                 decode_bodies: bool = True, show_secrets: bool = False):
         self.ports = frozenset(ports)
         self.heuristic = heuristic
         self.max_frame = max_frame
         self.decode_bodies = decode_bodies
+        self.show_secrets = show_secrets  # else secrets are redacted (wire/secrets.py)
         self.routes: dict = {}       # flow -> (Connection, is_client_side)
         self.undecided: dict = {}    # frozenset of both flows -> _Undecided
         self.ignored: set = set()    # flows decided not to be Kafka
@@ -157,7 +158,7 @@ class KafkaSession:
         conn = Connection(_label(client_flow), max_frame=self.max_frame,
                           client_syn=self.syn_seen.get(client_flow, False),
                           server_syn=self.syn_seen.get(server_flow, False),
-                          decode_bodies=self.decode_bodies)
+                          decode_bodies=self.decode_bodies, show_secrets=self.show_secrets)
         self.routes[client_flow] = (conn, True)
         self.routes[server_flow] = (conn, False)
         self.kafka_connections += 1
