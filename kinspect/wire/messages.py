@@ -141,10 +141,10 @@ class _Cut(_Fault):
     check, severity = "max_items", WARNING
 
 
-def _too_many(n: int, c: "_Context", field: str, pos: int):
+def _too_many(n: int, decoded: int, c: "_Context", field: str, pos: int):
     raise _Cut(f"array of {n} entries passes the {c.limits.max_items} array entries one body may "
-               f"decode: the rest of the body is not decoded (raise it with {OPTION['max_items']})",
-               field, pos)
+               f"decode: its first {decoded} are decoded, the rest of the body is not (raise it "
+               f"with {OPTION['max_items']})", field, pos)
 
 
 class _Context:
@@ -473,7 +473,7 @@ class _Generator:
 
     def array(self, f: Field, body: list[str], obj: str, ind: str, where: str,
               path_expr: str) -> None:
-        n, items, i = self.fresh("n"), self.fresh("a"), self.fresh("i")
+        n, whole = self.fresh("n"), self.fresh("w")
         target = f"{obj}[{f.key!r}]"
         self.length(f, n, body, ind, wide=True)
         self.null_or(f, n, f"{target} = {{}}", "array", body, ind, where)
@@ -482,10 +482,19 @@ class _Generator:
         # certainly corrupt, while a plausible one decodes element by element up to the fault.
         smallest = FIXED[f.type][1] if f.type in FIXED else 1
         check = f"{n} * {smallest}" if smallest > 1 else n
+        # Past the body's --max-items, the entries that fit are decoded, then the body stops.
         body += [f"{inner}if {check} > end - pos: "
                  f"_too_long('array', {n}, end - pos, {f.key!r}, pos)",
-                 f"{inner}c.items -= {n}",
-                 f"{inner}if c.items < 0: _too_many({n}, c, {f.key!r}, pos)"]
+                 f"{inner}{whole} = {n}",
+                 f"{inner}if {n} > c.items: {n} = max(c.items, 0)",
+                 f"{inner}c.items -= {n}"]
+        self.entries(f, n, target, body, inner, where, path_expr)
+        body.append(f"{inner}if {whole} != {n}: _too_many({whole}, {n}, c, {f.key!r}, pos)")
+
+    def entries(self, f: Field, n: str, target: str, body: list[str], inner: str, where: str,
+                path_expr: str) -> None:
+        """The code decoding the n entries of array f into target."""
+        items, i = self.fresh("a"), self.fresh("i")
         if f.type in FIXED and f.type != "uuid":
             code, size = FIXED[f.type]
             readers = self.const("A", tuple(struct.Struct(f">{k}{code}").unpack_from
