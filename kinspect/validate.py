@@ -159,7 +159,7 @@ class FileReport:
 
 def validate_paths(paths: Iterable[str | os.PathLike], *, skip_unknown: bool = False,
                    max_output: int = DEFAULT_MAX_OUTPUT,
-                   progress: Callable[[str, int, int], None] | None = None
+                   progress: Callable[[str, int, int], None] | None = None, show_secrets: bool = False
                    ) -> Iterator[Finding | FileReport]:
     """Every file under ``paths``: its findings, then its FileReport.
 
@@ -175,12 +175,14 @@ def validate_paths(paths: Iterable[str | os.PathLike], *, skip_unknown: bool = F
         elif skip_unknown and path.is_file():
             found = iter((path,))
         else:
-            yield from validate_file(path, None, max_output=max_output, progress=progress)
+            yield from validate_file(path, None, max_output=max_output, progress=progress,
+                                     show_secrets=show_secrets)
             continue
         for file in found:
             kind = classify(file, explicit=False)
             if kind is not None:
-                yield from validate_file(file, kind, max_output=max_output, progress=progress)
+                yield from validate_file(file, kind, max_output=max_output, progress=progress,
+                                         show_secrets=show_secrets)
 
 
 def _walk_directory(root: Path) -> Iterator[Path]:
@@ -252,7 +254,7 @@ def _gunzip_head(data) -> bytes:
 # ------------------------------------------------------------------ one file
 
 def validate_file(path: Path, kind: str | None = None, *, max_output: int = DEFAULT_MAX_OUTPUT,
-                  progress: Callable[[str, int, int], None] | None = None
+                  progress: Callable[[str, int, int], None] | None = None, show_secrets: bool = False
                   ) -> Iterator[Finding | FileReport]:
     name = str(path)
     started = time.perf_counter()
@@ -269,7 +271,7 @@ def validate_file(path: Path, kind: str | None = None, *, max_output: int = DEFA
         report.unreadable = _not_recognised(path)
     if report.unreadable is None:
         if kind == "capture":
-            findings = _capture_findings(path, report, max_output)
+            findings = _capture_findings(path, report, max_output, show_secrets)
         else:
             findings = _mapped_findings(path, report, max_output, progress)
         for finding in _guarded(findings, name):
@@ -468,15 +470,17 @@ def _from_problem(file: str, problem: Problem, index: int, base_offset: int | No
 
 # ------------------------------------------------------------------ captures
 
-def _capture_findings(path: Path, report: FileReport, max_output: int | Limits) -> Iterator[Finding]:
-    run = DecodeRun(str(path), **({"limits": max_output} if isinstance(max_output, Limits) else {}))
+def _capture_findings(path: Path, report: FileReport, max_output: int | Limits,
+                      show_secrets: bool = False) -> Iterator[Finding]:
+    run = DecodeRun(str(path), show_secrets=show_secrets,
+                    **({"limits": max_output} if isinstance(max_output, Limits) else {}))
     file = str(path)
     try:
         for record in run.records():
             kind = record.get("type")
             if kind == "notice":
-                yield Finding(file, f"capture_{record.get('kind', 'notice')}", WARNING,
-                              record.get("what", ""), record.get("conn", ""),
+                yield Finding(file, f"capture_{record.get('kind', 'notice')}",
+                              record.get("severity", WARNING), record.get("what", ""), record.get("conn", ""),
                               record.get("stream_offset"),
                               context={"conn": record.get("conn"), "time": record.get("time")})
             elif kind == "exchange" and record.get("api_key") in RECORD_APIS:

@@ -60,9 +60,12 @@ def _apis(ctx, param, values):
               help="Processes decoding bodies for --json and --summary (default: one per CPU "
                    "beyond the first, two on two CPUs, none on one).")
 @limit_options
+@click.option("--show-secrets", is_flag=True,
+              help="Show SASL passwords, proofs and tokens, delegation-token HMACs and secret config values "
+                   "(redacted by default as \"<redacted N bytes>\"; SASL user names always show).")
 @output_options
 def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_only, min_latency_ms,
-           summary, verbose, strict, max_frame, max_connections, jobs, out: Output, limits: Limits):
+           summary, verbose, strict, max_frame, max_connections, jobs, show_secrets, out: Output, limits: Limits):
     """Decode Kafka traffic in pcap/pcapng captures (a file, a .gz, or - for stdin).
 
     Every request is paired with its response by connection and correlation id, with latency,
@@ -77,7 +80,7 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
         jobs = default_jobs() if mode != RECORD else 1
     for source in captures:
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
-                        limits=limits, max_connections=max_connections)
+                        limits=limits, max_connections=max_connections, show_secrets=show_secrets)
         try:
             with out.progress(run.size) as bar:
                 for output, has_error in finished(run, keep, mode, jobs if _worth_it(run) else 1, bar.update,

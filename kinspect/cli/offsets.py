@@ -84,9 +84,12 @@ def offsets():
               help="--capture: a broker port besides 9092 (repeatable).")
 @click.option("--timeout", type=float, default=15.0, show_default=True,
               help="--bootstrap: seconds to wait for the broker.")
+@click.option("--show-secrets", is_flag=True,
+              help="--capture: decode without redacting secrets (SASL credentials, secret config "
+                   "values), as decode --show-secrets does; redacted by default.")
 @output_options
 def show(args, log_dir, capture, bootstrap, partitions, members, state, history, all_groups,
-         ports, timeout, out: Output):
+         ports, timeout, show_secrets, out: Output):
     """Committed offsets of GROUP (or of every group): log dir, segments, capture or broker."""
     group, segments = _split_args(args)
     if log_dir is None and len(segments) == 1 and segments[0].is_dir() \
@@ -106,7 +109,7 @@ def show(args, log_dir, capture, bootstrap, partitions, members, state, history,
             view = read_segments(segments, group, history=history)
         elif capture:
             view = read_capture(capture, group, history=history,
-                                ports=set(ports) | {9092} if ports else None)
+                                ports=set(ports) | {9092} if ports else None, show_secrets=show_secrets)
         else:
             view = read_live(bootstrap, group, timeout=timeout)
     except SourceUnreadable as e:

@@ -53,8 +53,11 @@ Exit codes: 0 clean; 1 problems (errors, or warnings too with --strict); 2 usage
               help="Skip named files that are not captures, segments or record files (as in "
                    "directories) instead of failing with exit 3; for pre-commit.")
 @limit_options
+@click.option("--show-secrets", is_flag=True,
+              help="Show SASL passwords, proofs and tokens in findings (raw SASL tokens after a "
+                   "SaslHandshake v0 are noted with -v); redacted by default.")
 @output_options
-def validate(paths, strict, junit_file, verbose, skip_unknown, out: Output, limits: Limits):
+def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, out: Output, limits: Limits):
     """Check Kafka record batches in captures, log segments, record files and directories.
 
     Each finding names its check, severity, byte position, batch and base offset, and what
@@ -67,7 +70,7 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, out: Output, limi
     hidden = 0
     try:
         for event in validate_paths(paths, skip_unknown=skip_unknown, progress=progress,
-                                    max_output=limits):
+                                    max_output=limits, show_secrets=show_secrets):
             if isinstance(event, Finding):
                 if junit is not None:
                     junit.add(event)

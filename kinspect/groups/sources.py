@@ -95,8 +95,8 @@ def read_segments(paths: list[Path], group: str | None = None, *,
 
 
 def read_capture(path: str, group: str | None = None, *, history: bool = False,
-                 ports: set[int] | None = None) -> GroupsView:
-    run = DecodeRun(path, **({"ports": ports} if ports else {}))
+                 ports: set[int] | None = None, show_secrets: bool = False) -> GroupsView:
+    run = DecodeRun(path, show_secrets=show_secrets, **({"ports": ports} if ports else {}))
     replay = CaptureReplay(group=group, history=history)
     try:
         for record in run.records():
