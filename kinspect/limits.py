@@ -46,6 +46,11 @@ class Budget:
         self.inflate_left = limits.max_batch_bytes + limits.max_file_ratio * input_bytes
         self.records_left = limits.eager_records
 
+    def copy(self) -> Budget:
+        twin = Budget.__new__(Budget)
+        twin.limits, twin.inflate_left, twin.records_left = self.limits, self.inflate_left, self.records_left
+        return twin
+
     def grant(self, input_bytes: int) -> None:
         """More input handed to this unit earns its share of decompression."""
         self.inflate_left += self.limits.max_file_ratio * input_bytes

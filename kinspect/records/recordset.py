@@ -9,11 +9,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from kinspect.problems import ERROR, INFO, Problem
+from kinspect.limits import Budget
+from kinspect.problems import ERROR, INFO, Problem, ProblemCap
 from kinspect.records import batch as v2
 from kinspect.records import legacy
 from kinspect.records.checks import check_batch, check_offset_order
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
+from kinspect.records.stream import BATCH_CHUNK, BATCH_WEIGHT, BatchStream
 
 FRAME = struct.Struct(">qi")
 FRAME_SIZE = 12
@@ -23,21 +25,46 @@ MIN_LENGTH = {0: legacy.MIN_MESSAGE_SIZE[0], 1: legacy.MIN_MESSAGE_SIZE[1], 2: v
 
 def decode_records(buf: bytes | bytearray | memoryview, path: str = "records", base: int = 0, *,
                    partial_ok: bool = True, checks: bool = False,
-                   max_output: int = DEFAULT_MAX_OUTPUT) -> tuple[list[dict], list[Problem]]:
+                   max_output: int | Budget = DEFAULT_MAX_OUTPUT
+                   ) -> tuple[list[dict] | BatchStream, list[Problem]]:
     """Decode a record set: every v2 batch and legacy message, with the problems found.
 
     ``base`` is the absolute position of buf[0] (Problem offsets and batch positions are
     absolute); ``partial_ok`` makes a cut-off last unit informational (Fetch responses) rather
-    than an error (segment files); ``checks`` adds the semantic checks of checks.py.
+    than an error (segment files); ``checks`` adds the semantic checks of checks.py. With a
+    Budget, a record set of more batches than it lets be held comes back as a BatchStream.
     """
     batches: list[dict] = []
     problems: list[Problem] = []
+    budget = max_output if isinstance(max_output, Budget) else None
+    start = budget.copy() if budget is not None else None
+    cap = None  # once batches are streamed, problems of one check are counted past the first few
+    count = 0
     for unit, unit_problems in iter_batches(buf, path, base, partial_ok=partial_ok,
                                             checks=checks, max_output=max_output):
         if unit is not None:
-            batches.append(unit)
-        problems.extend(unit_problems)
-    return batches, problems
+            count += 1
+            if cap is None and budget is not None and not budget.hold_records(BATCH_WEIGHT):
+                cap = ProblemCap(problems)
+                batches = []  # more than may be held: read again when written (BatchStream)
+            if cap is None:
+                batches.append(unit)
+        for problem in unit_problems:
+            (cap or problems).append(problem)
+    if cap is None:
+        return batches, problems
+    cap.close(path, base)
+
+    def walk():
+        again = start.copy()
+        for number, (unit, _) in enumerate(iter_batches(buf, path, base, partial_ok=partial_ok,
+                                                        max_output=again)):
+            if number % BATCH_CHUNK == 0:
+                again.next_unit()  # the chunk before was written out
+            if unit is not None:
+                yield unit
+
+    return BatchStream(walk, count), problems
 
 
 def iter_batches(buf: bytes | bytearray | memoryview, path: str = "records", base: int = 0, *,

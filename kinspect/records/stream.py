@@ -1,4 +1,4 @@
-"""The records of a batch too big to hold in memory, decoded again a chunk at a time when read.
+"""Records and record sets too big to hold in memory, decoded again a chunk at a time when read.
 
 A RecordStream stands where a batch's list of records would be. It knows how many records
 there are, the first and the last (decoding already went through them once, counting them and
@@ -87,3 +87,60 @@ class RecordStream:
 
     def __repr__(self) -> str:
         return f"<RecordStream of {self._count} records>"
+
+
+class BatchStream:
+    """The batches of a record set with more of them than may be held at once (each batch
+    counts ``BATCH_WEIGHT`` records against the budget). Decoding went through them once,
+    finding their problems; reading decodes them again, ``BATCH_CHUNK`` batches at a time,
+    with a copy of the budget as it was when the record set began, so every batch is decoded
+    (and decompressed, or refused) exactly as the first time."""
+
+    __slots__ = ("_walk", "_count")
+
+    def __init__(self, walk, count: int):
+        """``walk(budget)`` yields the record set's batches again; ``count`` how many."""
+        self._walk, self._count = walk, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[dict]:
+        for chunk in self.chunks():
+            yield from chunk
+
+    def __getitem__(self, index: int) -> dict:
+        if index < 0:
+            index += self._count
+        for number, batch in enumerate(self):
+            if number == index:
+                return batch
+        raise IndexError(index)
+
+    def chunks(self, size: int = 0) -> Iterator[list[dict]]:
+        chunk: list[dict] = []
+        for batch in self._walk():
+            chunk.append(batch)
+            if len(chunk) >= (size or BATCH_CHUNK):
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    def head(self, count: int) -> list[dict]:
+        out: list[dict] = []
+        for batch in self:
+            out.append(batch)
+            if len(out) >= count:
+                break
+        return out
+
+    def __repr__(self) -> str:
+        return f"<BatchStream of {self._count} batches>"
+
+
+BATCH_WEIGHT = 4   # a batch's dict holds about as much memory as this many records
+BATCH_CHUNK = 256  # batches decoded at a time when a record set is streamed

@@ -15,7 +15,7 @@ from functools import partial
 import orjson
 
 from kinspect import native
-from kinspect.records.stream import RecordStream
+from kinspect.records.stream import BatchStream, RecordStream
 
 # Nearly every dict has str keys; OPT_NON_STR_KEYS (for the few that don't) costs a fifth of
 # orjson's time, so it is only a second try.
@@ -27,7 +27,7 @@ _LINE_OPTIONS = orjson.OPT_APPEND_NEWLINE
 # the mark a chunk at a time. The nonce keeps decoded data from forging a mark.
 _MARK = f"\x00kinspect-records-{secrets.token_hex(16)}\x00"
 _MARK_JSON = orjson.dumps(_MARK)
-_streams: list[RecordStream] = []  # met by the dump in progress (dumps are not re-entrant)
+_streams: list = []  # RecordStreams and BatchStreams met by the dump in progress
 _preview: list[int] = []           # set by plain(): streams shown as their first records
 
 
@@ -43,10 +43,11 @@ def _default(value):
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             return {"b64": base64.b64encode(raw).decode("ascii")}
-    if type(value) is RecordStream:
+    if type(value) is RecordStream or type(value) is BatchStream:
         if _preview:
             shown = _preview[0]
-            return value.head(shown) + [f"… {len(value) - shown} more records (streamed)"]
+            more = f"… {len(value) - shown} more {'records' if type(value) is RecordStream else 'batches'}"
+            return value.head(shown) + ([f"{more} (streamed)"] if len(value) > shown else [])
         _streams.append(value)
         return _MARK
     if hasattr(value, "to_dict"):
@@ -82,16 +83,31 @@ def pieces(record, newline: bool = False) -> list[bytes] | Iterator[bytes]:
     return _spliced(line, streams)
 
 
-def _spliced(line: bytes, streams: list[RecordStream]) -> Iterator[bytes]:
+def _spliced(line: bytes, streams: list) -> Iterator[bytes]:
     parts = line.split(_MARK_JSON)
     for part, stream in zip(parts, streams):
         yield part
         yield b"["
         for number, chunk in enumerate(stream.chunks()):
-            body = _dump(chunk, False)[1:-1]
-            yield b"," + body if number else body
+            if number:
+                yield b","
+            yield from _inside_brackets(pieces(chunk))  # a chunk of batches may hold streams
         yield b"]"
     yield parts[-1]
+
+
+def _inside_brackets(parts) -> Iterator[bytes]:
+    """The pieces of a JSON array without its opening and closing bracket."""
+    if type(parts) is list:
+        yield parts[0][1:-1]
+        return
+    held = None
+    for number, piece in enumerate(parts):
+        if held is not None:
+            yield held
+        held = piece[1:] if number == 0 else piece
+    if held:
+        yield held[:-1]
 
 
 def _dump(record, newline: bool) -> bytes:

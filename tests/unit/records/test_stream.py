@@ -100,3 +100,24 @@ def test_a_legacy_wrapper_past_the_budget_is_cut_and_says_so():
     assert len(item["records"]) == 2
     cut = [p for p in problems if p.check == "records_cut"]
     assert cut and "--max-records" in cut[0].what
+
+
+def test_a_record_set_of_more_batches_than_may_be_held_streams_them():
+    data = b"".join(batch([record(0), record(1)], base_offset=2 * i) for i in range(600))
+    held, held_problems = decode_records(data, checks=True)
+    streamed, streamed_problems = decode_records(data, checks=True, max_output=small(40))
+    assert type(streamed).__name__ == "BatchStream" and len(streamed) == 600
+    assert [dumpb(b) for b in streamed] == [dumpb(b) for b in held]
+    # every batch has a max_timestamp problem: past the point of streaming, they are counted
+    assert len(held_problems) == 600 and len(streamed_problems) < 40
+    assert streamed_problems[:10] == held_problems[:10]
+    assert "more max_timestamp problems" in streamed_problems[-1].what
+    assert b"".join(pieces({"records": streamed}, True)) == dumpb({"records": held}, True)
+    assert len(plain(streamed)) == 201
+
+
+def test_streamed_batches_that_stream_their_records_write_the_same_json():
+    data = b"".join(batch([record(d) for d in range(50)], base_offset=50 * i) for i in range(20))
+    held, _ = decode_records(data)
+    streamed, _ = decode_records(data, max_output=small(30))
+    assert dumpb(streamed) == dumpb(held)
