@@ -15,7 +15,8 @@ lists of events, NamedTuples told apart by type (``type(ev) is StreamData``):
 Sequence numbers are unwrapped into absolute stream positions (0 = first payload byte), so
 wraparound at 2**32 needs no special case. Out-of-order bytes wait in a per-direction buffer;
 when it holds more than ``max_buffered`` bytes, or when the stream ends (RST, capture end),
-the hole before them is declared a gap. A FIN waits for the bytes before it.
+the hole before them is declared a gap; so it is when all directions together hold more than
+``max_held`` bytes or ``max_held_segments`` segments. A FIN waits for the bytes before it.
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ class TcpReassembler:
         self.max_buffered = max_buffered
         self.max_streams = max_streams
         self._open = 0
+        # out-of-order bytes and segments held across all directions, and their bounds
+        self._held = self._held_segments = 0
+        self.max_held = 4 * max_buffered
+        self.max_held_segments = 8 * max(1024, max_buffered >> 8)
         # many tiny segments cost more memory than their bytes say: bound their number too
         self.max_pending_segments = max(1024, max_buffered >> 8)
         self.remember_closed = remember_closed
@@ -186,6 +191,7 @@ class TcpReassembler:
                 self._end(d, flow, d.last_ts if ts is None else ts, "capture_end", events)
         self._streams.clear()
         self._closed.clear()
+        self._held = self._held_segments = 0
         return events
 
     def _acked(self, flow, ts, ack: int) -> list:
@@ -215,12 +221,18 @@ class TcpReassembler:
         held = d.pending.get(start)
         if held is None:
             heapq.heappush(d.starts, start)
+            self._held_segments += 1
         if held is None or len(held) < len(payload):
             d.pending[start] = payload if type(payload) is bytes else bytes(payload)
-            d.pending_bytes += len(payload) - (len(held) if held else 0)
+            grown = len(payload) - (len(held) if held else 0)
+            d.pending_bytes += grown
+            self._held += grown
         if d.pending_bytes > self.max_buffered or len(d.pending) > self.max_pending_segments:
             # give up on holes until half the bound is free, so this does not recur per segment
             self._drain(d, flow, ts, [], events, self.max_buffered // 2, self.max_pending_segments // 2)
+        elif self._held > self.max_held or self._held_segments > self.max_held_segments:
+            # all directions together hold too much: this one gives up its holes
+            self._drain(d, flow, ts, [], events, 0, 0)
 
     def _drain(self, d: _Direction, flow, ts, chunks: list, events: list, keep_bytes=None, keep_segments=0) -> None:
         """Deliver ``chunks`` (already counted in ``d.next``) and the buffered bytes now in
@@ -240,6 +252,8 @@ class TcpReassembler:
             heapq.heappop(starts)
             data = pending.pop(start)
             d.pending_bytes -= len(data)
+            self._held -= len(data)
+            self._held_segments -= 1
             end = start + len(data)
             if end > d.next:
                 chunks.append(data[d.next - start :] if start < d.next else data)

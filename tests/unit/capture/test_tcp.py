@@ -458,3 +458,37 @@ def test_ack_across_sequence_wraparound():
     events = c.send(S2C, 5001, b"r", ack=WRAP + 16)
     assert [e.missing for e in events if type(e) is StreamGap] == [10]
     assert data(events) == b"c" * 10
+
+
+# -- hostile shapes: the work stays linear and the state bounded -------------------------------
+
+def test_a_storm_of_out_of_order_bytes_is_delivered_once_in_order():
+    c = Conn()
+    events = c.handshake()
+    n = 20_000
+    for i in range(n, 0, -1):  # one byte each, last first, behind a one-byte hole
+        events += c.send(C2S, 1001 + i, bytes([i % 256]))
+        events += c.send(S2C, 5001 + n - i, b"y", ack=1001)  # replies acknowledging the hole
+    events += c.send(C2S, 1001, b"\x00")
+    assert data(events) == bytes(i % 256 for i in range(n + 1))
+    assert not c.r._streams[C2S].pending and c.r._held == 0
+
+
+def test_directions_past_the_bound_expire_the_longest_idle():
+    r = TcpReassembler(max_streams=8)
+    events = []
+    for port in range(20):
+        events += r.segment(float(port), CLIENT, 1000 + port, SERVER, 9092, 1, SYN, b"")
+    expired = [e for e in events if type(e) is StreamEnd and e.reason == "expired"]
+    assert len(expired) == 12 and expired[0].flow[1] == 1000  # the oldest go first
+    assert r._open <= 8
+
+
+def test_out_of_order_bytes_across_all_directions_are_bounded():
+    r = TcpReassembler(max_buffered=4096)
+    for port in range(100):  # each direction keeps below its own bound, together they would not
+        r.segment(0.0, CLIENT, 1000 + port, SERVER, 9092, 1, SYN, b"")
+        for k in range(3):
+            r.segment(1.0, CLIENT, 1000 + port, SERVER, 9092, 100 + 1000 * k, ACK, b"x" * 1000)
+        assert r._held <= r.max_held + r.max_buffered
+    assert r._held == sum(d.pending_bytes for d in r._streams.values())
