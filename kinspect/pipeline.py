@@ -13,6 +13,7 @@ from kinspect.capture.source import CaptureError, open_capture
 from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
 from kinspect.limits import DEFAULT_LIMITS, Budget, Limits
 from kinspect.wire.exchange import RAW, complete
+from kinspect.wire.frames import MAX_FRAME
 from kinspect.wire.session import DEFAULT_PORTS, KafkaSession
 from kinspect.wire.topics import TopicNames
 
@@ -38,7 +39,7 @@ class CaptureUnreadable(Exception):
 class DecodeRun:
     """One capture decoded: iterate ``records()``, then read the counters and capture problems."""
 
-    def __init__(self, source, *, ports=DEFAULT_PORTS, heuristic: bool = True, max_frame: int = 256 << 20,
+    def __init__(self, source, *, ports=DEFAULT_PORTS, heuristic: bool = True, max_frame: int = MAX_FRAME,
                  decode_bodies: bool = True, limits: Limits = DEFAULT_LIMITS,
                  max_connections: int = MAX_CONNECTIONS, show_secrets: bool = False):
         self.source = source

@@ -12,7 +12,9 @@ from kinspect.limits import Limits
 from kinspect.filters import ExchangeFilter, resolve_api
 from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, default_jobs, finished
 from kinspect.pipeline import MAX_CONNECTIONS, CaptureUnreadable, DecodeRun
+from kinspect.wire.frames import MAX_FRAME
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
+from kinspect.render.safe import path_text
 from kinspect.render.text import exchange_line, problem_lines, tree_lines
 from kinspect.summary import Summary
 
@@ -52,17 +54,17 @@ def _apis(ctx, param, values):
 @click.option("--summary", is_flag=True, help="Per-API counts, latency p50/p99/max, bytes, errors by code and topic.")
 @click.option("-v", "--verbose", is_flag=True, help="Show each exchange's decoded request and response.")
 @click.option("--strict", is_flag=True, help="Exit 1 when any exchange has a problem.")
-@click.option("--max-frame", type=click.IntRange(1024), default=256 << 20, show_default=True,
+@click.option("--max-frame", type=click.IntRange(1024), default=MAX_FRAME, show_default=True,
               help="Largest Kafka frame accepted, in bytes.")
 @click.option("--max-connections", type=click.IntRange(1), default=MAX_CONNECTIONS, show_default=True,
               help="TCP connections followed at once; past it those idle longest expire (with a notice).")
 @click.option("-j", "--jobs", type=click.IntRange(1), default=None,
               help="Processes decoding bodies for --json and --summary (default: one per CPU "
                    "beyond the first, two on two CPUs, none on one).")
-@limit_options
 @click.option("--show-secrets", is_flag=True,
               help="Show SASL passwords, proofs and tokens, delegation-token HMACs and secret config values "
                    "(redacted by default as \"<redacted N bytes>\"; SASL user names always show).")
+@limit_options
 @output_options
 def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_only, min_latency_ms,
            summary, verbose, strict, max_frame, max_connections, jobs, show_secrets, out: Output, limits: Limits):
@@ -101,15 +103,10 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
             out.warn(f"kinspect: {source}: {e}. The output stops short{cut}: re-run with -j1 to "
                      f"decode in one process (it needs less memory)")
             sys.exit(EXIT_UNFINISHED)
-        except WorkerDied as e:
-            cut = " (its last line may be cut off)" if e.cut else ""
-            out.warn(f"kinspect: {source}: {e}. The output stops short{cut}: re-run with -j1 to "
-                     f"decode in one process (it needs less memory)")
-            sys.exit(EXIT_UNFINISHED)
         for problem in run.capture_problems:
             out.warn(f"kinspect: {source}: {problem}")
             if out.as_json and not summary:
-                out.record({"type": "notice", "kind": "capture", "source": str(source), **problem.to_dict()})
+                out.record({"type": "notice", "kind": "capture", "source": path_text(source), **problem.to_dict()})
             exit_code = max(exit_code, EXIT_PROBLEMS)
         if run.kafka_connections == 0:
             out.warn(f"kinspect: {source}: no Kafka traffic found in {run.packets} packets "

@@ -18,6 +18,10 @@ _I32 = struct.Struct(">i")
 # and again as it is reallocated (a 1 MiB Fetch response arrives in ~700 segments). Smaller
 # frames, a few segments at most, go through the one buffer.
 COLLECT_AT = 1 << 12
+# The largest frame followed by default (--max-frame): above Kafka's socket.request.max.bytes
+# (100 MiB) and fetch.max.bytes (50 MiB) defaults, and small enough that a frame, its copy
+# and its decoding stay inside kinspect's memory bound. Bigger frames are skipped, with a notice.
+MAX_FRAME = 128 << 20
 
 
 class Frame(NamedTuple):
@@ -44,7 +48,7 @@ class FrameBuffer:
     __slots__ = ("max_frame", "plausible", "_buf", "_pos", "_offset", "_hunting", "_skip",
                  "_first_ts", "_damaged", "_parts", "_need", "_size")
 
-    def __init__(self, plausible: Predicate, max_frame: int = 256 << 20, hunting: bool = False):
+    def __init__(self, plausible: Predicate, max_frame: int = MAX_FRAME, hunting: bool = False):
         self.max_frame = max_frame
         self.plausible = plausible
         self._buf = bytearray()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kinspect.capture.link import format_addr
 from kinspect.wire.exchange import Connection
+from kinspect.wire.frames import MAX_FRAME
 from kinspect.wire.headers import plausible_request
 
 DEFAULT_PORTS = frozenset({9092})
@@ -40,7 +41,7 @@ class KafkaSession:
     Exchanges come out with their bodies raw; ``exchange.complete`` decodes them.
     """
 
-    def __init__(self, ports=DEFAULT_PORTS, *, heuristic: bool = True, max_frame: int = 256 << 20,
+    def __init__(self, ports=DEFAULT_PORTS, *, heuristic: bool = True, max_frame: int = MAX_FRAME,
                  decode_bodies: bool = True, show_secrets: bool = False):
         self.ports = frozenset(ports)
         self.heuristic = heuristic
