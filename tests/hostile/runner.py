@@ -1,0 +1,228 @@
+"""Run kinspect in a subprocess under the memory bound of issue 10 and a hang timeout, and
+measure what the run did: exit code, peak RSS, wall and CPU time, output size, raw control
+bytes, tracebacks, and the lines that speak of a bound.
+
+Output is read as it comes and never held whole (a million records print gigabytes): the
+runner keeps its head and tail, counts it, and scans every chunk.
+
+The address-space limit (``ulimit -v``) stands for the 512 MiB peak-RSS target. A trivial run
+(`decode --json` of a 36 KB capture, default workers, at 7ad40dd) measured VmPeak 42 MB
+against VmHWM 38 MB: kinspect maps little it does not touch. The limit gives 64 MiB beyond the
+target for what is mapped but not resident (one decompression bound, thread stacks); the peak
+RSS itself is read from wait4() and checked against the target separately.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MIB = 1 << 20
+RSS_TARGET = 512 * MIB
+ADDRESS_SPACE_LIMIT = RSS_TARGET + 64 * MIB
+HANG_TIMEOUT = float(os.environ.get("KINSPECT_HOSTILE_TIMEOUT", "60"))
+
+KEEP = 64 * 1024  # bytes of head and of tail kept of each stream
+# C0 controls and DEL, except tab and newline: what must never reach a terminal raw
+CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
+# on a terminal rich styles text (SGR: ESC [ ... m), draws progress (hide/show the cursor,
+# erase the line, cursor up, CR) and the terminal ends lines with CR LF: none of it is input
+TERMINAL_STYLING = re.compile(rb"\x1b\[[0-9;]*m|\x1b\[\?25[lh]|\x1b\[2K|\x1b\[[0-9]*A|\r")
+BOUND_WORDS = re.compile(rb"[^\n]*\b(?:[Bb]ound|[Ll]imit)s?\b[^\n]*")
+OPTION = re.compile(rb"--max-[a-z][a-z-]*")
+CRASH = re.compile(rb"Traceback \(most recent call last\)|Fatal Python error|Segmentation fault")
+
+
+@dataclass
+class StreamScan:
+    """What one output stream held, scanned chunk by chunk."""
+    size: int = 0
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytes = b""
+    controls: list[tuple[int, bytes]] = field(default_factory=list)  # (offset, context)
+    bound_lines: list[bytes] = field(default_factory=list)  # speak of a bound, name no option
+    options: set[str] = field(default_factory=set)
+    crash: bool = False
+    _carry: bytes = b""
+    _scanned: int = 0
+
+    def feed(self, chunk: bytes, terminal: bool = False) -> None:
+        self.size += len(chunk)
+        if len(self.head) < KEEP:
+            self.head += chunk[:KEEP - len(self.head)]
+        self.tail = (self.tail + chunk)[-KEEP:]
+        data = self._carry + chunk
+        cut = data.rfind(b"\n") + 1  # whole lines are scanned; a partial one waits for its end
+        if cut == 0:
+            if len(data) < 1 << 20:
+                self._carry = data
+                return
+            cut = len(data)
+        self._scan(data[:cut], terminal)
+        self._carry = data[cut:]
+
+    def close(self, terminal: bool = False) -> None:
+        if self._carry:
+            self._scan(self._carry, terminal)
+            self._carry = b""
+
+    def _scan(self, lines: bytes, terminal: bool) -> None:
+        start = self._scanned
+        self._scanned += len(lines)
+        plain = TERMINAL_STYLING.sub(b"", lines) if terminal else lines
+        if len(self.controls) < 5:
+            for match in CONTROL.finditer(plain):
+                at = match.start()
+                self.controls.append((start + at, plain[max(0, at - 40):at + 40]))
+                if len(self.controls) >= 5:
+                    break
+        self.options.update(m.decode() for m in OPTION.findall(lines))
+        if len(self.bound_lines) < 5:
+            for match in BOUND_WORDS.finditer(lines):
+                if not OPTION.search(match.group()):
+                    self.bound_lines.append(match.group()[:300])
+                    if len(self.bound_lines) >= 5:
+                        break
+        if not self.crash and CRASH.search(lines):
+            self.crash = True
+
+
+@dataclass
+class Run:
+    args: list
+    exit_code: int | None  # None: killed at the hang timeout
+    signal: int | None  # the signal that ended it, if one did
+    timed_out: bool
+    wall: float
+    cpu: float  # user + system of kinspect and the workers it waited for
+    peak_rss: int  # bytes, the largest process of the tree (wait4's ru_maxrss)
+    tree_rss: int  # bytes, the largest sum over the live tree seen by sampling
+    stdout: StreamScan
+    stderr: StreamScan
+
+    def stderr_text(self, limit: int = 2000) -> str:
+        return bytes(self.stderr.head[:limit]).decode("utf-8", "replace")
+
+    def crash_head(self) -> str:
+        """The traceback's last lines, or the start of stderr."""
+        text = bytes(self.stderr.head).decode("utf-8", "replace") + "\n" + \
+            self.stderr.tail.decode("utf-8", "replace")
+        lines = [line for line in text.splitlines() if line.strip()]
+        return "\n".join(lines[-6:])
+
+
+def kinspect_command(args) -> list:
+    return [sys.executable, "-m", "kinspect", *args]
+
+
+def _limits() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def run(args, timeout: float = HANG_TIMEOUT, terminal: bool = False, cwd: Path | None = None,
+        memory_limit: bool = True) -> Run:
+    """kinspect ``args`` (str or bytes each) in its own session under the limits.
+
+    ``terminal``: stdout is a pseudo-terminal (rich's styled output) instead of a pipe.
+    """
+    command = kinspect_command(args)
+    out_scan, err_scan = StreamScan(), StreamScan()
+    if terminal:
+        import pty
+        master, slave = pty.openpty()
+        os.set_blocking(master, True)
+        stdout = slave
+    else:
+        master = slave = None
+        stdout = subprocess.PIPE
+    started = time.monotonic()
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout,
+                            stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
+                            preexec_fn=_limits if memory_limit else None,
+                            env={**os.environ, "COLUMNS": "200", "LINES": "50"})
+    if terminal:
+        os.close(slave)
+        out_reader = threading.Thread(target=_drain_fd, args=(master, out_scan, True))
+    else:
+        out_reader = threading.Thread(target=_drain, args=(proc.stdout, out_scan))
+    err_reader = threading.Thread(target=_drain, args=(proc.stderr, err_scan))
+    out_reader.start()
+    err_reader.start()
+    tree_peak = [0]
+    done = threading.Event()
+    sampler = threading.Thread(target=_sample_tree, args=(proc.pid, done, tree_peak))
+    sampler.start()
+    timed_out = threading.Event()
+    killer = threading.Timer(timeout, _kill_group, args=(proc.pid, timed_out))
+    killer.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - started
+    killer.cancel()
+    done.set()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    _kill_group(proc.pid, None)  # workers left behind by a dying parent
+    out_reader.join()
+    err_reader.join()
+    sampler.join()
+    if terminal:
+        os.close(master)
+    code = proc.returncode
+    return Run(args=list(args), exit_code=None if timed_out.is_set() else (code if code >= 0 else None),
+               signal=-code if code < 0 else None, timed_out=timed_out.is_set(), wall=wall,
+               cpu=usage.ru_utime + usage.ru_stime, peak_rss=usage.ru_maxrss * 1024,
+               tree_rss=tree_peak[0], stdout=out_scan, stderr=err_scan)
+
+
+def _drain(stream, scan: StreamScan) -> None:
+    while chunk := stream.read1(1 << 20):
+        scan.feed(chunk)
+    scan.close()
+    stream.close()
+
+
+def _drain_fd(fd: int, scan: StreamScan, terminal: bool) -> None:
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except OSError:  # EIO: the terminal's other side closed
+            break
+        if not chunk:
+            break
+        scan.feed(chunk, terminal)
+    scan.close(terminal)
+
+
+def _kill_group(pid: int, flag: threading.Event | None) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    if flag is not None:
+        flag.set()
+
+
+def _sample_tree(pid: int, done: threading.Event, peak: list) -> None:
+    """Every 50 ms, the summed RSS of the processes in kinspect's session (its workers too)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    while not done.wait(0.05):
+        total = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == pid:  # the session id: kinspect and whatever it forked
+                total += int(fields[21]) * page
+        peak[0] = max(peak[0], total)
