@@ -14,6 +14,7 @@ from kinspect.limits import Limits
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
 from kinspect.records.stream import RecordStream
 from kinspect.render.jsonl import dumpb, dumps
+from kinspect.render.safe import path_text
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
 from kinspect.storage.kafka_format import KafkaFormat
@@ -138,7 +139,7 @@ def _dump_one(path: Path, info: files.FileInfo, options: DumpOptions, renderer, 
         big = info.kind in ("log", "kraft_snapshot") and len(buf) > PROGRESS_STEP
         summary = {}
         with out.progress(len(buf) if big else None) as bar:
-            events = dump_file(str(path), buf, info, options, companion)
+            events = dump_file(path_text(path), buf, info, options, companion)
             try:
                 next_update = PROGRESS_STEP
                 for event in events:

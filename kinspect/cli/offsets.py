@@ -13,6 +13,7 @@ from kinspect.groups.partition import DEFAULT_PARTITIONS, java_string_hash, part
 from kinspect.groups.sources import (SourceUnreadable, read_capture, read_live, read_log_dir,
                                      read_segments)
 from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
+from kinspect.render.safe import text_of
 
 EPILOG = """\b
 Examples:
@@ -203,14 +204,14 @@ def _notices(out: Output, view) -> int:
 
 def _show_groups(out, view, groups, members, state, history, offsets) -> None:
     for group in groups:
+        name = text_of(group.group_id)
         if state:
-            _rows(out, f"{group.group_id}: state", [describe.state_row(group)],
-                  describe.STATE_COLUMNS)
+            _rows(out, f"{name}: state", [describe.state_row(group)], describe.STATE_COLUMNS)
         if offsets:
-            _rows(out, f"{group.group_id}: offsets", describe.offset_rows(view, group),
+            _rows(out, f"{name}: offsets", describe.offset_rows(view, group),
                   describe.OFFSET_COLUMNS)
         if members:
-            _rows(out, f"{group.group_id}: members", describe.member_rows(view, group),
+            _rows(out, f"{name}: members", describe.member_rows(view, group),
                   describe.MEMBER_COLUMNS)
         if history:
             _history(out, describe.history_rows(view, group.group_id))
@@ -237,7 +238,7 @@ def _rows(out: Output, title: str, rows: list[dict], columns: list[str]) -> None
 
 def _cell(value):
     if isinstance(value, dict):  # an assignment, written as kafka-consumer-groups does
-        return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in value.items()) or None
+        return ";".join(f"{text_of(t)}:{','.join(map(str, ps))}" for t, ps in value.items()) or None
     if isinstance(value, list):
         return ",".join(map(str, value)) if value else None
     if value == "":

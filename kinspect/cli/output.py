@@ -15,7 +15,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 
 from kinspect.render import jsonl
-from kinspect.render.safe import escape, escape_text
+from kinspect.render.safe import escape, escape_text, text_of
 
 
 class _Console(Console):
@@ -105,8 +105,8 @@ def _cell(value) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     if isinstance(value, (list, tuple)):
-        return escape(",".join(str(v) for v in value))
-    return escape(str(value))
+        return escape(",".join(text_of(v) for v in value))
+    return escape(text_of(value))
 
 
 class _NoBar:

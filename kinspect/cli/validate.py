@@ -13,6 +13,7 @@ from kinspect.cli.output import Output, output_options
 from kinspect.limits import Limits
 from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, INFO, WARNING
 from kinspect.render.junit import JUnitReport
+from kinspect.render.safe import path_text
 from kinspect.validate import FileReport, Finding, validate_paths
 
 SHOWN_PER_FILE = 200
@@ -71,6 +72,7 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, out
     try:
         for event in validate_paths(paths, skip_unknown=skip_unknown, progress=progress,
                                     max_output=limits, show_secrets=show_secrets):
+            event.file = path_text(event.file)  # a name that is not UTF-8 is shown as \xNN
             if isinstance(event, Finding):
                 if junit is not None:
                     junit.add(event)

@@ -53,7 +53,7 @@ def offset_rows(view: GroupsView, group: Group) -> list[dict]:
 
 def member_rows(view: GroupsView, group: Group) -> list[dict]:
     rows = []
-    for member in sorted(group.members.values(), key=lambda m: m.member_id):
+    for member in sorted(group.members.values(), key=lambda m: _text_key(m.member_id)):
         assignment = _named(view, member.assignment)
         target = None if member.target_assignment is None else _named(view,
                                                                        member.target_assignment)
@@ -91,7 +91,8 @@ def history_rows(view: GroupsView, group_id: str | None = None) -> list[dict]:
 
 
 def listed_groups(view: GroupsView, include_deleted: bool = True) -> list[Group]:
-    return [g for _, g in sorted(view.groups.items()) if include_deleted or g.exists]
+    return [g for _, g in sorted(view.groups.items(), key=lambda item: _text_key(item[0]))
+            if include_deleted or g.exists]
 
 
 def iso_time(ms: int | None) -> str | None:
@@ -125,4 +126,10 @@ def _named(view: GroupsView, pairs) -> list[tuple[str, int]]:
 
 
 def _tp_key(tp: tuple[str, int]):
-    return (str(tp[0]), tp[1] if isinstance(tp[1], int) else -1)
+    return (_text_key(tp[0]), tp[1] if isinstance(tp[1], int) else -1)
+
+
+def _text_key(name) -> str:
+    """A name to sort by: one that is not UTF-8 stays bytes in the decoded body (JSON shows it
+    as {"b64": ...}), and bytes do not compare with str."""
+    return name.decode("utf-8", "backslashreplace") if isinstance(name, bytes) else str(name)

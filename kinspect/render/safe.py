@@ -35,6 +35,13 @@ def escape(text: str) -> str:
     return _UNSAFE.sub(_escaped, text)
 
 
+def text_of(value) -> str:
+    """A value as text; bytes that are not UTF-8 (a name the decoder kept as bytes) as ``\\xNN``."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    return str(value)
+
+
 def unsafe(text: str) -> bool:
     return _UNSAFE.search(text) is not None
 

@@ -11,9 +11,14 @@ from kinspect.render.jsonl import plain
 
 
 def clock(ts: float | None) -> str:
+    """The time of day (UTC); a time no calendar date holds (a pcapng's year 58000, say) as
+    the seconds since the epoch it says."""
     if ts is None:
         return "-"
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%H:%M:%S.%f")
+    try:
+        return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%H:%M:%S.%f")
+    except (OverflowError, OSError, ValueError):
+        return f"{ts:.6f}"
 
 
 def exchange_line(record: dict) -> Text:

@@ -244,8 +244,12 @@ def _inner_crcs(buf, unit: dict, max_output: int) -> list[int]:
     start = unit["position"]
     data = bytes(memoryview(buf)[start:start + 12 + unit["message_size"]])
     cursor = 18 + (8 if unit["magic"] == 1 else 0)
+    if cursor + 4 > len(data):
+        return []
     key_size = _I32.unpack_from(data, cursor)[0]
     cursor += 4 + max(key_size, 0)
+    if cursor + 4 > len(data):  # a damaged key length: the decoder has said so
+        return []
     value_size = _I32.unpack_from(data, cursor)[0]
     inner, _ = decompress(unit["attributes"] & 0x07, data[cursor + 4:cursor + 4 + value_size],
                           max_output, unit["magic"])
@@ -253,7 +257,10 @@ def _inner_crcs(buf, unit: dict, max_output: int) -> list[int]:
     pos = 0
     while inner is not None and pos + 16 <= len(inner):
         crcs.append(_U32.unpack_from(inner, pos + 12)[0])
-        pos += 12 + _I32.unpack_from(inner, pos + 8)[0]
+        size = _I32.unpack_from(inner, pos + 8)[0]
+        if size < 0:  # damaged: the walk of the inner set stops here, as the decoder's did
+            break
+        pos += 12 + size
     return crcs
 
 
