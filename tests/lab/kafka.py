@@ -193,14 +193,17 @@ class KafkaBroker(KafkaTools):
     metadata="kraft": combined broker+controller, formatted like `kafka-storage format`.
     metadata="zookeeper" (3.x only): a ZooKeeper beside it, for the legacy message formats.
     `config` overrides or adds server.properties entries; `port` 0 picks a free one on
-    127.0.0.1. stop() is SIGTERM and a wait, so segments and indexes are flushed and trimmed;
-    the log dir stays until the context exits (or forever with keep=True or a given workdir).
+    127.0.0.1. `sasl_users` {user: password} (KRaft) adds a SASL_PLAINTEXT listener on
+    `sasl_port` with PLAIN and SCRAM-SHA-512, both knowing these users (SCRAM's credentials
+    are written at format time); `sasl_properties(user)` are a Java client's settings for it.
+    stop() is SIGTERM and a wait, so segments and indexes are flushed and trimmed; the log dir
+    stays until the context exits (or forever with keep=True or a given workdir).
     """
 
     def __init__(self, version: str = KAFKA_4, *, config: dict[str, object] | None = None,
                  metadata: str = "kraft", workdir: Path | None = None, keep: bool = False,
                  start_timeout: float = 240, heap: str = "768m", cluster_id: str | None = None,
-                 port: int = 0):
+                 port: int = 0, sasl_users: dict[str, str] | None = None):
         super().__init__(version)
         if metadata not in ("kraft", "zookeeper"):
             raise ValueError(f"metadata must be kraft or zookeeper, not {metadata!r}")
@@ -215,6 +218,8 @@ class KafkaBroker(KafkaTools):
         self.cluster_id = cluster_id or random_cluster_id()
         self.requested_port = port
         self.port = 0
+        self.sasl_users = dict(sasl_users or {})
+        self.sasl_port = 0
         self.settings: dict[str, object] = {}
         self._broker: subprocess.Popen | None = None
         self._zookeeper: subprocess.Popen | None = None
@@ -239,6 +244,17 @@ class KafkaBroker(KafkaTools):
         return f"{LOOPBACK}:{self.port}"
 
     @property
+    def sasl_bootstrap(self) -> str:
+        return f"{LOOPBACK}:{self.sasl_port}"
+
+    def sasl_properties(self, user: str, mechanism: str = "PLAIN") -> dict[str, str]:
+        module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+                  else "org.apache.kafka.common.security.scram.ScramLoginModule")
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                "sasl.jaas.config": f'{module} required username="{user}" '
+                                    f'password="{self.sasl_users[user]}";'}
+
+    @property
     def log_dir(self) -> Path:
         return self.workdir / "logs"
 
@@ -255,12 +271,15 @@ class KafkaBroker(KafkaTools):
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
         self.port = self.requested_port or free_port()
+        self.sasl_port = free_port() if self.sasl_users else 0
         properties = self.workdir / "server.properties"
         if self.metadata == "kraft":
             settings = self._kraft_settings()
             _write_properties(properties, settings)
             self.run(self.main_class("kafka.tools.StorageTool", "org.apache.kafka.tools.StorageTool"),
-                     "format", "--ignore-formatted", f"--cluster-id={self.cluster_id}", "-c", str(properties))
+                     "format", "--ignore-formatted", f"--cluster-id={self.cluster_id}", "-c", str(properties),
+                     *(f"--add-scram=SCRAM-SHA-512=[name={user},password={password}]"
+                       for user, password in self.sasl_users.items()))
         else:
             zk_port = self._start_zookeeper()
             settings = self._zookeeper_settings(zk_port)
@@ -285,7 +304,7 @@ class KafkaBroker(KafkaTools):
 
     def _kraft_settings(self) -> dict[str, object]:
         controller_port = free_port()
-        return {
+        settings = {
             "process.roles": "broker,controller",
             "node.id": 1,
             "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
@@ -294,8 +313,22 @@ class KafkaBroker(KafkaTools):
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            **self._common_settings(),
         }
+        if self.sasl_users:
+            sasl = f"SASL_PLAINTEXT://{LOOPBACK}:{self.sasl_port}"
+            plain_users = " ".join(f'user_{user}="{password}"' for user, password in self.sasl_users.items())
+            settings.update({
+                "listeners": f"{settings['listeners']},{sasl}",
+                "advertised.listeners": f"{settings['advertised.listeners']},{sasl}",
+                "listener.security.protocol.map": settings["listener.security.protocol.map"]
+                + ",SASL_PLAINTEXT:SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                    f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};",
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            })
+        return {**settings, **self._common_settings()}
 
     def _zookeeper_settings(self, zk_port: int) -> dict[str, object]:
         return {
@@ -373,10 +406,26 @@ class KafkaBroker(KafkaTools):
         return self.run("org.apache.kafka.tools.FeatureCommand",
                         "--bootstrap-server", self.bootstrap, *args).stdout
 
-    def configs(self, *args: str) -> str:
-        """kafka-configs; e.g. configs("--entity-type", "groups", "--entity-name", "g", "--describe")."""
-        return self.run(self.main_class("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"),
-                        "--bootstrap-server", self.bootstrap, *args).stdout
+    def configs(self, *args: str, user: str | None = None) -> str:
+        """kafka-configs; e.g. configs("--entity-type", "groups", "--entity-name", "g", "--describe").
+
+        With `user`, through the SASL listener, logged in as that user with PLAIN."""
+        return self._admin_tool(self.main_class("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"),
+                                args, user)
+
+    def delegation_tokens(self, *args: str, user: str) -> str:
+        """kafka-delegation-tokens, through the SASL listener as `user` (tokens need an
+        authenticated owner); e.g. delegation_tokens("--describe", user="alice")."""
+        return self._admin_tool("org.apache.kafka.tools.DelegationTokenCommand", args, user)
+
+    def _admin_tool(self, main: str, args: tuple[str, ...], user: str | None) -> str:
+        if user is None:
+            return self.run(main, "--bootstrap-server", self.bootstrap, *args).stdout
+        with tempfile.TemporaryDirectory(prefix="kinspect-admin-") as scratch:
+            command_config = Path(scratch) / "client.properties"
+            _write_properties(command_config, self.sasl_properties(user))
+            return self.run(main, "--bootstrap-server", self.sasl_bootstrap, "--command-config",
+                            str(command_config), *args).stdout
 
     def share_groups(self, *args: str) -> str:
         """kafka-share-groups (4.1+); e.g. share_groups("--describe", "--group", "g")."""
