@@ -22,6 +22,7 @@ _I16 = struct.Struct(">h")
 
 MAX_PENDING = 100_000          # unanswered requests kept per connection
 HUNT_MAX_UNPAIRED = 16 << 20   # while resynchronising, an unpaired response frame larger than this is implausible
+SHOWN_TOKEN = 200              # characters of a raw SASL token in its notice's text (the token field has it all)
 
 
 def _problem(what: str, offset: int | None, severity: str = ERROR, side: str | None = None) -> dict:
@@ -302,7 +303,9 @@ class Connection:
         token = frame.payload
         if not self.show_secrets:
             token = secrets.client_token(token) if side == "client" else secrets.server_token(token)
-        shown = token if isinstance(token, str) else token.decode("utf-8", "backslashreplace")
+        shown = token if isinstance(token, str) else token[:SHOWN_TOKEN].decode("utf-8", "backslashreplace")
+        if len(token) > SHOWN_TOKEN:
+            shown = shown[:SHOWN_TOKEN] + "…"
         mechanism = self.sasl.mechanism
         return self._notice(frame.ts, "sasl_token", f"raw SASL {mechanism} token from the {side} "
                             f"({frame.size} bytes): {shown!r}", severity=INFO, side=side,

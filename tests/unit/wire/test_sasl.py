@@ -104,3 +104,11 @@ def test_a_handshake_that_fails_or_is_v1_starts_no_tokens():
     assert v1.kinds() == ["SaslHandshake", "SaslAuthenticate"]
     assert v1.out[1]["request"]["auth_bytes"] == b"\x00alice\x00<redacted 8 bytes>"
 
+
+
+def test_a_huge_token_is_shortened_in_the_notice_text_only():
+    token = b"\x00" + b"u" * 100_000 + b"\x00secret-pw"
+    login = Login().handshake("PLAIN").client(frame(token))
+    notice = login.out[1]
+    assert len(notice["what"]) < 300 and "secret-pw" not in notice["what"]
+    assert notice["token"] == b"\x00" + b"u" * 100_000 + b"\x00<redacted 9 bytes>"
