@@ -25,7 +25,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator, Protocol
 
 from kinspect.filters import topics_of
-from kinspect.render.jsonl import dumpb
+from kinspect.limits import Budget
+from kinspect.render.jsonl import pieces
 from kinspect.wire import messages
 from kinspect.wire.exchange import RAW, complete
 from kinspect.wire.topics import TopicNames
@@ -39,16 +40,19 @@ PIECE_BYTES = 1 << 20  # workers write whole lines, this much at a time
 JSON, SUMMARY, RECORD = "json", "summary", "record"
 
 
-def finish(record: dict, topics: TopicNames, keep: Callable[[dict], bool], mode: str):
-    """(output or None when filtered out, whether the record has an error problem)."""
+def finish(record: dict, topics: TopicNames, keep: Callable[[dict], bool], mode: str,
+           budget: Budget | None = None):
+    """(output or None when filtered out, whether the record has an error problem). A JSON
+    output is the line's pieces: one, or more written as they are encoded when the record holds
+    batches too big to hold (see render.jsonl.pieces)."""
     if RAW in record:
-        complete(record, topics)
+        complete(record, topics, budget)
     problems = record.get("problems")
     error = bool(problems) and any(p.get("severity") == "error" for p in problems)
     if not keep(record):
         return None, error
     if mode == JSON:
-        return dumpb(record, newline=True), error
+        return pieces(record, newline=True), error
     if mode == SUMMARY and record.get("type") == "exchange":
         slim = {k: v for k, v in record.items() if k not in ("request", "response")}
         slim["_topics"] = sorted(topics_of(record)) if record["error_codes"] else []
@@ -108,14 +112,20 @@ def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int,
     """(output, has_error) for every record of a DecodeRun, in order, using ``jobs`` processes.
 
     With a ``sink`` (JSON mode), the lines go to ``sink.write_line`` in order and the outputs
-    yielded are None."""
+    yielded are None; without one, JSON outputs are the lines' bytes."""
     if jobs <= 1:
         topics = run.topics
+        budget = Budget(run.limits)
         for record in run.raw_records(progress):
-            output, error = finish(record, topics, keep, mode)
-            if sink is not None and output is not None:
-                sink.write_line(output)
-                output = None
+            budget.next_unit()  # the record before this one is written out
+            output, error = finish(record, topics, keep, mode, budget)
+            if mode == JSON and output is not None:
+                if sink is None:
+                    output = b"".join(output)
+                else:
+                    for piece in output:
+                        sink.write_line(piece)
+                    output = None
             yield output, error
         return
     if sink is not None:
@@ -132,10 +142,10 @@ _worker: dict = {}
 START, DONE, WRITING = range(3)
 
 
-def _init(keep, mode, sink, turn, next_chunk, written) -> None:
+def _init(keep, mode, sink, turn, next_chunk, written, limits) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     _worker.update(keep=keep, mode=mode, topics=TopicNames(), sink=sink, turn=turn, next=next_chunk,
-                   written=written)
+                   written=written, limits=limits)
 
 
 def _work(task) -> list:
@@ -143,10 +153,11 @@ def _work(task) -> list:
     topics = _worker["topics"]
     topics.names = names
     keep, mode = _worker["keep"], _worker["mode"]
-    results = [finish(record, topics, keep, mode) for record in chunk]
+    budget = Budget(_worker["limits"])  # the chunk's output is held until its turn: one unit
+    results = [finish(record, topics, keep, mode, budget) for record in chunk]
     sink = _worker["sink"]
     if sink is None:
-        return results
+        return [(b"".join(o) if mode == JSON and o is not None else o, e) for o, e in results]
     lines = [output for output, _ in results if output is not None]
     turn, next_chunk = _worker["turn"], _worker["next"]
     with turn:
@@ -160,23 +171,41 @@ def _work(task) -> list:
     return [(None, error) for _, error in results]
 
 
-def _write(sink: Sink, lines: list[bytes], written) -> None:
-    """Whole lines, PIECE_BYTES at a time, counted in ``written`` as they are flushed."""
+def _write(sink: Sink, lines: list, written) -> None:
+    """Whole lines, PIECE_BYTES at a time, counted in ``written`` as they are flushed; a line
+    in many pieces (streamed batches) is written piece by piece as they are encoded."""
     fd = _regular_file(sink)
     written[START] = os.lseek(fd, 0, os.SEEK_CUR) if fd is not None else -1
     written[DONE] = 0
     written[WRITING] = 1
-    piece: list[bytes] = []
+    held: list[bytes] = []
     size = 0
-    for i, line in enumerate(lines):
-        piece.append(line)
-        size += len(line)
-        if size >= PIECE_BYTES or i == len(lines) - 1:
-            sink.write_line(b"".join(piece) if len(piece) > 1 else line)
-            sink.flush()
-            written[DONE] += size
-            piece, size = [], 0
+    for line in lines:
+        if type(line) is list and size < PIECE_BYTES:
+            held += line
+            size += sum(map(len, line))
+            continue
+        if held:
+            _flush(sink, held, size, written)
+            held, size = [], 0
+        if type(line) is list:
+            held, size = line, sum(map(len, line))
+            continue
+        streamed = 0
+        for piece in line:
+            sink.write_line(piece)
+            streamed += len(piece)
+        _flush(sink, [], streamed, written)
+    if held:
+        _flush(sink, held, size, written)
     written[WRITING] = 0
+
+
+def _flush(sink: Sink, held: list[bytes], size: int, written) -> None:
+    if held:
+        sink.write_line(b"".join(held) if len(held) > 1 else held[0])
+    sink.flush()
+    written[DONE] += size
 
 
 def _regular_file(sink: Sink) -> int | None:
@@ -238,7 +267,7 @@ def _parallel(run, keep, mode, jobs, progress, sink) -> Iterator[tuple]:
     written = context.Array("q", 3, lock=False)
     others = set(multiprocessing.active_children())
     pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_init,
-                               initargs=(keep, mode, sink, turn, next_chunk, written))
+                               initargs=(keep, mode, sink, turn, next_chunk, written, run.limits))
     workers: list = []
     pending: deque = deque()
     try:
