@@ -5,7 +5,9 @@ Redaction keeps the shape: the field stays and its value becomes "<redacted N by
 the length of what was hidden. Inside SASL tokens only the secret part goes, so a PLAIN token
 keeps its user name and a SCRAM client-final message everything but its proof. A config entry's
 value is secret when its name says so (secret_name), when the broker flags it is_sensitive, or
-when its config_type is PASSWORD; the values of its synonyms go with it.
+when its config_type is PASSWORD; the values of its synonyms go with it. An Envelope (KRaft's
+forwarding of admin requests from a broker to the controller) carries a whole request and its
+response as bytes: both go whole when that API is in the table.
 
 Nothing in DescribeUserScramCredentials is secret: its answers hold mechanisms and iteration
 counts. Redacting is the default; ``--show-secrets`` turns it off (each exchange carries the
@@ -15,8 +17,10 @@ choice to wherever its bodies are decoded, see exchange.RAW).
 from __future__ import annotations
 
 import re
+import struct
 
 PASSWORD_TYPE = 9  # DescribeConfigs config_type (Kafka's ConfigType.PASSWORD)
+_I16 = struct.Struct(">h")
 
 # Kafka's PASSWORD-type configs (ConfigDef.Type.PASSWORD in the broker's and the clients'
 # definitions, 3.9 and 4.1) that neither end in ".password" nor contain "secret". A config name
@@ -139,6 +143,7 @@ def server_token(value):
 # -- the table -----------------------------------------------------------------------------------
 
 SASL_AUTHENTICATE = 36
+ENVELOPE = 58
 
 # (api key, "request" / "response") → (field path, rule); "name[]" steps into each element.
 SECRET_FIELDS = {
@@ -166,9 +171,31 @@ _RULES = {where: tuple((_steps(path), rule) for path, rule in fields)
           for where, fields in SECRET_FIELDS.items()}
 
 
+SECRET_APIS = frozenset(api_key for api_key, _ in SECRET_FIELDS)
+
+
+def redact(api_key: int, request, response) -> None:
+    """Redacts the decoded bodies of one exchange in place (either may be None, or partial after
+    a decode problem: redacted as far as it goes)."""
+    if api_key == ENVELOPE:
+        _envelope(request, response)
+        return
+    redact_body(api_key, "request", request)
+    redact_body(api_key, "response", response)
+
+
+def _envelope(request, response) -> None:
+    data = request.get("request_data") if isinstance(request, dict) else None
+    inner = _I16.unpack_from(data)[0] if isinstance(data, bytes) and len(data) >= 2 else None
+    if inner is not None and inner not in SECRET_APIS:
+        return
+    for body, key in ((request, "request_data"), (response, "response_data")):
+        if isinstance(body, dict) and body.get(key) is not None:
+            body[key] = whole(body[key])
+
+
 def redact_body(api_key: int, kind: str, body) -> None:
-    """Redacts a decoded body in place; a partial body (a decode problem) is redacted as far
-    as it goes."""
+    """Redacts one decoded body in place, by the table."""
     rules = _RULES.get((api_key, kind))
     if rules is None or not isinstance(body, dict):
         return

@@ -7,7 +7,8 @@ tcpdump on loopback while real clients log in and Kafka's own tools change secre
 - kafka-python pinned to Kafka 0.10.1: SaslHandshake v0, then raw tokens (PLAIN, SCRAM);
 - kafka-configs (Java admin client, PLAIN): AlterUserScramCredentials of a new SCRAM user,
   DescribeConfigs of the broker, IncrementalAlterConfigs of the listener's sasl.jaas.config;
-- kafka-delegation-tokens: create, describe, renew and expire a token (its HMAC each time).
+- kafka-delegation-tokens: create, describe, renew and expire a token (its HMAC each time);
+- the broker forwarding those admin requests to its controller, inside Envelopes.
 
 Then decode (line, -v, --json, -j2 --json, --summary), validate (text, -v, --json, --junit) and
 offsets --capture run over the capture, with and without --show-secrets.
@@ -72,7 +73,8 @@ def lab(tmp_path_factory):
     capture = directory / "sasl.pcap"
     config = {"delegation.token.secret.key": "lab-token-secret-key"}
     with KafkaBroker(KAFKA_4, sasl_users=USERS, config=config) as kafka:
-        bpf = f"tcp port {kafka.port} or tcp port {kafka.sasl_port}"
+        controller = kafka.settings["controller.quorum.voters"].rsplit(":", 1)[1]
+        bpf = f"tcp port {kafka.port} or tcp port {kafka.sasl_port} or tcp port {controller}"
         with Recorder(capture, "lo", bpf):
             _confluent(kafka, "alice", "PLAIN")
             _confluent(kafka, "bob", "SCRAM-SHA-512")
@@ -157,7 +159,7 @@ def test_every_client_and_tool_was_seen(revealed):
     apis = {r.get("api_name") for r in revealed if r["type"] == "exchange"}
     assert {"SaslHandshake", "SaslAuthenticate", "AlterUserScramCredentials", "DescribeConfigs",
             "IncrementalAlterConfigs", "CreateDelegationToken", "DescribeDelegationToken",
-            "RenewDelegationToken", "ExpireDelegationToken"} <= apis
+            "RenewDelegationToken", "ExpireDelegationToken", "Envelope"} <= apis
     raw = [r for r in revealed if r.get("kind") == "sasl_token"]
     assert {(r["mechanism"], r["side"]) for r in raw} == {("PLAIN", "client"), ("PLAIN", "server"),
                                                           ("SCRAM-SHA-512", "client"), ("SCRAM-SHA-512", "server")}
@@ -211,6 +213,8 @@ def test_redaction_keeps_the_shape_and_the_user_names(hidden):
     jaas = [c for r in records if r.get("api_name") == "IncrementalAlterConfigs"
             for c in r["request"]["resources"][0]["configs"]]
     assert jaas[0]["value"] == f"<redacted {len(JAAS)} bytes>"
+    forwarded = [r for r in records if r.get("api_name") == "Envelope"]
+    assert len(forwarded) >= 5 and all(r["request"]["request_data"].startswith("<redacted ") for r in forwarded)
     for name in ("decode", "decode -v", "validate -v"):
         assert "alice" in hidden[name] and "n=bob" in hidden[name], name
 

@@ -288,6 +288,28 @@ def test_alter_user_scram_credentials_salt_and_salted_password(version):
     assert done["request"]["deletions"] == [{"name": "carol", "mechanism": 1}]
 
 
+def test_an_envelope_goes_whole_when_it_forwards_an_api_with_secrets():
+    # KRaft forwards admin requests from a broker to the controller inside an Envelope
+    alter = encode_request(44, 1, 3, "adminclient-1", {"resources": [{"resource_type": 4, "resource_name": "1",
+        "configs": [{"name": "ssl.key.password", "config_operation": 0, "value": "forwarded-pw"}]}]})[4:]
+    inner_response = struct.pack(">i", 3) + b"\x00" + encode_body(44, 1, "response", {"responses": []})
+    metadata = encode_request(3, 1, 4, "x", {"topics": None})[4:]
+    request = {"request_data": alter, "request_principal": b"\x00User\x00alice",
+               "client_host_address": b"\x7f\0\0\1"}
+    done = exchanged(58, 0, request, {"response_data": inner_response, "error_code": 0})
+    assert done["request"]["request_data"] == f"<redacted {len(alter)} bytes>"
+    assert done["response"]["response_data"] == f"<redacted {len(inner_response)} bytes>"
+    assert done["request"]["request_principal"] == b"\x00User\x00alice"
+    answer = {"response_data": b"\x00\x00\x00\x04", "error_code": 0}
+    kept = exchanged(58, 0, dict(request, request_data=metadata), answer)
+    assert kept["request"]["request_data"] == metadata and kept["response"]["response_data"] == answer["response_data"]
+    shown = exchanged(58, 0, request, {"response_data": inner_response, "error_code": 0}, show_secrets=True)
+    assert shown["request"]["request_data"] == alter
+    unknown = {"request_data": b"\x00"}  # too short to tell which API: goes whole
+    secrets.redact(58, unknown, None)
+    assert unknown["request_data"] == "<redacted 1 bytes>"
+
+
 def test_a_partial_body_is_redacted_as_far_as_it_goes():
     body = {"resources": [{"resource_type": 4, "configs": [{"name": "ssl.key.password", "value": "x"}, 5]}],
             "validate_only": None}
