@@ -125,10 +125,13 @@ class Connection:
     """Decodes one TCP connection known to carry Kafka. Methods return lists of output records."""
 
     def __init__(self, label: str, *, max_frame: int, client_syn: bool, server_syn: bool,
-                 decode_bodies: bool = True, show_secrets: bool = False):
+                 decode_bodies: bool = True, show_secrets: bool = False, held: list | None = None):
         """Exchanges come out with their bodies raw (under RAW); ``complete`` decodes them,
-        redacting secrets unless ``show_secrets``."""
+        redacting secrets unless ``show_secrets``. ``held``: [bytes of unanswered requests],
+        shared by the connections of a session, which hold at most twice max_frame of them."""
         self.label = label
+        self.held = [0] if held is None else held
+        self.max_held = 2 * max_frame
         self.decode_bodies = decode_bodies
         self.show_secrets = show_secrets
         self.sasl: RawSasl | None = None  # after a SaslHandshake v0 (see wire/sasl.py)
@@ -160,6 +163,7 @@ class Connection:
         for exchange, _ in self.pending.values():
             exchange["problems"].append(_problem("no response seen before the connection or capture "
                                                  "ended", None, INFO))
+            self.held[0] -= exchange["request_size"]
             out.append(exchange)
         self.pending.clear()
         return out
@@ -250,15 +254,29 @@ class Connection:
             exchange["response_expected"] = False
             out.append(exchange)
             return
-        previous = self.pending.pop(header.correlation_id, None)
+        previous = self._unanswered(header.correlation_id)
         if previous is not None:
             previous[0]["problems"].append(_problem("correlation id reused before a response was seen",
                                                     None, WARNING))
             out.append(previous[0])
         if len(self.pending) >= MAX_PENDING:
-            oldest = next(iter(self.pending))
-            out.append(self.pending.pop(oldest)[0])
+            out.append(self._unanswered(next(iter(self.pending)))[0])
         self.pending[header.correlation_id] = (exchange, apis.response_header_version(api_key, api_version))
+        self.held[0] += exchange["request_size"]
+        while self.held[0] > self.max_held and len(self.pending) > 1:
+            # a capture of one direction, say: the oldest go out unanswered, not into memory
+            early = self._unanswered(next(iter(self.pending)))[0]
+            early["problems"].append(_problem(
+                f"no response seen yet when more than {self.max_held} bytes of requests were waiting "
+                f"for one (twice --max-frame): written out without it", None, INFO))
+            out.append(early)
+
+    def _unanswered(self, correlation_id: int):
+        """The pending (exchange, response header version) of correlation_id, taken out."""
+        entry = self.pending.pop(correlation_id, None)
+        if entry is not None:
+            self.held[0] -= entry[0]["request_size"]
+        return entry
 
     def _response(self, frame: Frame, out: list) -> None:
         payload = frame.payload
@@ -270,7 +288,7 @@ class Connection:
                                     stream_offset=frame.offset, size=frame.size))
             return
         (correlation_id,) = struct.unpack_from(">i", payload)
-        entry = self.pending.pop(correlation_id, None)
+        entry = self._unanswered(correlation_id)
         if entry is None:
             out.append({"type": "orphan_response", "conn": self.label, "correlation_id": correlation_id,
                         "response_time": frame.ts, "response_size": frame.size + 4,

@@ -53,6 +53,7 @@ class KafkaSession:
         self.ignored: set = set()    # flows decided not to be Kafka
         self.syn_seen: dict = {}     # flow -> syn flag of its StreamStart
         self.kafka_connections = 0
+        self.held = [0]  # bytes of requests waiting for their responses, on every connection
 
     # -- stream events -------------------------------------------------------------------------
 
@@ -156,7 +157,7 @@ class KafkaSession:
 
     def _connect(self, client_flow) -> Connection:
         server_flow = _reverse(client_flow)
-        conn = Connection(_label(client_flow), max_frame=self.max_frame,
+        conn = Connection(_label(client_flow), max_frame=self.max_frame, held=self.held,
                           client_syn=self.syn_seen.get(client_flow, False),
                           server_syn=self.syn_seen.get(server_flow, False),
                           decode_bodies=self.decode_bodies, show_secrets=self.show_secrets)

@@ -145,3 +145,21 @@ def test_produce_acks_read_without_decoding(version):
     body["acks"] = -1
     frame = encode_request(0, version, 1, "p", body)
     assert exchange.produce_acks(version, frame[4:], header.size) == -1
+
+
+def test_unanswered_requests_are_written_out_past_twice_max_frame():
+    """A capture of one direction: requests never answered go out early, not into memory."""
+    import struct as _struct
+
+    from kinspect.wire.exchange import Connection as _Connection
+
+    conn = _Connection("c-s", max_frame=1024, client_syn=True, server_syn=True)
+    out = []
+    for cid in range(10):
+        body = _struct.pack(">hhih", 18, 0, cid, 1) + b"c" + bytes(480)
+        out += conn.client_data(_struct.pack(">i", len(body)) + body, float(cid))
+    early = [e for e in out if e.get("type") == "exchange"]
+    assert [e["correlation_id"] for e in early] == [0, 1, 2, 3, 4, 5]
+    assert "twice --max-frame" in early[0]["problems"][-1]["what"]
+    assert conn.held[0] <= 2048 and len(conn.pending) == 4
+    assert len(conn.close(11.0)) == 4 and conn.held[0] == 0
