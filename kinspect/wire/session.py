@@ -14,6 +14,7 @@ from kinspect.wire.headers import plausible_request
 
 DEFAULT_PORTS = frozenset({9092})
 DETECT_LIMIT = 64 << 10   # bytes per direction watched before deciding a connection is not Kafka
+UNDECIDED_LIMIT = 64 << 20  # bytes held back by all undecided connections together
 
 
 def _reverse(flow):
@@ -54,6 +55,7 @@ class KafkaSession:
         self.syn_seen: dict = {}     # flow -> syn flag of its StreamStart
         self.kafka_connections = 0
         self.held = [0]  # bytes of requests waiting for their responses, on every connection
+        self.undecided_bytes = 0  # held back by connections on other ports until they prove Kafka
 
     # -- stream events -------------------------------------------------------------------------
 
@@ -91,7 +93,9 @@ class KafkaSession:
         self.ignored.discard(flow)
         route = self.routes.get(flow)
         if route is None:
-            self.undecided.pop(frozenset((flow, _reverse(flow))), None)  # will never be decided now
+            pending = self.undecided.pop(frozenset((flow, _reverse(flow))), None)
+            if pending is not None:  # it will never be decided now
+                self.undecided_bytes -= sum(pending.sizes.values())
             return []
         conn, is_client = route
         conn.ended[0 if is_client else 1] = True
@@ -105,6 +109,7 @@ class KafkaSession:
             if flow in self.routes:
                 out += self._close(flow, ts)
         self.undecided.clear()
+        self.undecided_bytes = 0
         return out
 
     # -- detection -----------------------------------------------------------------------------
@@ -133,18 +138,27 @@ class KafkaSession:
             pending = self.undecided[key] = _Undecided()
         pending.chunks.append((flow, ts, data, 0))
         pending.sizes[flow] = pending.sizes.get(flow, 0) + len(data)
+        self.undecided_bytes += len(data)
         head = bytes(data[:64])
         if plausible_request(head, 0, len(head), self.max_frame):
             return self._decide(flow, ts)
         if all(size > DETECT_LIMIT for size in pending.sizes.values()) or sum(pending.sizes.values()) > 4 * DETECT_LIMIT:
-            del self.undecided[key]
-            self.ignored.update(key)
+            self._give_up(key)
+        while self.undecided_bytes > UNDECIDED_LIMIT:  # many connections held back at once
+            self._give_up(next(iter(self.undecided)))
         return []
+
+    def _give_up(self, key) -> None:
+        """Not Kafka, or held back too long: its bytes are dropped and its flows ignored."""
+        self.undecided_bytes -= sum(self.undecided.pop(key).sizes.values())
+        self.ignored.update(key)
 
     def _decide(self, client_flow, ts: float) -> list:
         """client_flow is Kafka's client side: build the connection and replay what was held back."""
         key = frozenset((client_flow, _reverse(client_flow)))
         pending = self.undecided.pop(key, None)
+        if pending is not None:
+            self.undecided_bytes -= sum(pending.sizes.values())
         self._connect(client_flow)
         out: list = []
         if pending is not None:

@@ -75,3 +75,15 @@ def test_truncated_capture_keeps_what_came_before(realdata, tmp_path, cut):
     assert run.capture_problems[0].offset is not None
     for r in records:
         assert r["type"] in {"exchange", "notice", "orphan_response"}
+
+
+def test_connections_held_back_for_detection_are_bounded(monkeypatch):
+    from kinspect.wire import session as session_module
+    from kinspect.wire.session import KafkaSession
+
+    monkeypatch.setattr(session_module, "UNDECIDED_LIMIT", 10_000)
+    s = KafkaSession()
+    for port in range(100):  # not Kafka's port, and nothing that looks like a request yet
+        s.data((b"\x0a\x00\x00\x01", 2000 + port, b"\x0a\x00\x00\x02", 3000), 1.0, b"\xff" * 1000)
+    assert s.undecided_bytes <= 10_000 and len(s.undecided) <= 10
+    assert sum(sum(p.sizes.values()) for p in s.undecided.values()) == s.undecided_bytes
