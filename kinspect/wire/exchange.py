@@ -125,18 +125,20 @@ class Connection:
     """Decodes one TCP connection known to carry Kafka. Methods return lists of output records."""
 
     def __init__(self, label: str, *, max_frame: int, client_syn: bool, server_syn: bool,
-                 decode_bodies: bool = True, show_secrets: bool = False, held: list | None = None):
+                 decode_bodies: bool = True, show_secrets: bool = False, held: list | None = None,
+                 reserved: list | None = None):
         """Exchanges come out with their bodies raw (under RAW); ``complete`` decodes them,
         redacting secrets unless ``show_secrets``. ``held``: [bytes of unanswered requests],
-        shared by the connections of a session, which hold at most twice max_frame of them."""
+        shared by the connections of a session, which hold at most twice max_frame of them;
+        ``reserved`` likewise bounds the frames being collected (see FrameBuffer)."""
         self.label = label
         self.held = [0] if held is None else held
         self.max_held = 2 * max_frame
         self.decode_bodies = decode_bodies
         self.show_secrets = show_secrets
         self.sasl: RawSasl | None = None  # after a SaslHandshake v0 (see wire/sasl.py)
-        self.requests = FrameBuffer(self._plausible_request, max_frame, hunting=not client_syn)
-        self.responses = FrameBuffer(self._plausible_response, max_frame, hunting=not server_syn)
+        self.requests = FrameBuffer(self._plausible_request, max_frame, not client_syn, reserved)
+        self.responses = FrameBuffer(self._plausible_response, max_frame, not server_syn, reserved)
         self.pending: dict[int, tuple[dict, int]] = {}
         self.ended = [False, False]
 

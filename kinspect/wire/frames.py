@@ -45,12 +45,16 @@ Predicate = Callable[[bytes | bytearray, int, int], "bool | None"]
 
 
 class FrameBuffer:
-    __slots__ = ("max_frame", "plausible", "_buf", "_pos", "_offset", "_hunting", "_skip",
+    __slots__ = ("max_frame", "plausible", "reserved", "_buf", "_pos", "_offset", "_hunting", "_skip",
                  "_first_ts", "_damaged", "_parts", "_need", "_size")
 
-    def __init__(self, plausible: Predicate, max_frame: int = MAX_FRAME, hunting: bool = False):
+    def __init__(self, plausible: Predicate, max_frame: int = MAX_FRAME, hunting: bool = False,
+                 reserved: list | None = None):
+        """``reserved``: [payload bytes of the big frames being collected], shared by the buffers
+        of a session, which together collect at most twice max_frame (a bigger frame is skipped)."""
         self.max_frame = max_frame
         self.plausible = plausible
+        self.reserved = [0] if reserved is None else reserved
         self._buf = bytearray()
         self._pos = 0            # read position in _buf
         self._offset = 0         # stream offset of _buf[_pos]
@@ -102,6 +106,7 @@ class FrameBuffer:
         parts.append(last)
         frame = Frame(b"".join(parts), self._offset, self._size, self._first_ts, ts, 0)
         self._parts = None
+        self.reserved[0] -= self._size
         self._offset += 4 + self._size
         self._first_ts = None
         return frame
@@ -112,6 +117,7 @@ class FrameBuffer:
             self._buf = bytearray(_I32.pack(self._size)) + b"".join(self._parts)
             self._pos = 0
             self._parts = None
+            self.reserved[0] -= self._size
 
     def gap(self, missing: int, ts: float) -> list:
         """``missing`` bytes were lost at the current end of the stream."""
@@ -205,7 +211,16 @@ class FrameBuffer:
                 continue
             stop = pos + 4 + size
             if stop > end:
+                if size >= COLLECT_AT and self.reserved[0] + size > 2 * max_frame:
+                    out.append(Skipped(self._offset, 4 + size, ts, (
+                        f"frame of {size} bytes skipped: with the frames being collected on other "
+                        f"connections it would pass twice --max-frame {max_frame}")))
+                    self._skip = stop - end
+                    self._offset += end - pos
+                    pos = end
+                    break
                 if size >= COLLECT_AT:
+                    self.reserved[0] += size
                     self._parts = [buf[pos + 4:end]]
                     self._need = stop - end
                     self._size = size

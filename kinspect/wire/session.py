@@ -55,6 +55,7 @@ class KafkaSession:
         self.syn_seen: dict = {}     # flow -> syn flag of its StreamStart
         self.kafka_connections = 0
         self.held = [0]  # bytes of requests waiting for their responses, on every connection
+        self.reserved = [0]  # bytes of the big frames being collected, on every connection
         self.undecided_bytes = 0  # held back by connections on other ports until they prove Kafka
 
     # -- stream events -------------------------------------------------------------------------
@@ -172,6 +173,7 @@ class KafkaSession:
     def _connect(self, client_flow) -> Connection:
         server_flow = _reverse(client_flow)
         conn = Connection(_label(client_flow), max_frame=self.max_frame, held=self.held,
+                          reserved=self.reserved,
                           client_syn=self.syn_seen.get(client_flow, False),
                           server_syn=self.syn_seen.get(server_flow, False),
                           decode_bodies=self.decode_bodies, show_secrets=self.show_secrets)

@@ -126,3 +126,18 @@ def test_parts_and_one_buffer_agree_on_random_streams(monkeypatch):
                 events.append(("feed", stream[pos:pos + step], ts))
             pos += step
         assert replay(events, 1) == replay(events, 1 << 62)
+
+
+def test_big_frames_collected_at_once_are_bounded_across_buffers():
+    import struct as _struct
+
+    from kinspect.wire.frames import FrameBuffer as _FrameBuffer, Skipped as _Skipped
+
+    shared = [0]
+    buffers = [_FrameBuffer(lambda *a: True, 10_000, reserved=shared) for _ in range(3)]
+    heads = [b.feed(_struct.pack(">i", 9000) + bytes(100), 0.0) for b in buffers]
+    assert heads[:2] == [[], []] and shared[0] == 18_000
+    assert type(heads[2][0]) is _Skipped and "twice --max-frame" in heads[2][0].reason
+    done = buffers[0].feed(bytes(8900), 1.0)
+    assert len(done[0].payload) == 9000 and shared[0] == 9000
+    assert buffers[2].feed(bytes(8900) + _struct.pack(">i", 4) + b"abcd", 1.0)[-1].payload == b"abcd"
