@@ -56,6 +56,7 @@ def main() -> None:
     try:
         code = cli.main(prog_name="kinspect", standalone_mode=False)
     except click.ClickException as e:  # every one kinspect raises is about how it was called
+        e.message = escape(e.message)  # it may quote an argument
         e.show()
         code = EXIT_USAGE
     except (click.Abort, KeyboardInterrupt):

@@ -14,7 +14,7 @@ from kinspect.limits import Limits
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
 from kinspect.records.stream import RecordStream
 from kinspect.render.jsonl import dumpb, dumps
-from kinspect.render.safe import path_text
+from kinspect.render.safe import escape, path_text
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
 from kinspect.storage.kafka_format import KafkaFormat
@@ -57,7 +57,8 @@ PROGRESS_STEP = 8 << 20
 @click.option("--decode", "mode", type=click.Choice(MODES), default="auto", show_default=True,
               help="How --data shows keys and values.")
 @click.option("--format", "style", type=click.Choice(["table", "kafka"]), default="table",
-              show_default=True, help="kafka: kafka-dump-log's exact lines, to diff against it.")
+              show_default=True, help="kafka: kafka-dump-log's exact lines, to diff against it (on a "
+                   "terminal, control characters in keys and values are escaped).")
 @click.option("--type", "kind", type=click.Choice(files.KINDS),
               help="Read every FILE as this kind, whatever its name.")
 @click.option("--no-internal", is_flag=True,
@@ -228,29 +229,38 @@ class TableRenderer:
         if self.write is None:
             self.out.text(text)
         else:
-            self.write(text.plain + "\n")
+            self.write(escape(text.plain, layout=True) + "\n")
 
     def finish(self) -> None:
         pass
 
 
 class KafkaRenderer:
-    """kafka-dump-log's stdout lines; its stderr lines on stderr."""
+    """kafka-dump-log's stdout lines; its stderr lines on stderr.
+
+    Piped or redirected, the lines are kafka-dump-log's byte for byte, control characters of keys
+    and values included, so that the two diff clean; on a terminal they are escaped, as every
+    other text output is."""
 
     def __init__(self, out: Output, records: bool, data: bool, internal: bool):
         self.out = out
         self.format = KafkaFormat(deep=records, data=data, internal=internal)
+        self.shown = escape if out.interactive else None
 
     def event(self, event: dict) -> None:
-        lines = self.format.lines(event)
-        if lines:
-            self.out.stream.write("\n".join(lines) + "\n")
+        self._write(self.format.lines(event))
         records = event.get("records")
         if self.format.deep and isinstance(records, RecordStream):  # a chunk at a time
             for chunk in records.chunks():
-                self.out.stream.write("\n".join(self.format.record_lines(event, chunk)) + "\n")
+                self._write(self.format.record_lines(event, chunk))
         for line in self.format.immediate_errors():
             self.out.warn(line)
+
+    def _write(self, lines: list[str]) -> None:
+        if lines:
+            if self.shown is not None:
+                lines = [self.shown(line) for line in lines]
+            self.out.stream.write("\n".join(lines) + "\n")
 
     def finish(self) -> None:
         self.out.stream.flush()

@@ -13,7 +13,7 @@ from kinspect.groups.partition import DEFAULT_PARTITIONS, java_string_hash, part
 from kinspect.groups.sources import (SourceUnreadable, read_capture, read_live, read_log_dir,
                                      read_segments)
 from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
-from kinspect.render.safe import text_of
+from kinspect.render.safe import escape, text_of
 
 EPILOG = """\b
 Examples:
@@ -153,7 +153,7 @@ def partition_for_command(groups, partitions, out: Output):
         if out.as_json:
             out.record(row)
         else:
-            out.text(f"{group}\t__consumer_offsets-{row['partition']}\t(hashCode "
+            out.text(f"{escape(group)}\t__consumer_offsets-{row['partition']}\t(hashCode "
                      f"{row['hash_code']}, {partitions} partitions)")
     sys.exit(EXIT_OK)
 

@@ -2,7 +2,9 @@
 terminal and plain text when piped (sqlite-utils' output_options/output_rows idea).
 
 Text, tables and warnings are printed with their control characters escaped (render.safe): what
-came from the input never reaches the terminal raw. JSON needs nothing: its encoder escapes them."""
+came from the input never reaches the terminal raw (lines keep the tabs and newlines kinspect
+laid them out with; table cells and warnings keep none). JSON needs nothing: its encoder escapes
+them."""
 
 from __future__ import annotations
 
@@ -76,9 +78,9 @@ class Output:
     def text(self, text) -> None:
         """One line: a str, or a rich Text with its styles."""
         if isinstance(text, str):
-            self.console.print(escape(text), markup=False)
+            self.console.print(escape(text, layout=True), markup=False)
         else:
-            self.console.print(escape_text(text))
+            self.console.print(escape_text(text, layout=True))
 
     def table(self, title: str, rows: list[dict], columns: list[str]) -> None:
         """Rows as a table (rich on a terminal, aligned plain text when piped)."""

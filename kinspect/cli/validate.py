@@ -13,7 +13,7 @@ from kinspect.cli.output import Output, output_options
 from kinspect.limits import Limits
 from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, INFO, WARNING
 from kinspect.render.junit import JUnitReport
-from kinspect.render.safe import path_text
+from kinspect.render.safe import escape, path_text
 from kinspect.validate import FileReport, Finding, validate_paths
 
 SHOWN_PER_FILE = 200
@@ -123,10 +123,11 @@ def _print_file(out: Output, report: FileReport, shown: list[Finding], hidden: i
         if report.kind == "capture":
             units = f"{report.record_sets} record sets, {units}"
         detail = f"{report.kind}: {units}" + (f"; {', '.join(counts)}" if counts else "")
-    out.text(Text.assemble((f"{label[0]:<11}", label[1]), (report.file, "bold"), f"  {detail}"))
+    out.text(Text.assemble((f"{label[0]:<11}", label[1]), (escape(report.file), "bold"),
+                           escape(f"  {detail}")))
     for finding in shown:
         out.text(Text.assemble("  ", (f"{finding.severity:<8}", STYLES.get(finding.severity, "")),
-                               str(finding)))
+                               escape(str(finding))))
     if hidden:
         out.text(f"  ... {hidden} more findings (use --json for all of them)")
 

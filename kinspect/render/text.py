@@ -1,5 +1,7 @@
 """Human-readable lines and trees. The same text is printed plain when piped and styled by rich
-on a terminal (styles are applied to whole spans, never parsed from the data)."""
+on a terminal (styles are applied to whole spans, never parsed from the data). Text from the
+input is escaped (render.safe) before it becomes a rich Text, which would drop some control
+characters (BEL, BS, VT, FF, CR) without a trace; strings in trees are repr()'d."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import datetime as _dt
 from rich.text import Text
 
 from kinspect.render.jsonl import plain
+from kinspect.render.safe import escape
 
 
 def clock(ts: float | None) -> str:
@@ -25,7 +28,8 @@ def exchange_line(record: dict) -> Text:
     kind = record.get("type")
     if kind == "notice":
         return Text.assemble((clock(record.get("time")), "dim"), "  ", (record.get("conn", ""), "cyan"),
-                             "  ", ("notice", "yellow"), f" {record.get('kind', '')}: {record.get('what', '')}")
+                             "  ", ("notice", "yellow"),
+                             escape(f" {record.get('kind', '')}: {record.get('what', '')}"))
     if kind == "orphan_response":
         return Text.assemble((clock(record.get("response_time")), "dim"), "  ", (record["conn"], "cyan"),
                              "  ", ("response without request", "yellow"),
@@ -40,7 +44,7 @@ def exchange_line(record: dict) -> Text:
     parts = [
         (clock(record.get("request_time")), "dim"), "  ", (record["conn"], "cyan"), "  ",
         (f"{record['api_name']} v{record['api_version']}", "bold"), f"  #{record['correlation_id']}",
-        "  ", (record.get("client_id") or "-", "magenta"), "  ", latency_text,
+        "  ", (escape(record.get("client_id") or "-"), "magenta"), "  ", latency_text,
     ]
     if record["error_codes"]:
         parts += ["  ", (",".join(record["error_codes"]), "bold red")]
@@ -56,7 +60,7 @@ def problem_lines(record: dict) -> list[Text]:
         where = f"{p['path']}: " if p.get("path") else ""
         at = f" at byte {p['offset']:#x}" if p.get("offset") is not None else ""
         style = {"error": "red", "warning": "yellow"}.get(p.get("severity"), "dim")
-        lines.append(Text.assemble("    ", (p.get("severity", ""), style), f" {where}{p['what']}{at}"))
+        lines.append(Text.assemble("    ", (p.get("severity", ""), style), escape(f" {where}{p['what']}{at}")))
     return lines
 
 

@@ -15,6 +15,7 @@ from rich.text import Text
 from kinspect.records.stream import RecordStream
 
 from kinspect.render.jsonl import dumps
+from kinspect.render.safe import escape
 from kinspect.render.text import problem_lines
 from kinspect.storage.views import record_view
 
@@ -45,7 +46,9 @@ class TableFormat:
         return self._lines
 
     def line(self, text: str | Text) -> None:
-        self._lines.append(text if isinstance(text, Text) else Text(text))
+        """A line; text from the input is escaped before it becomes a rich Text (which would
+        drop some control characters without a trace: BEL, BS, VT, FF, CR)."""
+        self._lines.append(text if isinstance(text, Text) else Text(escape(text)))
 
     def _file(self, e: dict) -> None:
         where = []
@@ -57,7 +60,7 @@ class TableFormat:
             where.append(f"renamed {e['renamed']}")
         kind = KIND_NAMES.get(e["kind"], (e["kind"] or "unknown").replace("_", " "))
         details = ", ".join([kind, f"{e['size']:,} bytes", *where])
-        self.line(Text.assemble("\n", (f"{e['file']}", "bold"), f"  ({details})"))
+        self.line(Text.assemble("\n", (escape(e["file"]), "bold"), escape(f"  ({details})")))
         self.header_due = e["kind"] in ("log", "kraft_snapshot", "index", "timeindex",
                                         "txnindex", "producer_snapshot")
         self.kind = e["kind"]
@@ -94,8 +97,8 @@ class TableFormat:
 
     def record_lines(self, e: dict, records) -> list[Text]:
         if e.get("is_control"):
-            return [Text(self._control(record, e.get("control") or {})) for record in records]
-        return [Text(self._record(record)) for record in records]
+            return [Text(escape(self._control(record, e.get("control") or {}))) for record in records]
+        return [Text(escape(self._record(record))) for record in records]
 
     def _control(self, record: dict, control: dict) -> str:
         details = " ".join(f"{k}={_compact(v)}" for k, v in control.items()
@@ -194,7 +197,7 @@ class TableFormat:
 
     def _notice(self, e: dict) -> None:
         style = {"error": "red", "warning": "yellow"}.get(e.get("severity"), "dim")
-        self.line(Text.assemble("    ", (e.get("severity", ""), style), f" {e['what']}"))
+        self.line(Text.assemble("    ", (e.get("severity", ""), style), escape(f" {e['what']}")))
 
     def _summary(self, e: dict) -> None:
         problems = e["problem_counts"]

@@ -204,3 +204,119 @@ def test_pcapng_times_no_calendar_holds(tmp_path, times):
         code, out, err = run(*command, path)
         assert code == 0, (command, err)
         assert out and "Traceback" not in err
+
+
+# -- control characters --------------------------------------------------------------------------
+
+RAW = [b"\x1b[2J", b"\x1b]0;", b"\x07", b"\x7f", b"\xc2\x9b", b"\x08"]
+
+
+@pytest.fixture(scope="module")
+def controlled(tmp_path_factory):
+    """The lab capture with its group, topic and a client id renamed (same lengths) to names full of
+    control characters, and a segment whose key, value and header key hold them (CRCs made right),
+    in a directory whose name (so the topic) holds an escape sequence too."""
+    import crc32c
+    root = tmp_path_factory.mktemp("controlled")
+    capture = DEMO.read_bytes()
+    for old, new in [(b"lab-librdkafka-group", b"grp-\x1b[31m-\x00\x7f---group"),
+                     (b"lab-librdkafka", b"lab-\x1b]0;\x07kafka"),
+                     (b"librdkafka-consumer", b"libr\x1b[2Jka\x07\x7f\r\n\xc2\x9bmer")]:
+        assert len(old) == len(new)
+        capture = capture.replace(old, new)
+    (root / "capture.pcapng").write_bytes(capture)
+    segment = (SAMPLES / "kafka-4.1.2/logs/record-shapes-0" / SEGMENT).read_bytes()
+    for old, new in [(b"plain", b"\x1b[2J\x07"),
+                     (b"key, value, two headers", b"v\x1b]0;t\x07\r\n\x7f\xc2\x9bxxxxxxxxxxx"),
+                     (b"\x04h1", b"\x04\x1b\x08")]:
+        assert len(old) == len(new) and segment.count(old) == 1
+        segment = segment.replace(old, new)
+    segment = bytearray(segment)
+    pos = 0
+    while pos + 61 <= len(segment):
+        end = pos + 12 + struct.unpack_from(">i", segment, pos + 8)[0]
+        struct.pack_into(">I", segment, pos + 17, crc32c.crc32c(bytes(segment[pos + 21:end])))
+        pos = end
+    directory = root / "t\x1b[31m-0"
+    directory.mkdir()
+    (directory / SEGMENT).write_bytes(bytes(segment))
+    return root / "capture.pcapng", directory
+
+
+CONTROLLED_COMMANDS = [
+    (["decode", "--port", "42347"], "capture", "libr\\x1b[2Jka\\x07\\x7f\\r\\n\\x9bmer"),
+    (["decode", "--port", "42347", "-v"], "capture", "'grp-\\x1b[31m-\\x00\\x7f---group'"),
+    (["decode", "--port", "42347", "--summary", "--errors"], "capture", "Exchanges by API"),
+    (["validate", "-v"], "capture", "capture.pcapng"),
+    (["offsets", "--port", "42347", "--all-groups", "--members", "--state", "--capture"], "capture",
+     "grp-\\x1b[31m-\\x00\\x7f---group  lab-\\x1b]0;\\x07kafka"),
+    (["offsets", "--port", "42347", "--history", "--capture"], "capture", "lab-\\x1b]0;\\x07kafka"),
+    (["dump", "--records", "--data"], "segment",
+     "key=\\x1b[2J\\x07 value=v\\x1b]0;t\\x07\\r\\n\\x7f\\x9bxxxxxxxxxxx  headers \\x1b\\x08=a"),
+    (["dump", "--records"], "segment", "headers [\\x1b\\x08,h2]"),
+    (["dump", "--records", "--data", "--decode", "hex"], "segment", "t\\x1b[31m-0"),
+    (["validate"], "segment", "t\\x1b[31m-0"),
+]
+
+
+@pytest.mark.parametrize("command, target, shown", CONTROLLED_COMMANDS,
+                         ids=[" ".join(c[0]) for c in CONTROLLED_COMMANDS])
+def test_control_characters_are_escaped_when_piped(controlled, command, target, shown):
+    capture, directory = controlled
+    code, out, err = run(*command, capture if target == "capture" else directory)
+    assert code in (0, 1) and printable(out + err)
+    assert shown in out
+
+
+def on_a_terminal(*args) -> bytes:
+    """What kinspect ARGS writes to a pseudo-terminal (stdout and stderr both)."""
+    import pty
+    import subprocess
+    import sys
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "kinspect", *map(str, args)], stdin=subprocess.DEVNULL,
+                            stdout=secondary, stderr=secondary, env={**os.environ, "COLUMNS": "250"})
+    os.close(secondary)
+    written = bytearray()
+    while True:
+        try:
+            chunk = os.read(primary, 1 << 16)
+        except OSError:  # EIO: the terminal's other end has closed
+            break
+        if not chunk:
+            break
+        written += chunk
+    os.close(primary)
+    assert proc.wait(60) in (0, 1)
+    return bytes(written)
+
+
+@pytest.mark.parametrize("command, target, shown", CONTROLLED_COMMANDS + [
+    (["dump", "--format", "kafka", "--data"], "segment", "key: \\x1b[2J\\x07 payload: v\\x1b]0;t\\x07\\r\\n"),
+], ids=[" ".join(c[0]) for c in CONTROLLED_COMMANDS] + ["dump --format kafka"])
+def test_control_characters_are_escaped_on_a_terminal(controlled, command, target, shown):
+    capture, directory = controlled
+    written = on_a_terminal(*command, capture if target == "capture" else directory)
+    for raw in RAW:
+        assert raw not in written
+    assert shown.encode() in written.replace(b"\r\n", b"\n") or "--summary" in command
+
+
+def test_kafka_format_piped_stays_kafka_dump_logs_bytes(controlled):
+    # kafka-dump-log prints keys and values raw; --format kafka is for diffing against it
+    import subprocess
+    import sys
+    _, directory = controlled
+    proc = subprocess.run([sys.executable, "-m", "kinspect", "dump", "--format", "kafka", "--data",
+                           str(directory)], capture_output=True)
+    assert proc.returncode == 0
+    assert b"key: \x1b[2J\x07 payload: v\x1b]0;t\x07\r\n\x7f\xc2\x9b" in proc.stdout
+    assert b"Dumping " + bytes(directory / SEGMENT) + b"\n" in proc.stdout
+
+
+def test_usage_errors_escape_what_they_quote():
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "kinspect", "offsets", "g\x1b[2Jx", "y\x1b]0;z"],
+                          capture_output=True)
+    assert proc.returncode == 2 and b"\x1b" not in proc.stderr and b"y\\x1b]0;z" in proc.stderr
