@@ -22,9 +22,10 @@ import struct
 PASSWORD_TYPE = 9  # DescribeConfigs config_type (Kafka's ConfigType.PASSWORD)
 _I16 = struct.Struct(">h")
 
-# Kafka's PASSWORD-type configs (ConfigDef.Type.PASSWORD in the broker's and the clients'
-# definitions, 3.9 and 4.1) that neither end in ".password" nor contain "secret". A config name
-# may carry a prefix: listener.name.<listener>.[<mechanism>.]<name>.
+# Kafka's PASSWORD-type configs (ConfigDef.Type.PASSWORD in Kafka 4.1's broker and client
+# definitions) that neither end in ".password" nor contain "secret", and delegation.token.master.key,
+# the older name of delegation.token.secret.key. A config name may carry a prefix:
+# listener.name.<listener>.[<mechanism>.]<name>.
 PASSWORD_CONFIGS = ("sasl.jaas.config", "ssl.keystore.key", "ssl.keystore.certificate.chain",
                     "ssl.truststore.certificates", "sasl.oauthbearer.assertion.private.key.passphrase",
                     "delegation.token.master.key")
