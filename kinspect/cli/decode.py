@@ -8,6 +8,7 @@ import click
 
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
+from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.limits import Limits
 from kinspect.filters import ExchangeFilter, resolve_api
 from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, default_jobs, finished
@@ -73,6 +74,7 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
     Every request is paired with its response by connection and correlation id, with latency,
     decoded bodies, expanded record batches and error codes.
     """
+    refuse_writing_over_inputs(captures)
     keep = ExchangeFilter(api_keys, client_ids, topics, errors_only, min_latency_ms)
     totals = Summary()
     exit_code = EXIT_OK

@@ -10,6 +10,7 @@ import click
 
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
+from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.limits import Limits
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
 from kinspect.records.stream import RecordStream
@@ -73,6 +74,7 @@ def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict
     """Dump Kafka log segments, indexes, snapshots and checkpoints (files or directories)."""
     if style == "kafka" and out.as_json:
         raise click.UsageError("--format kafka and --json do not go together")
+    refuse_writing_over_inputs(paths)
     records = records or data
     options = DumpOptions(records=records, data=data, internal=not no_internal,
                           checks=not no_checks, shallow=no_checks and not records

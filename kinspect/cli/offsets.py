@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from kinspect.cli.output import Output, output_options
+from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.groups import describe
 from kinspect.groups.partition import DEFAULT_PARTITIONS, java_string_hash, partition_for
 from kinspect.groups.sources import (SourceUnreadable, read_capture, read_live, read_log_dir,
@@ -103,6 +104,7 @@ def show(args, log_dir, capture, bootstrap, partitions, members, state, history,
         raise click.UsageError("give one source: --log-dir DIR, segment files, --capture FILE "
                                "or --bootstrap HOST:PORT" + (f" (not {' and '.join(chosen)})"
                                                             if chosen else ""))
+    refuse_writing_over_inputs([log_dir, *segments, capture])
     try:
         if log_dir is not None:
             view = read_log_dir(log_dir, group, partitions=partitions, history=history)

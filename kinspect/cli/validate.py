@@ -10,6 +10,7 @@ from rich.text import Text
 
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
+from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.limits import Limits
 from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, INFO, WARNING
 from kinspect.render.junit import JUnitReport
@@ -64,6 +65,7 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, out
     Each finding names its check, severity, byte position, batch and base offset, and what
     was expected and found.
     """
+    refuse_writing_over_inputs(paths, {"--junit": junit_file})
     junit = JUnitReport(strict) if junit_file else None
     progress = _Progress(out)
     files = failed = unreadable = 0
