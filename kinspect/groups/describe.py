@@ -114,10 +114,11 @@ def _batch(commit) -> str | None:
 
 
 def _by_topic(pairs) -> dict[str, list[int]]:
-    """{"orders": [0, 1, 2]}: the assignment as kafka-consumer-groups groups it."""
+    """{"orders": [0, 1, 2]}: the assignment as kafka-consumer-groups groups it (a name that is
+    not UTF-8 becomes its text key: bytes cannot be a JSON object's key)."""
     out: dict[str, list[int]] = {}
     for topic, partition in pairs:
-        out.setdefault(topic, []).append(partition)
+        out.setdefault(_text_key(topic) if isinstance(topic, bytes) else topic, []).append(partition)
     return out
 
 

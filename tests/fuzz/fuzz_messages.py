@@ -1,0 +1,43 @@
+"""Fuzz request and response bodies (kinspect/wire/messages.py), every API version.
+
+Input: two bytes choosing (api_key, version, kind) among those kinspect defines (sorted), one
+byte of options (bit 0: record sets kept raw; bit 1: no record checks; bit 2: small bounds, a
+few array entries and records; bit 3: no budget at all), then the body. After decoding, what
+exchange.complete does next: secrets redacted, topic ids learned and named, and the JSON Lines
+line written. Checks: no exception, and no exception turned into a "decoder error" problem.
+"""
+
+import harness
+
+with harness.instrumented("kinspect.wire", "kinspect.records", "kinspect.limits"):
+    from kinspect.limits import Budget, Limits
+    from kinspect.wire import messages, secrets
+    from kinspect.wire.topics import TopicNames
+harness.instrument_generated()
+
+from kinspect.render.jsonl import dumpb  # noqa: E402
+
+BODY_KINDS = sorted(messages.DEFINED)  # as seeds.py numbers them
+SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
+               eager_records=16)
+
+
+def target(data: bytes) -> None:
+    if len(data) < 3:
+        return
+    api_key, version, kind = BODY_KINDS[int.from_bytes(data[:2], "big") % len(BODY_KINDS)]
+    options, body = data[2], data[3:]
+    budget = None if options & 8 else Budget(SMALL if options & 4 else Limits(), len(body))
+    decoded, problems = messages.decode_body(api_key, version, kind, body,
+                                             raw_records=bool(options & 1),
+                                             record_checks=not options & 2, budget=budget)
+    harness.check_problems(problems)
+    secrets.redact_body(api_key, kind, decoded)
+    topics = TopicNames()
+    topics.learn(api_key, decoded)
+    topics.annotate(decoded)
+    dumpb({"body": decoded, "problems": [p.to_dict() for p in problems]})
+
+
+if __name__ == "__main__":
+    harness.main(target, "messages")

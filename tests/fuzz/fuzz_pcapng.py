@@ -1,0 +1,38 @@
+"""Fuzz the pcapng reader (kinspect/capture/pcapng.py).
+
+Input: one byte choosing how the file is fed (0: whole, as a mapped file is; else in chunks of
+that many times 61 bytes, as a stream is), then the pcapng file. Checks: no exception; the same
+packets and problems fed whole or in chunks.
+"""
+
+import harness
+
+with harness.instrumented("kinspect.capture"):
+    from kinspect.capture.pcapng import PcapngParser
+
+
+def read(data: bytes, chunk: int) -> tuple:
+    parser = PcapngParser()
+    if not chunk:
+        parser.feed(data)
+        packets = list(parser.packets(final=True))
+    else:
+        packets = []
+        for at in range(0, len(data), chunk):
+            parser.feed(data[at:at + chunk])
+            packets += parser.packets()
+        parser.close()
+    harness.check_problems(parser.problems)
+    return ([(ts, linktype, bytes(d), n) for ts, linktype, d, n in packets],
+            [p.to_dict() for p in parser.problems], parser.count)
+
+
+def target(data: bytes) -> None:
+    chunk, capture = (data[0] * 61, data[1:]) if data else (0, b"")
+    whole = read(capture, 0)
+    if chunk:
+        harness.agree("pcapng", read(capture, chunk), whole, ("in chunks", "whole"))
+
+
+if __name__ == "__main__":
+    harness.main(target, "pcapng")

@@ -1,0 +1,41 @@
+"""Fuzz decode end to end (kinspect/pipeline.py): a capture in, paired and decoded exchanges out,
+written as JSON Lines. Every layer at once: capture, link, TCP, session, bodies, records.
+
+Input: one byte of options (bit 0: no detection of Kafka on other ports; bit 1: at most 4 TCP
+connections followed; bit 2: small bounds), then a pcap or pcapng file. Checks: no exception but
+CaptureUnreadable (the input is not a capture); no hidden exception in any problem.
+"""
+
+import io
+
+import harness
+
+with harness.instrumented("kinspect.capture", "kinspect.wire", "kinspect.records",
+                          "kinspect.limits", "kinspect.pipeline"):
+    from kinspect.limits import Limits
+    from kinspect.pipeline import CaptureUnreadable, DecodeRun
+harness.instrument_generated()
+
+from kinspect.render.jsonl import dumpb  # noqa: E402
+
+SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
+               eager_records=16)
+
+
+def target(data: bytes) -> None:
+    options, capture = (data[0], data[1:]) if data else (0, b"")
+    source = io.BytesIO(capture)
+    source.name = "<fuzz>"
+    run = DecodeRun(source, heuristic=not options & 1, max_connections=4 if options & 2 else 50_000,
+                    limits=SMALL if options & 4 else Limits())
+    try:
+        for record in run.records():
+            harness.check_tree(record)
+            dumpb(record)
+    except CaptureUnreadable:
+        return
+    harness.check_problems(run.capture_problems)
+
+
+if __name__ == "__main__":
+    harness.main(target, "captures")

@@ -1,0 +1,159 @@
+"""What every harness shares: libFuzzer's limits, coverage of kinspect, seeds, and the checks.
+
+A harness is a script: ``python tests/fuzz/fuzz_pcap.py [libFuzzer args] [corpus dirs]``. With
+no corpus directory on its command line, it builds its seeds from the real fixtures (seeds.py)
+into a temporary directory, and new inputs go to another one; both are removed at the end.
+
+The property every target checks: no exception escapes kinspect (data problems come back as
+Problem values), no Problem hides an exception that a catch-all turned into a "decoder error",
+and every input finishes within ``-timeout`` seconds and ``-rss_limit_mb`` of memory, with
+RLIMIT_AS as a backstop for an allocation too big to ever reach the RSS check.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+
+import atheris
+
+RSS_LIMIT_MB = 512
+TIMEOUT_S = 10
+ADDRESS_SPACE = 3 << 30  # bytes: libFuzzer's RSS check acts first on anything that is touched
+OOM_MARK = "==kinspect-fuzz== out of memory:"
+# Problems that a catch-all made of an exception: a bug, not a data problem.
+HIDDEN_EXCEPTIONS = ("decoder_error",)
+HIDDEN_PREFIXES = ("record decoder failed", "decoder error")
+# The longest input of each corpus (-max_len): files of a few packets or batches, smaller units.
+MAX_LEN = {
+    "pcap": 16384, "pcapng": 16384, "source": 16384, "captures": 16384, "link": 2048,
+    "tcp": 8192, "frames": 8192, "headers": 1024, "messages": 8192, "session": 16384,
+    "records": 8192, "legacy": 8192, "codecs": 8192, "segment": 16384, "index": 8192,
+    "snapshot": 4096, "txnindex": 4096, "checkpoints": 2048, "coordinator": 2048,
+    "replay": 8192,
+}
+
+
+def instrumented(*packages: str):
+    """Import kinspect's modules inside this block: those under ``packages`` get coverage."""
+    return atheris.instrument_imports(include=list(packages))
+
+
+def instrument_generated() -> None:
+    """Body and struct decoders are generated at run time (exec), out of reach of the import
+    hook: instrument each as it is compiled."""
+    from kinspect.storage import structs
+    from kinspect.wire import messages
+
+    def instrumenting(compile_one):
+        @functools.lru_cache(maxsize=None)
+        def compiled(*key):
+            decode = compile_one(*key)
+            for value in list(decode.__globals__.values()):
+                code = getattr(value, "__code__", None)
+                if code is not None and code.co_filename.startswith("<kinspect"):
+                    atheris.instrument_func(value)
+            return decode
+        return compiled
+
+    messages._compiled = instrumenting(messages._compiled)
+    structs._decoder = instrumenting(structs._decoder)
+
+
+class Finding(AssertionError):
+    """A property failed: atheris reports it as a crash, with this message."""
+
+
+def check_problems(problems, where: str = "") -> None:
+    """Problems (Problem objects or their dicts) must be data problems, not hidden exceptions."""
+    for p in problems:
+        check = p.get("check") if isinstance(p, dict) else p.check
+        what = p.get("what") if isinstance(p, dict) else p.what
+        if check in HIDDEN_EXCEPTIONS or str(what).startswith(HIDDEN_PREFIXES):
+            raise Finding(f"{where}an exception was caught and reported as a problem: {what}")
+
+
+def check_tree(value, where: str = "") -> None:
+    """Every "problems" list anywhere in an output record."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "problems" and isinstance(item, list):
+                check_problems(item, where)
+            elif isinstance(item, (dict, list)):
+                check_tree(item, where)
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, (dict, list)):
+                check_tree(item, where)
+
+
+def agree(what: str, first, second, names: tuple[str, str] = ("C", "Python")) -> None:
+    """Two ways to the same result must agree: by default the C accelerator and its
+    pure-Python twin."""
+    if first != second:
+        raise Finding(f"{what}: {names[0]} and {names[1]} differ:\n"
+                      f"  {names[0]}: {first!r:.2000}\n  {names[1]}: {second!r:.2000}")
+
+
+def _limit_address_space() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = ADDRESS_SPACE if hard == resource.RLIM_INFINITY else min(ADDRESS_SPACE, hard)
+    if soft == resource.RLIM_INFINITY or soft > wanted:
+        resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
+
+
+def _guarded(target):
+    def run(data: bytes) -> None:
+        try:
+            target(data)
+        except MemoryError:
+            sys.stderr.write(f"{OOM_MARK} MemoryError under RLIMIT_AS {ADDRESS_SPACE >> 20} MiB\n")
+            sys.stderr.flush()
+            raise
+    return run
+
+
+def _has_corpus(args: list[str]) -> bool:
+    return any(not a.startswith("-") for a in args)
+
+
+def main(target, corpus: str) -> None:
+    """Run ``target`` under libFuzzer; ``corpus`` names the seeds of seeds.py to start from."""
+    args = sys.argv[1:]
+    max_len = MAX_LEN[corpus]
+    defaults = {"-rss_limit_mb": RSS_LIMIT_MB, "-timeout": TIMEOUT_S, "-max_len": max_len}
+    for flag, value in defaults.items():
+        if not any(a.startswith(flag + "=") for a in args):
+            args.append(f"{flag}={value}")
+    if not _has_corpus(args):
+        args += _temporary_corpus(corpus, max_len)
+    _limit_address_space()
+    atheris.Setup([sys.argv[0], *args], _guarded(target))
+    atheris.Fuzz()
+
+
+def _temporary_corpus(corpus: str, max_len: int) -> list[str]:
+    """Seeds in a temporary directory, removed when fuzzing ends. libFuzzer ends the process
+    with C's exit(), which runs no Python clean-up: the fuzzing runs in a child process and
+    this one waits to remove the directory."""
+    import seeds  # after the kinspect imports, which must come first to be instrumented
+
+    work = tempfile.mkdtemp(prefix=f"kinspect-fuzz-{corpus}-")
+    new, seeded = os.path.join(work, "new"), os.path.join(work, "seeds")
+    os.mkdir(new)
+    count = seeds.write_corpus(corpus, seeded, max_len)
+    sys.stderr.write(f"INFO: {count} seeds of corpus {corpus!r} from the real fixtures in {seeded}\n")
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
+        return [new, seeded]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child gets it too, and stops
+    _, status = os.waitpid(child, 0)
+    shutil.rmtree(work, ignore_errors=True)
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)

@@ -1,0 +1,570 @@
+"""Seed corpora for the fuzz harnesses, built at run time from the real fixtures.
+
+Whole files (cut at unit boundaries to the harness's -max_len) for the file parsers, and the
+units inside them for the inner parsers: frames, bodies, record sets, codec payloads, internal
+topic records. Everything is taken apart with kinspect's own readers; nothing is copied into the
+repository. ``python tests/fuzz/seeds.py OUT [CORPUS...]`` writes every corpus (or those named)
+to OUT/<corpus>/, for a long campaign that keeps its corpus.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import struct
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
+from pathlib import Path
+
+import formats
+from kinspect.capture.link import decode_tcp
+from kinspect.capture.source import open_capture, sniff_format
+from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
+from kinspect.records import iter_batches
+from kinspect.records import legacy
+from kinspect.records.codecs import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from kinspect.storage import segment
+from kinspect.storage.files import describe
+from kinspect.wire import messages
+from kinspect.wire.apis import API_NAMES
+from kinspect.wire.exchange import RAW
+from kinspect.wire.frames import Frame, FrameBuffer
+from kinspect.pipeline import DecodeRun
+
+REPO = Path(__file__).resolve().parents[2]
+REALDATA = REPO.parent / "shared" / "realdata"
+FIXTURE_DIRS = (REPO / "pcaps", REPO / "samples", REPO / "tests" / "unit" / "records" / "fixtures",
+                REALDATA)
+MAX_SEEDS = 300           # per corpus: more only slows the start of a short run
+MAX_FRAMES = 64           # per connection, for the frame and header seeds
+KAFKA_PORTS = {9092, 9093, 19092, 29092}
+
+# The (api_key, version, kind) a messages input selects, by its first two bytes.
+BODY_KINDS = sorted(messages.DEFINED)
+
+
+# -- the fixtures ---------------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def fixture_files() -> tuple[Path, ...]:
+    files = []
+    for root in FIXTURE_DIRS:
+        if root.is_dir():
+            files += sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    return tuple(files)
+
+
+@lru_cache(maxsize=None)
+def captures() -> tuple[Path, ...]:
+    out = []
+    for path in fixture_files():
+        with open(path, "rb") as f:
+            if sniff_format(f.read(8)) is not None:
+                out.append(path)
+    return tuple(out)
+
+
+def broker_files(kind: str) -> list[Path]:
+    return [p for p in fixture_files() if p.is_relative_to(REPO / "samples") or
+            p.is_relative_to(REALDATA)
+            if describe(p).kind == kind and not p.name.endswith(".txt")]
+
+
+# -- captures: slices at packet boundaries -------------------------------------------------------
+
+def _packet_spans(data: bytes, fmt: str) -> tuple[int, list[tuple[int, int]]]:
+    """The length of the capture's head (before the first packet) and each packet's span."""
+    capture = open_capture(_Bytes(data))
+    spans = []
+    if fmt == "pcap":
+        pos = 24
+        for _, _, packet, _ in capture.packets():
+            spans.append((pos, pos + 16 + len(packet)))
+            pos += 16 + len(packet)
+        return 24, spans
+    parser = capture._parser
+    previous = 0
+    for _ in capture.packets():
+        end = parser.offset
+        spans.append((previous, end))
+        previous = end
+    if not spans:
+        return 0, []
+    first_end = spans[0][1]
+    first_start = first_end - struct.unpack_from("<I" if data[8:12] == b"\x4d\x3c\x2b\x1a" else ">I",
+                                                  data, first_end - 4)[0]
+    spans[0] = (first_start, first_end)
+    return first_start, spans
+
+
+class _Bytes:
+    """A file object over bytes that open_capture streams (no file on disk)."""
+
+    def __init__(self, data: bytes):
+        self.data, self.pos, self.name = data, 0, "<seed>"
+
+    def read(self, n: int = -1) -> bytes:
+        n = len(self.data) - self.pos if n is None or n < 0 else n
+        out = self.data[self.pos:self.pos + n]
+        self.pos += len(out)
+        return out
+
+
+def capture_slices(fmt: str | None, max_len: int) -> Iterator[bytes]:
+    """Each capture's head followed by runs of whole packets, every run under max_len."""
+    for path in captures():
+        data = _plain(path.read_bytes())
+        found = sniff_format(data[:8])
+        if fmt is not None and found != fmt:
+            continue
+        head_len, spans = _packet_spans(data, found)
+        head = data[:head_len]
+        run: list[tuple[int, int]] = []
+        for start, end in spans:
+            if run and head_len + end - run[0][0] > max_len:
+                yield head + data[run[0][0]:run[-1][1]]
+                run = []
+            if head_len + end - start <= max_len:
+                run.append((start, end))
+        if run:
+            yield head + data[run[0][0]:run[-1][1]]
+
+
+def _plain(data: bytes) -> bytes:
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+# -- captures: packets, segments, streams, exchanges -----------------------------------------------
+
+def packets() -> Iterator[tuple[int, bytes]]:
+    for path in captures():
+        with open_capture(str(path)) as capture:
+            for _, linktype, data, _ in capture.packets():
+                yield linktype, bytes(data)
+
+
+def _client_first(flow) -> bool:
+    """Whether this direction goes client → broker (the broker's port is the known or lower one)."""
+    _, sport, _, dport = flow
+    if (dport in KAFKA_PORTS) != (sport in KAFKA_PORTS):
+        return dport in KAFKA_PORTS
+    return dport < sport
+
+
+@lru_cache(maxsize=None)
+def connections() -> tuple[list, ...]:
+    """Per TCP connection of every capture, its segments [(flow, flags, seq, ack, payload)] and
+    its reassembled events [(reverse, kind, data, missing)] (reverse: broker → client)."""
+    found: dict = {}
+    for path in captures():
+        reassembler = TcpReassembler()
+        with open_capture(str(path)) as capture:
+            for ts, linktype, data, _ in capture.packets():
+                seg = decode_tcp(linktype, data)
+                if seg is None:
+                    continue
+                src, dst, sport, dport, seq, flags, payload, ack = seg
+                flow = (src, sport, dst, dport)
+                conn = found.setdefault((path, frozenset((flow, (dst, dport, src, sport)))), ([], []))
+                conn[0].append((flow, flags, seq, ack, payload))
+                for event in reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload, ack):
+                    _record_event(found, path, event)
+        for event in reassembler.finish():
+            _record_event(found, path, event)
+    return tuple(found.values())
+
+
+def _record_event(found: dict, path, event) -> None:
+    src, sport, dst, dport = flow = event.flow
+    conn = found.get((path, frozenset((flow, (dst, dport, src, sport)))))
+    if conn is None:
+        return
+    reverse = not _client_first(flow)
+    if type(event) is StreamData:
+        conn[1].append((reverse, formats.DATA, event.data, 0))
+    elif type(event) is StreamGap:
+        conn[1].append((reverse, formats.GAP, b"", event.missing))
+    elif type(event) is StreamEnd:
+        conn[1].append((reverse, formats.END, b"", 0))
+
+
+def frames(reverse: bool) -> Iterator[bytes]:
+    """Frame payloads (after the size) of one side of every connection, by kinspect's framing."""
+    for _, events in connections():
+        buffer = FrameBuffer(lambda buf, pos, end: False)
+        taken = 0
+        for side, kind, data, _ in events:
+            if side != reverse or kind != formats.DATA:
+                continue
+            for item in buffer.feed(data, 0.0):
+                if type(item) is Frame and not item.damaged and taken < MAX_FRAMES:
+                    taken += 1
+                    yield item.payload
+
+
+@lru_cache(maxsize=None)
+def bodies() -> tuple[tuple[int, int, str, bytes], ...]:
+    """(api_key, version, kind, body) of every request and response in the captures, the
+    kafkajs fixtures and kafka-rust's Fetch responses."""
+    out = []
+    for path in captures():
+        for record in DecodeRun(str(path)).raw_records():
+            raw = record.get(RAW)
+            if raw is None:
+                continue
+            key, version = record["api_key"], record["api_version"]
+            request, request_at, response, response_at, _ = raw
+            out.append((key, version, "request", bytes(request[request_at:])))
+            if response is not None:
+                out.append((key, version, "response", bytes(response[response_at:])))
+    out += _kafkajs_bodies()
+    for path in (REALDATA / "kafka-rust").glob("fetch*.kafka.*"):
+        out.append((1, 0, "response", path.read_bytes()[4:]))
+    return tuple(out)
+
+
+def _kafkajs_bodies() -> list[tuple[int, int, str, bytes]]:
+    keys = {name.lower(): key for key, name in API_NAMES.items()}
+    out = []
+    for path in sorted((REALDATA / "kafkajs" / "src" / "protocol" / "requests").glob("*/fixtures/v*_re*.json")):
+        match = re.match(r"v(\d+)_(request|response)", path.name)
+        key = keys.get(path.parts[-3].lower())
+        if match is None or key is None:
+            continue
+        version, kind = int(match[1]), match[2]
+        lay = messages.layout(key, version, kind)
+        if lay is None:
+            continue
+        try:
+            body = bytes(json.loads(path.read_text())["data"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        out.append((key, version, kind, body[1:] if lay.flexible and body[:1] == b"\0" else body))
+    return out
+
+
+# -- record sets, codec payloads, internal topic records -------------------------------------------
+
+@lru_cache(maxsize=None)
+def record_sets() -> tuple[bytes, ...]:
+    """The record sets of Produce and Fetch bodies, Java-written record fixtures, and segments."""
+    out = []
+    for key, version, kind, body in bodies():
+        if key in (0, 1):
+            decoded, _ = messages.decode_body(key, version, kind, body, raw_records=True)
+            out += [r for r in _values_of(decoded, "records") if isinstance(r, bytes) and r]
+    out += [p.read_bytes() for p in fixture_files() if p.suffix == ".bin"]
+    out += [p.read_bytes() for p in broker_files("log") + broker_files("kraft_snapshot")]
+    return tuple(out)
+
+
+def _values_of(value, key: str) -> Iterator:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k == key:
+                yield v
+            else:
+                yield from _values_of(v, key)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _values_of(item, key)
+
+
+def units(data: bytes) -> list[tuple[int, int, dict]]:
+    """(start, end, unit) of each whole unit of a record set, by kinspect's walker."""
+    out = []
+    for unit, _ in iter_batches(data):
+        if unit is not None:
+            size = unit["batch_length"] if unit["magic"] == 2 else unit["message_size"]
+            out.append((unit["position"], unit["position"] + 12 + size, unit))
+    return out
+
+
+def unit_runs(data: bytes, max_len: int, keep: Callable[[dict], bool] = lambda unit: True
+              ) -> Iterator[bytes]:
+    """Runs of consecutive whole units that ``keep`` accepts, each under max_len."""
+    run_start = run_end = None
+    for start, end, unit in units(data):
+        if not keep(unit) or end - start > max_len:
+            if run_start is not None:
+                yield data[run_start:run_end]
+            run_start = None
+            continue
+        if run_start is not None and end - run_start > max_len:
+            yield data[run_start:run_end]
+            run_start = None
+        if run_start is None:
+            run_start = start
+        run_end = end
+    if run_start is not None:
+        yield data[run_start:run_end]
+
+
+def codec_payloads() -> Iterator[tuple[int, int, bytes]]:
+    """(codec, magic, compressed payload) of every compressed batch and legacy wrapper."""
+    for data in record_sets():
+        view = memoryview(data)
+        for start, end, unit in units(data):
+            codec = unit["attributes"] & 7
+            if codec == NONE:
+                continue
+            if unit["magic"] == 2:
+                yield codec, 2, data[start + 61:end]
+            else:
+                value = legacy._read_message(data, view, start)[7]
+                if value:
+                    yield codec, unit["magic"], value
+
+
+def library_payloads() -> Iterator[tuple[int, int, bytes]]:
+    """The framings the fixtures may lack, made by the codec libraries kinspect reads them with:
+    raw and xerial snappy, lz4 frames with and without content size, zstd with and without a
+    content size, gzip of two members."""
+    import lz4.frame
+    import snappy
+    import zstandard
+
+    text = b"".join(b"kinspect fuzz seed %d " % i for i in range(64))
+    block = snappy.compress(text)
+    yield SNAPPY, 2, block
+    yield SNAPPY, 1, b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", len(block)) + block
+    yield LZ4, 2, lz4.frame.compress(text, store_size=True)
+    yield LZ4, 0, lz4.frame.compress(text, store_size=False, content_checksum=True)
+    yield ZSTD, 2, zstandard.ZstdCompressor().compress(text)
+    yield ZSTD, 2, zstandard.ZstdCompressor(write_content_size=False).compress(text)
+    yield GZIP, 1, gzip.compress(text[:100]) + gzip.compress(text[100:])
+
+
+def internal_records() -> Iterator[tuple[str, bytes | None, bytes | None]]:
+    """(topic, key, value) of the records of every internal topic's segment."""
+    for path in broker_files("log") + broker_files("kraft_snapshot"):
+        topic = describe(path).records_topic
+        if topic is None:
+            continue
+        for kind, unit, _ in segment.walk_segment(path.read_bytes()):
+            if kind == "batch" and not unit.get("is_control"):
+                for record in unit["records"]:
+                    yield topic, record["key"], record["value"]
+
+
+# -- the corpora --------------------------------------------------------------------------------
+
+COORDINATOR_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state",
+                      "__cluster_metadata")
+CHECKPOINT_KINDS = ("leader_epoch_checkpoint", "offset_checkpoint", "partition_metadata",
+                    "meta_properties", "quorum_state", "clean_shutdown")
+
+
+def _pcap(max_len):
+    return (b"\0" + s for s in capture_slices("pcap", max_len - 1))
+
+
+def _pcapng(max_len):
+    return (b"\0" + s for s in capture_slices("pcapng", max_len - 1))
+
+
+def _source(max_len):
+    for number, s in enumerate(capture_slices(None, max_len - 1)):
+        yield bytes([number % 4]) + s  # the four ways in: stream, gzip, cut gzip, mapped file
+
+
+def _captures(max_len):
+    return (b"\0" + s for s in capture_slices(None, max_len - 1))
+
+
+def _link(max_len):
+    index = {linktype: i for i, linktype in enumerate(formats.LINK_TYPES)}
+    seen = set()
+    for linktype, data in packets():
+        shape = (linktype, len(data) // 64, data[:1])
+        if shape not in seen and linktype in index:
+            seen.add(shape)
+            yield bytes([index[linktype]]) + data[:max_len - 1]
+
+
+def _tcp(max_len):
+    for segments, _ in connections():
+        flows: dict = {}
+        out = bytearray(b"\0")
+        for flow, flags, seq, ack, payload in segments:
+            if flow not in flows:
+                flows[flow] = 0 if _client_first(flow) else 1
+            encoded = formats.segment(flows[flow], flags, seq, ack, payload)
+            if len(out) + len(encoded) > max_len:
+                yield bytes(out)
+                out = bytearray(b"\0")
+            out += encoded
+        if len(out) > 1:
+            yield bytes(out)
+
+
+def _stream_ops(events, both: bool, reverse_only: bool, max_len: int, head: bytes):
+    out = bytearray(head)
+    for reverse, kind, data, missing in events:
+        if not both and reverse != reverse_only:
+            continue
+        encoded = formats.stream_op(kind, reverse and both, data, missing)
+        if len(out) + len(encoded) > max_len:
+            if len(out) > len(head):
+                yield bytes(out)
+            out = bytearray(head)
+            if len(encoded) > max_len - len(head):
+                continue
+        out += encoded
+    if len(out) > len(head):
+        yield bytes(out)
+
+
+def _frames(max_len):
+    for _, events in connections():
+        yield from _stream_ops(events, False, False, max_len, b"\0")
+        yield from _stream_ops(events, False, True, max_len, b"\0")
+
+
+def _session(max_len):
+    for _, events in connections():
+        yield from _stream_ops(events, True, False, max_len, b"\0")
+
+
+def _headers(max_len):
+    for payload in frames(False):
+        yield b"\0" + payload[:max_len - 1]
+    for payload in frames(True):
+        yield b"\1" + payload[:max_len - 1]
+
+
+def _messages(max_len):
+    index = {kind: i for i, kind in enumerate(BODY_KINDS)}
+    for key, version, kind, body in bodies():
+        at = index.get((key, version, kind))
+        if at is not None and len(body) + 3 <= max_len:
+            yield struct.pack(">HB", at, 0) + body
+
+
+def _records(max_len):
+    for data in record_sets():
+        yield from (b"\0" + run for run in unit_runs(data, max_len - 1))
+
+
+def _legacy(max_len):
+    for data in record_sets():
+        yield from (b"\0" + run for run in unit_runs(data, max_len - 1, lambda u: u["magic"] < 2))
+
+
+def _codecs(max_len):
+    for codec, magic, payload in [*codec_payloads(), *library_payloads()]:
+        if len(payload) + 3 <= max_len:
+            yield bytes([codec, magic, 0]) + payload
+
+
+def _segment(max_len):
+    for path in broker_files("log") + broker_files("kraft_snapshot"):
+        info = describe(path)
+        topic = info.records_topic
+        flags = 0x01 | 0x02  # records and data
+        if info.kind == "kraft_snapshot":
+            flags |= 0x10
+        topic_bits = (COORDINATOR_TOPICS.index(topic) + 1) << 5 if topic in COORDINATOR_TOPICS else 0
+        for run in unit_runs(path.read_bytes(), max_len - 2):
+            yield bytes([flags | topic_bits, 0]) + run
+
+
+def _index(max_len):
+    for kind, suffix in ((0, ".index"), (1, ".timeindex")):
+        for path in broker_files(suffix[1:]):
+            log = path.with_name(path.name.split(".", 1)[0] + ".log")
+            entries = path.read_bytes()[:max_len // 4]
+            logs = list(unit_runs(log.read_bytes(), max_len - 5 - len(entries))) if log.is_file() else []
+            yield bytes([kind]) + formats.pair(entries, logs[0] if logs else None)
+
+
+def _snapshot(max_len):
+    return (p.read_bytes()[:max_len] for p in broker_files("producer_snapshot"))
+
+
+def _txnindex(max_len):
+    for path in broker_files("txnindex"):
+        log = path.with_name(path.name.split(".", 1)[0] + ".log")
+        entries = path.read_bytes()[:max_len // 4]
+        logs = list(unit_runs(log.read_bytes(), max_len - 4 - len(entries))) if log.is_file() else []
+        yield formats.pair(entries, logs[0] if logs else None)
+
+
+def _checkpoints(max_len):
+    for number, kind in enumerate(CHECKPOINT_KINDS):
+        for path in broker_files(kind):
+            yield bytes([number]) + path.read_bytes()[:max_len - 1]
+
+
+def _coordinator(max_len):
+    for topic, key, value in internal_records():
+        encoded = bytes([COORDINATOR_TOPICS.index(topic)]) + formats.nullable(key) + formats.nullable(value)
+        if len(encoded) <= max_len:
+            yield encoded
+
+
+def _replay(max_len):
+    for path in broker_files("log"):
+        if describe(path).records_topic != "__consumer_offsets":
+            continue
+        out = bytearray(b"\0")
+        for kind, unit, _ in segment.walk_segment(path.read_bytes()):
+            if kind != "batch":
+                continue
+            producer = unit.get("producer_id", -1) & 0xFF
+            if unit.get("is_control"):
+                marker = (unit.get("control") or {}).get("type")
+                flags = formats.CONTROL_COMMIT if marker == "COMMIT" else formats.CONTROL_ABORT
+                entries = [formats.replay_entry(flags, producer, 1, None, None)]
+            else:
+                flags = formats.TRANSACTIONAL if unit.get("is_transactional") else 0
+                entries = [formats.replay_entry(flags, producer, 1, r["key"], r["value"])
+                           for r in unit["records"]]
+            for entry in entries:
+                if len(out) + len(entry) > max_len:
+                    yield bytes(out)
+                    out = bytearray(b"\0")
+                out += entry
+        if len(out) > 1:
+            yield bytes(out)
+
+
+CORPORA: dict[str, Callable[[int], Iterable[bytes]]] = {
+    "pcap": _pcap, "pcapng": _pcapng, "source": _source, "captures": _captures, "link": _link,
+    "tcp": _tcp, "frames": _frames, "headers": _headers, "messages": _messages,
+    "session": _session, "records": _records, "legacy": _legacy, "codecs": _codecs,
+    "segment": _segment, "index": _index, "snapshot": _snapshot, "txnindex": _txnindex,
+    "checkpoints": _checkpoints, "coordinator": _coordinator, "replay": _replay,
+}
+
+
+def corpus(name: str, max_len: int) -> list[bytes]:
+    """The seeds of one corpus: distinct, at most MAX_SEEDS, spread over all the fixtures."""
+    unique = list(dict.fromkeys(s[:max_len] for s in CORPORA[name](max_len)))
+    if len(unique) > MAX_SEEDS:
+        step = len(unique) / MAX_SEEDS
+        unique = [unique[int(i * step)] for i in range(MAX_SEEDS)]
+    return unique
+
+
+def write_corpus(name: str, directory: str | Path, max_len: int) -> int:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    seeds = corpus(name, max_len)
+    for seed in seeds:
+        (directory / hashlib.sha1(seed).hexdigest()).write_bytes(seed)
+    return len(seeds)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: python tests/fuzz/seeds.py OUT [CORPUS...]  (corpora: "
+                 f"{', '.join(CORPORA)})")
+    from harness import MAX_LEN
+
+    out = Path(sys.argv[1])
+    for name in sys.argv[2:] or CORPORA:
+        print(f"{name}: {write_corpus(name, out / name, MAX_LEN[name])} seeds")
