@@ -17,7 +17,6 @@ with harness.instrumented("kinspect.storage", "kinspect.groups"):
     from kinspect.storage.offsets_records import decode_offsets_record
     from kinspect.storage.share_state import decode_share_state_record
     from kinspect.storage.transaction_state import decode_transaction_record
-harness.instrument_generated()
 
 from kinspect.render.jsonl import dumpb  # noqa: E402
 
@@ -44,4 +43,4 @@ def target(data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    harness.main(target, "coordinator")
+    harness.main(target, "coordinator", generated=True)

@@ -13,7 +13,6 @@ with harness.instrumented("kinspect.wire", "kinspect.records", "kinspect.limits"
     from kinspect.limits import Budget, Limits
     from kinspect.wire import messages, secrets
     from kinspect.wire.topics import TopicNames
-harness.instrument_generated()
 
 from kinspect.render.jsonl import dumpb  # noqa: E402
 
@@ -40,4 +39,4 @@ def target(data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    harness.main(target, "messages")
+    harness.main(target, "messages", generated=True)

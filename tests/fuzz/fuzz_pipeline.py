@@ -14,7 +14,6 @@ with harness.instrumented("kinspect.capture", "kinspect.wire", "kinspect.records
                           "kinspect.limits", "kinspect.pipeline"):
     from kinspect.limits import Limits
     from kinspect.pipeline import CaptureUnreadable, DecodeRun
-harness.instrument_generated()
 
 from kinspect.render.jsonl import dumpb  # noqa: E402
 
@@ -38,4 +37,4 @@ def target(data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    harness.main(target, "captures")
+    harness.main(target, "captures", generated=True)

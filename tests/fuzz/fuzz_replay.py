@@ -12,7 +12,6 @@ import harness
 with harness.instrumented("kinspect.groups", "kinspect.storage"):
     from kinspect.groups import describe
     from kinspect.groups.replay import OffsetsReplay
-harness.instrument_generated()
 
 from kinspect.render.jsonl import dumpb  # noqa: E402
 
@@ -47,4 +46,4 @@ def target(data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    harness.main(target, "replay")
+    harness.main(target, "replay", generated=True)

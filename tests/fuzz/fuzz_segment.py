@@ -18,7 +18,6 @@ with harness.instrumented("kinspect.storage", "kinspect.records", "kinspect.limi
     from kinspect.storage import segment
     from kinspect.storage.dump import DumpOptions, dump_file
     from kinspect.storage.files import FileInfo
-harness.instrument_generated()
 
 from kinspect.render.jsonl import dumpb  # noqa: E402
 
@@ -70,4 +69,4 @@ def target(data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    harness.main(target, "segment")
+    harness.main(target, "segment", generated=True)

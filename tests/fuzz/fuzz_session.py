@@ -16,7 +16,6 @@ with harness.instrumented("kinspect.wire", "kinspect.records", "kinspect.limits"
     from kinspect.wire.exchange import RAW, complete
     from kinspect.wire.session import KafkaSession
     from kinspect.wire.topics import TopicNames
-harness.instrument_generated()
 
 from kinspect.render.jsonl import dumpb  # noqa: E402
 from kinspect.render.text import exchange_line, problem_lines, tree_lines  # noqa: E402
@@ -63,4 +62,4 @@ def target(data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    harness.main(target, "session")
+    harness.main(target, "session", generated=True)

@@ -1,0 +1,43 @@
+"""A bounded fuzz run of every harness, as CI runs it: a few seconds each, about three minutes
+in all on two CPUs. A harness that reports a crash, a hang (libFuzzer's -timeout) or a memory
+blow-up (-rss_limit_mb, RLIMIT_AS) fails its test, which prints the failing input as base64
+and the commands that reproduce and minimize it (then: a test in test_regressions.py).
+
+Generated decoders are not instrumented here (-instrument_generated=0): instrumenting each costs
+more time than such a short run has. The long campaign (campaign.py, README.md) instruments them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fuzz import campaign
+
+# seconds of fuzzing per harness, on top of ~2-4 s to start and run the seeds
+BUDGET = {
+    "fuzz_pipeline": 8, "fuzz_session": 8, "fuzz_messages": 8, "fuzz_segment": 7,
+    "fuzz_records": 6, "fuzz_legacy": 6, "fuzz_tcp": 5, "fuzz_frames": 5, "fuzz_coordinator": 5,
+    "fuzz_replay": 5, "fuzz_index": 5, "fuzz_pcap": 4, "fuzz_pcapng": 4, "fuzz_source": 4,
+    "fuzz_link": 3, "fuzz_headers": 3, "fuzz_codecs": 4, "fuzz_snapshot": 3, "fuzz_txnindex": 3,
+    "fuzz_checkpoints": 3,
+}
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("fuzz-seeds")
+    campaign.build_seeds(directory)
+    return directory
+
+
+def test_every_harness_has_a_budget():
+    assert set(BUDGET) == set(campaign.HARNESSES)
+
+
+@pytest.mark.parametrize("harness", sorted(BUDGET))
+def test_harness_finds_nothing(harness, seeds, tmp_path):
+    found = campaign.run(harness, BUDGET[harness], tmp_path / "corpus",
+                         seeds / campaign.HARNESSES[harness], tmp_path / "artifacts",
+                         ("-instrument_generated=0",))
+    assert found.outcome == "ok", campaign.describe_failure(harness, found)
+    assert found.executions > 0, found.log
