@@ -37,7 +37,8 @@ Reads .log segments, .index, .timeindex, .snapshot (producer state), .txnindex,
 KRaft .checkpoint snapshots, leader-epoch-checkpoint, the offset checkpoints,
 partition.metadata, meta.properties, quorum-state. Records of __consumer_offsets,
 __transaction_state, __share_group_state and __cluster_metadata are decoded by type with
---data.
+--data; secrets in __cluster_metadata (secret config values, SCRAM credentials) are
+redacted unless --show-secrets, in every format.
 Damage (cut-off tails, garbage, zero-filled space) is reported with its position and
 size, and the dump goes on at the next valid batch. Files are only read (mmap).
 
@@ -59,7 +60,8 @@ PROGRESS_STEP = 8 << 20
               help="How --data shows keys and values.")
 @click.option("--format", "style", type=click.Choice(["table", "kafka"]), default="table",
               show_default=True, help="kafka: kafka-dump-log's exact lines, to diff against it (on a "
-                   "terminal, control characters in keys and values are escaped).")
+                   "terminal, control characters in keys and values are escaped; secrets redacted "
+                   "unless --show-secrets).")
 @click.option("--type", "kind", type=click.Choice(files.KINDS),
               help="Read every FILE as this kind, whatever its name.")
 @click.option("--no-internal", is_flag=True,
@@ -67,9 +69,14 @@ PROGRESS_STEP = 8 << 20
 @click.option("--no-checks", is_flag=True,
               help="Skip CRC and record checks: batch headers only (fastest).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@click.option("--show-secrets", is_flag=True,
+              help="With --data: show the secrets of __cluster_metadata records (secret config values "
+                   "such as a listener's sasl.jaas.config, SCRAM salts and keys), redacted by default as "
+                   "\"<redacted N bytes>\" in every format; kafka-dump-log prints them, so --format kafka "
+                   "matches it byte for byte only with --show-secrets.")
 @limit_options
 @output_options
-def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict, out: Output,
+def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict, show_secrets, out: Output,
          limits: Limits):
     """Dump Kafka log segments, indexes, snapshots and checkpoints (files or directories)."""
     if style == "kafka" and out.as_json:
@@ -78,7 +85,7 @@ def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict
     records = records or data
     options = DumpOptions(records=records, data=data, internal=not no_internal,
                           checks=not no_checks, shallow=no_checks and not records
-                          and style != "kafka", limits=limits)
+                          and style != "kafka", limits=limits, show_secrets=show_secrets)
     renderer = (KafkaRenderer(out, records, data, not no_internal) if style == "kafka"
                 else JsonRenderer(out, data, mode) if out.as_json
                 else TableRenderer(out, data, mode))

@@ -9,6 +9,10 @@ buf holds the file's bytes (an mmap is fine: segments are walked batch by batch)
 None. Every file yields a "file" event first and a "summary" event last. Events keep bytes as
 bytes: renderers decide how to show them (views.py, kafka_format.py). Problems are attached as
 dicts (Problem.to_dict()) under "problems".
+
+Secrets in KRaft metadata records (cluster_metadata.redact_secrets) are redacted in the events
+unless show_secrets: in the decoded record, and in the raw value, which then becomes the text
+"<redacted N bytes>" whole (whatever --decode or --no-internal asks, a value holds no secret).
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from kinspect.limits import Limits
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT, decompress
 from kinspect.records.stream import RecordStream
 from kinspect.storage import checkpoints, index, segment, snapshot, txnindex
-from kinspect.storage.cluster_metadata import decode_metadata_record
+from kinspect.storage.cluster_metadata import decode_metadata_record, redact_secrets
 from kinspect.storage.files import FileInfo
 from kinspect.storage.offsets_records import decode_offsets_record
 from kinspect.storage.share_state import decode_share_state_record
 from kinspect.storage.transaction_state import decode_transaction_record
+from kinspect.wire import secrets
 
 RECORD_DECODERS = {  # (key, value) -> (decoded, problems)
     "__consumer_offsets": decode_offsets_record,
@@ -50,6 +55,7 @@ class DumpOptions:
     shallow: bool = False        # batch headers only: no CRC, no records (fastest)
     max_output: int = DEFAULT_MAX_OUTPUT
     limits: Limits | None = None  # the bounds of kinspect.limits (None: the defaults, max_output per batch)
+    show_secrets: bool = False   # KRaft metadata records' secrets shown, not redacted
 
 
 def dump_file(display: str, buf, info: FileInfo, options: DumpOptions,
@@ -125,8 +131,10 @@ def _dump_segment(display, buf, info, options, companion, counts) -> Iterator[di
         counts.first_offset = first if counts.first_offset is None else counts.first_offset
         counts.last_offset = event["last_offset"]
         if deep and (options.records or options.data):
+            hide = (options.data and not options.show_secrets
+                    and info.records_topic == "__cluster_metadata")
             event["records"] = _records(buf, item, event, decoder if options.data else None,
-                                        display, problems, options.max_output)
+                                        display, problems, options.max_output, hide)
         if info.kind == "kraft_snapshot":
             ends[1:] = [(event["position"], event.get("control", {}).get("type"))]
         event["problems"] = counts.add(problems)
@@ -181,13 +189,15 @@ def _first_legacy(unit: dict) -> int:
 
 
 def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list[Problem],
-             max_output: int):
+             max_output: int, hide: bool = False):
     """The unit's record dicts (its own, fresh per batch) with sizes, sequences, CRCs of
-    legacy messages and, with a decoder, the decoded internal record. A batch too big to hold
-    (a RecordStream) gets the same fields on each record as it is streamed out."""
+    legacy messages and, with a decoder, the decoded internal record; hide: KRaft metadata
+    records' secrets redacted. A batch too big to hold (a RecordStream) gets the same fields on
+    each record as it is streamed out."""
     records = unit["records"]
     base_sequence, base_offset = event.get("base_sequence"), event.get("base_offset")
     decode = decoder is not None and not event.get("is_control")
+    hide = hide and not event.get("is_control")
     number = -1
 
     def sizes(record: dict) -> dict:
@@ -211,7 +221,8 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
 
     if isinstance(records, RecordStream):  # only v2 batches are streamed
         records = records.mapped(sizes)
-        return records.mapped(decoded) if decode else records
+        records = records.mapped(decoded) if decode else records
+        return records.mapped(_hide_metadata_secrets) if hide else records
     for record in records:
         sizes(record)
     if unit["magic"] != 2:
@@ -219,7 +230,21 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
     if decode:
         for record in records:
             decoded(record)
+    if hide:
+        for record in records:
+            _hide_metadata_secrets(record)
     return records
+
+
+def _hide_metadata_secrets(record: dict) -> dict:
+    """A metadata record's secrets redacted: decoded (decoding it for the check when --no-internal
+    did not), and its raw value whole."""
+    decoded = record.get("decoded")
+    if decoded is None:
+        decoded, _ = decode_metadata_record(record["value"])
+    if redact_secrets(decoded):
+        record["value"] = secrets.whole(record["value"])
+    return record
 
 
 def _legacy_fields(buf, unit: dict, records: list[dict], max_output: int) -> None:

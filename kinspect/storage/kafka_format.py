@@ -248,8 +248,10 @@ def _bool(value) -> str:
     return "true" if value else "false"
 
 
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else bytes(value).decode("utf-8", "replace")
+def _text(value: bytes | str | None) -> str | None:
+    if value is None or isinstance(value, str):  # text: a redacted secret, "<redacted N bytes>"
+        return value
+    return bytes(value).decode("utf-8", "replace")
 
 
 def _control(control: dict, value: bytes | None) -> str:

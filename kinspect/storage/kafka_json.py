@@ -90,6 +90,8 @@ def _value(f: Field, value, nested: dict[str, str]) -> str:
     if f.type == "bytes":
         if isinstance(value, dict) and f.key in nested:
             return java_json(nested[f.key], _known(nested[f.key], value["version"]), value)
+        if isinstance(value, str):  # a redacted secret, "<redacted N bytes>"
+            return string(value)
         return '"' + base64.b64encode(bytes(value)).decode("ascii") + '"'
     if f.type in ("string", "uuid"):
         return string(value)

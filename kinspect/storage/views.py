@@ -13,9 +13,9 @@ import json
 MODES = ("auto", "text", "hex", "json")
 
 
-def show(value: bytes | None, mode: str):
-    if value is None:
-        return None
+def show(value: bytes | str | None, mode: str):
+    if value is None or isinstance(value, str):  # text: a redacted secret, "<redacted N bytes>"
+        return value
     raw = bytes(value)
     if mode == "hex":
         return raw.hex()

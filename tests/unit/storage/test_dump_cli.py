@@ -1,5 +1,6 @@
 """The kinspect dump command (kinspect/cli/dump.py), run through click."""
 
+import base64
 import json
 
 import pytest
@@ -8,6 +9,8 @@ from click.testing import CliRunner
 from kinspect.cli.dump import dump
 from tests.conftest import SAMPLES
 from tests.unit.storage.conftest import KAFKAFUN, SEGMENT, SOC
+from tests.unit.storage.metadata_records import (JAAS, JAAS_PASSWORD, SALT, SECRET_VALUES, SERVER_KEY,
+                                                 STORED_KEY, metadata_segment)
 
 
 def run(*args):
@@ -74,3 +77,67 @@ def test_unreadable_and_unknown_files_exit_3(tmp_path):
 def test_usage_errors_exit_2():
     assert run("--format", "kafka", "--json", SOC)[0] == 2
     assert run("--decode", "yaml", SOC)[0] == 2
+
+
+# -- secrets of __cluster_metadata -----------------------------------------------------------------
+
+SECRETS = (JAAS_PASSWORD.encode(), SALT, STORED_KEY, SERVER_KEY)
+OUTPUTS = [["--data"], ["--data", "--decode", "text"], ["--data", "--decode", "hex"],
+           ["--data", "--decode", "json"], ["--json", "--data"], ["--json", "--data", "--decode", "hex"],
+           ["--format", "kafka", "--data"], ["--data", "--no-internal"], ["--json", "--data", "--no-internal"],
+           ["--format", "kafka", "--data", "--no-internal"], ["--data", "--max-records", "1"],
+           ["--json", "--data", "--max-records", "1"], ["--format", "kafka", "--data", "--max-records", "1"],
+           ["--records"], ["--json", "--records"], ["--format", "kafka"]]
+
+
+def _forms(secret: bytes) -> tuple[str, ...]:
+    """How a secret can show: text, hex (--decode hex), base64 (kafka format, JSON of bytes)."""
+    return secret.decode(), secret.hex(), base64.b64encode(secret).decode()
+
+
+@pytest.fixture(params=["log", "snapshot"])
+def metadata_file(request, tmp_path):
+    directory = tmp_path / "__cluster_metadata-0"
+    directory.mkdir()
+    name = SEGMENT if request.param == "log" else "00000000000000000005-0000000001.checkpoint"
+    path = directory / name
+    path.write_bytes(metadata_segment())
+    return path
+
+
+@pytest.mark.parametrize("args", OUTPUTS, ids=" ".join)
+def test_cluster_metadata_secrets_are_redacted_unless_show_secrets(metadata_file, args):
+    _, hidden, _ = run(*args, metadata_file)
+    _, shown, _ = run(*args, "--show-secrets", metadata_file)
+    for secret in SECRETS:
+        assert not any(form in hidden for form in _forms(secret)), (secret, hidden)
+    if "--data" not in args:  # no values at all: the same output
+        assert hidden == shown
+        return
+    shortened = args[:3] == ["--data", "--decode", "hex"]  # the table cuts a value's text at 200 characters
+    for secret in SECRETS[shortened:]:
+        assert any(form in shown for form in _forms(secret)), (secret, shown)
+    assert "<redacted" in hidden and "<redacted" not in shown
+    for kept in (b"tok-1", b"log.retention.ms"):  # records holding nothing secret stay whole
+        assert any(form in hidden for form in _forms(kept)), (kept, hidden)
+    if "--no-internal" not in args and "--decode" not in args:  # records shown decoded
+        assert "alice" in hidden and "sasl.jaas.config" in hidden  # who and which config stay
+
+
+def test_cluster_metadata_secrets_keep_their_shape(tmp_path):
+    directory = tmp_path / "__cluster_metadata-0"
+    directory.mkdir()
+    (directory / SEGMENT).write_bytes(metadata_segment())
+    _, out, _ = run("--json", "--data", directory / SEGMENT)
+    records = next(json.loads(line) for line in out.splitlines() if '"batch"' in line)["records"]
+    config, _, _, scram, _ = (r["value"]["data"] for r in records)
+    assert config["value"] == f"<redacted {len(JAAS)} bytes>"
+    assert scram == {"name": "alice", "mechanism": 2, "salt": f"<redacted {len(SALT)} bytes>",
+                     "stored_key": f"<redacted {len(STORED_KEY)} bytes>",
+                     "server_key": f"<redacted {len(SERVER_KEY)} bytes>", "iterations": 4096}
+    assert records[0]["value_size"] == len(SECRET_VALUES[0])  # the size stays the stored one
+    _, out, _ = run("--json", "--data", "--no-internal", directory / SEGMENT)
+    records = next(json.loads(line) for line in out.splitlines() if '"batch"' in line)["records"]
+    assert [r["value"].startswith("<redacted ") for r in records] == [True, False, False, True, False]
+    _, out, _ = run("--format", "kafka", "--data", directory / SEGMENT)
+    assert f'"name":"alice","mechanism":2,"salt":"<redacted {len(SALT)} bytes>"' in out
