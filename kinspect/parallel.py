@@ -261,20 +261,34 @@ def _chunks(run, progress) -> Iterator[tuple[dict, list]]:
         yield dict(topics.names), chunk
 
 
+class _Forks:
+    """The fork context, keeping every worker process it starts: their exit codes say which one
+    died, even once multiprocessing has reaped it."""
+
+    def __init__(self):
+        self.context = multiprocessing.get_context("fork")
+        self.started: list = []
+
+    def __getattr__(self, name):
+        return getattr(self.context, name)
+
+    def Process(self, *args, **kwargs):
+        process = self.context.Process(*args, **kwargs)
+        self.started.append(process)
+        return process
+
+
 def _parallel(run, keep, mode, jobs, progress, sink) -> Iterator[tuple]:
-    context = multiprocessing.get_context("fork")
+    context = _Forks()
     turn, next_chunk = context.Condition(), context.Value("q", 0, lock=False)
     written = context.Array("q", 3, lock=False)
-    others = set(multiprocessing.active_children())
     pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_init,
                                initargs=(keep, mode, sink, turn, next_chunk, written, run.limits))
-    workers: list = []
+    workers = context.started
     pending: deque = deque()
     try:
         for index, (names, chunk) in enumerate(_chunks(run, progress)):
             pending.append(pool.submit(_work, (index, names, chunk)))
-            if not workers:  # a fork context starts every worker at the first task
-                workers = [p for p in multiprocessing.active_children() if p not in others]
             while len(pending) >= jobs * IN_FLIGHT_PER_JOB:
                 yield from pending.popleft().result()
         while pending:
