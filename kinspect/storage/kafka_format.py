@@ -251,7 +251,7 @@ def _bool(value) -> str:
 def _text(value: bytes | str | None) -> str | None:
     if value is None or isinstance(value, str):  # text: a redacted secret, "<redacted N bytes>"
         return value
-    return bytes(value).decode("utf-8", "replace")
+    return kafka_json.java_text(value)
 
 
 def _control(control: dict, value: bytes | None) -> str:

@@ -3,12 +3,14 @@
 Field order is the definition's; names are the definition's with a lower-case first letter;
 tagged fields appear only when they differ from their default; bytes are base64 with padding;
 UUIDs Kafka's base64; strings escaped as Jackson does (\\uXXXX in upper case, short escapes for
-\\b \\t \\n \\f \\r); doubles as Java's Double.toString.
+\\b \\t \\n \\f \\r); doubles as Java's Double.toString; bytes that are not UTF-8 read as Java
+reads them (java_text).
 """
 
 from __future__ import annotations
 
 import base64
+import codecs
 import math
 from decimal import Decimal
 
@@ -29,8 +31,50 @@ def java_json(name: str, version: int, data: dict, nested: dict[str, str] | None
 
 def string(text: str | bytes) -> str:
     if isinstance(text, (bytes, bytearray, memoryview)):
-        text = bytes(text).decode("utf-8", "replace")
+        text = java_text(text)
     return '"' + text.translate(_ESCAPES) + '"'
+
+
+def java_text(raw) -> str:
+    """Bytes as Java's new String(bytes, UTF_8) reads them (JDK 17), as kafka-dump-log does: one
+    U+FFFD per malformed sequence as Java delimits them, which is not always as Python does
+    (ED A6: one for Java, two for Python; a sequence cut by the end: one for what is left)."""
+    return bytes(raw).decode("utf-8", "kinspect-java")
+
+
+def _continuation(data: bytes, i: int) -> bool:
+    return i < len(data) and data[i] & 0xC0 == 0x80
+
+
+def _java_malformed(data: bytes, pos: int) -> int:
+    """How many bytes Java's UTF-8 decoder replaces by one U+FFFD at pos, where Python found a
+    malformed sequence (java.lang.String.decodeUTF8_UTF16 and its malformed3/malformed4)."""
+    b1, left = data[pos], len(data) - pos
+    if 0xE0 <= b1 <= 0xEF:
+        if left >= 3:
+            if (b1 == 0xE0 and data[pos + 1] & 0xE0 == 0x80) or not _continuation(data, pos + 1):
+                return 1
+            return 3 if _continuation(data, pos + 2) else 2  # 3: a surrogate, well formed but refused
+        if left == 2 and ((b1 == 0xE0 and data[pos + 1] & 0xE0 == 0x80) or not _continuation(data, pos + 1)):
+            return 1
+        return left  # cut by the end: one for the rest
+    if 0xF0 <= b1 <= 0xF7:
+        b2 = data[pos + 1] if left >= 2 else None
+        second_bad = b2 is not None and ((b1 == 0xF0 and not 0x90 <= b2 <= 0xBF)
+                                         or (b1 == 0xF4 and b2 & 0xF0 != 0x80) or b2 & 0xC0 != 0x80)
+        if b1 > 0xF4 or second_bad:
+            return 1
+        if left >= 4:
+            return 2 if not _continuation(data, pos + 2) else 3
+        return 2 if left == 3 and not _continuation(data, pos + 2) else left
+    return 1  # a continuation byte, C0/C1, F8..FF, or a two-byte lead without its second byte
+
+
+def _java_replace(error: UnicodeDecodeError) -> tuple[str, int]:
+    return "\ufffd", error.start + _java_malformed(error.object, error.start)
+
+
+codecs.register_error("kinspect-java", _java_replace)
 
 
 def double(value: float) -> str:

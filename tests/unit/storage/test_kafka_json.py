@@ -1,6 +1,8 @@
 import math
 
-from kinspect.storage.kafka_json import double, java_json, string
+import pytest
+
+from kinspect.storage.kafka_json import double, java_json, java_text, string
 
 
 def test_jackson_string_escapes():
@@ -8,6 +10,26 @@ def test_jackson_string_escapes():
     assert string("\x00\x1f\t\n\r\x08\x0c") == '"\\u0000\\u001F\\t\\n\\r\\b\\f"'
     assert string("é😀/") == '"é😀/"'
     assert string(b"\xff") == '"\ufffd"'
+
+
+# What JDK 17's new String(bytes, UTF_8) made of them (the lab's java, run once); the first four
+# are where Python's "replace" differs. The lab checks random bytes live:
+# tests/integration/test_dump_secrets_lab.py (SCRAM keys in bootstrap.checkpoint, no decoder).
+JAVA_READS = [
+    ("77eda611", "w\ufffd\x11"),          # ED A6: one sequence for Java, two for Python
+    ("8399edab", "\ufffd" * 3),            # a three-byte sequence cut by the end: one
+    ("f1a5edb1bb", "\ufffd" * 2),          # a cut four-byte sequence, then a surrogate
+    ("eda080", "\ufffd"),                  # a surrogate: one for its three bytes
+    ("e08080", "\ufffd" * 3),              # overlong
+    ("f09f9841", "\ufffdA"), ("f09f98", "\ufffd"), ("f4908080", "\ufffd" * 4), ("f8888080", "\ufffd" * 4),
+    ("c0af", "\ufffd" * 2), ("e282", "\ufffd"), ("e28241", "\ufffdA"), ("f0", "\ufffd"), ("c3", "\ufffd"),
+    ("41c3a9ff42", "A\u00e9\ufffdB"),
+]
+
+
+@pytest.mark.parametrize("raw, text", JAVA_READS)
+def test_bytes_that_are_not_utf8_read_as_java_reads_them(raw, text):
+    assert java_text(bytes.fromhex(raw)) == text
 
 
 def test_java_double_to_string():
