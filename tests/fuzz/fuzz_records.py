@@ -5,7 +5,8 @@ Input: one byte of options (bit 0: a cut-off last batch is normal, as in a Fetch
 record checks; bit 2: small bounds, so big batches are streamed; bit 3: a memoryview, as an
 mmap'ed segment is read), then the record set. Checks: no exception; decode_records gives what
 iter_batches gives; the C record loop (kinspect/native/_v2records.c) gives what the Python loop
-gives, records and problems.
+gives, records and problems; the C bytes → JSON text (_bytes_json.c) gives what Python does,
+on every key, value and header value; the units are written as a JSON line.
 """
 
 import harness
@@ -16,7 +17,10 @@ with harness.instrumented("kinspect.records", "kinspect.limits"):
     from kinspect.records import batch, decode_records, iter_batches
     from kinspect.records.stream import BatchStream, RecordStream
 
+from kinspect.render import jsonl  # noqa: E402
+
 NATIVE = batch._fast if native.v2records is not None else None
+TEXT_OR = native.bytes_json.text_or if native.bytes_json is not None else None
 SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
                eager_records=16)
 
@@ -62,6 +66,15 @@ def target(data: bytes) -> None:
         raise harness.Finding(f"iter_batches gives {len(walked)} units, decode_records {len(units)}")
     if NATIVE is not None:
         harness.agree("v2 records", (units, problems), decode(buf, options, None))
+    jsonl.dumpb({"units": units})
+    if TEXT_OR is not None:
+        for unit in units:
+            for record in unit["records"]:
+                headers = [h["value"] for h in record["headers"]]
+                for value in (record["key"], record["value"], *headers):
+                    if value is not None:
+                        harness.agree("bytes as JSON", TEXT_OR(jsonl._default, value),
+                                      jsonl._default(value))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ HIDDEN_PREFIXES = ("record decoder failed", "decoder error")
 MAX_LEN = {
     "pcap": 16384, "pcapng": 16384, "source": 16384, "captures": 16384, "link": 2048,
     "tcp": 8192, "frames": 8192, "headers": 1024, "messages": 8192, "session": 16384,
-    "records": 8192, "legacy": 8192, "codecs": 8192, "segment": 16384, "index": 8192,
+    "records": 8192, "legacy": 8192, "codecs": 8192, "segment": 8192, "index": 8192,
     "snapshot": 4096, "txnindex": 4096, "checkpoints": 2048, "coordinator": 2048,
     "replay": 8192,
 }
