@@ -32,7 +32,8 @@ CAROL_PW = "carol-dump-scram-pw"
 DAVE_PW = "dave-dump-jaas-pw"
 JAAS_NAME = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-        + " ".join(f'user_{user}="{password}"' for user, password in {"dave": DAVE_PW, **USERS}.items()) + ";")
+        + " ".join(f'user_{user}="{password}"' for user, password in {"dave": DAVE_PW, **USERS}.items())
+        + ";")
 PASSWORDS = (DAVE_PW, *USERS.values())  # in the JAAS config's text
 SCRAM_KEYS = ("salt", "stored_key", "server_key")
 
@@ -115,7 +116,8 @@ def revealed(lab) -> dict:
     """The metadata records as --show-secrets shows them, and every form of each secret."""
     records = _metadata(kinspect(lab, "--json", "--data", "--show-secrets", *lab.files, lab.bootstrap))
     scram = [r["data"] for r in records if r["record_name"] == "UserScramCredentialRecord"]
-    jaas = [r["data"]["value"] for r in records if r["record_name"] == "ConfigRecord" and r["data"]["name"] == JAAS_NAME]
+    jaas = [r["data"]["value"] for r in records
+            if r["record_name"] == "ConfigRecord" and r["data"]["name"] == JAAS_NAME]
     secrets = {_raw(user[key]) for user in scram for key in SCRAM_KEYS} | {p.encode() for p in PASSWORDS}
     return {"scram": scram, "jaas": jaas, "forms": set().union(*map(_forms, secrets))}
 
@@ -128,8 +130,9 @@ def test_the_lab_wrote_the_secrets_where_dump_reads_them(lab, revealed):
     assert sum(r["record_name"] == "UserScramCredentialRecord" for r in in_bootstrap) == 2
 
 
-OUTPUTS = [["--data"], ["--data", "--decode", "text"], ["--data", "--decode", "hex"], ["--data", "--decode", "json"],
-           ["--json", "--data"], ["--format", "kafka", "--data"], ["--data", "--no-internal"],
+OUTPUTS = [["--data"], ["--data", "--decode", "text"], ["--data", "--decode", "hex"],
+           ["--data", "--decode", "json"], ["--json", "--data"], ["--format", "kafka", "--data"],
+           ["--data", "--no-internal"],
            ["--json", "--data", "--no-internal"], ["--format", "kafka", "--data", "--no-internal"],
            ["--records"], ["--json", "--records"], ["--format", "kafka"]]
 
@@ -173,5 +176,6 @@ def test_kafka_format_with_show_secrets_is_kafka_dump_logs(lab):
     assert different and all(b"<redacted" in line for line in different)
     # without a decoder: raw values, SCRAM keys as Java reads random bytes (not as Python would)
     raw = kafka_dump_log(lab, lab.bootstrap)
-    shown = kinspect_bytes(lab, "--format", "kafka", "--data", "--no-internal", "--show-secrets", lab.bootstrap)
+    shown = kinspect_bytes(lab, "--format", "kafka", "--data", "--no-internal", "--show-secrets",
+                           lab.bootstrap)
     assert shown == raw

@@ -84,7 +84,8 @@ def test_usage_errors_exit_2():
 SECRETS = (JAAS_PASSWORD.encode(), SALT, STORED_KEY, SERVER_KEY)
 OUTPUTS = [["--data"], ["--data", "--decode", "text"], ["--data", "--decode", "hex"],
            ["--data", "--decode", "json"], ["--json", "--data"], ["--json", "--data", "--decode", "hex"],
-           ["--format", "kafka", "--data"], ["--data", "--no-internal"], ["--json", "--data", "--no-internal"],
+           ["--format", "kafka", "--data"], ["--data", "--no-internal"],
+           ["--json", "--data", "--no-internal"],
            ["--format", "kafka", "--data", "--no-internal"], ["--data", "--max-records", "1"],
            ["--json", "--data", "--max-records", "1"], ["--format", "kafka", "--data", "--max-records", "1"],
            ["--records"], ["--json", "--records"], ["--format", "kafka"]]
@@ -114,7 +115,7 @@ def test_cluster_metadata_secrets_are_redacted_unless_show_secrets(metadata_file
     if "--data" not in args:  # no values at all: the same output
         assert hidden == shown
         return
-    shortened = args[:3] == ["--data", "--decode", "hex"]  # the table cuts a value's text at 200 characters
+    shortened = args[:3] == ["--data", "--decode", "hex"]  # the table cuts a value at 200 characters
     for secret in SECRETS[shortened:]:
         assert any(form in shown for form in _forms(secret)), (secret, shown)
     assert "<redacted" in hidden and "<redacted" not in shown
