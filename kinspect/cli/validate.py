@@ -54,10 +54,10 @@ Exit codes: 0 clean; 1 problems (errors, or warnings too with --strict); 2 usage
 @click.option("--skip-unknown", is_flag=True,
               help="Skip named files that are not captures, segments or record files (as in "
                    "directories) instead of failing with exit 3; for pre-commit.")
-@limit_options
 @click.option("--show-secrets", is_flag=True,
               help="Show SASL passwords, proofs and tokens in findings (raw SASL tokens after a "
                    "SaslHandshake v0 are noted with -v); redacted by default.")
+@limit_options
 @output_options
 def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, out: Output, limits: Limits):
     """Check Kafka record batches in captures, log segments, record files and directories.
