@@ -16,8 +16,43 @@ from kinspect.records.codecs import decompress
 STREAM_CHUNK = 4096
 
 
-class RecordStream:
-    __slots__ = ("_window", "_data", "_start", "_stop", "_count", "_first", "_last", "_each")
+class _Streamed:
+    """What both streams share: a known length, and items read chunk by chunk (``chunks``)."""
+    __slots__ = ("_count",)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[dict]:
+        for chunk in self.chunks():
+            yield from chunk
+
+    def __getitem__(self, index: int) -> dict:
+        if index < 0:
+            index += self._count
+        for number, item in enumerate(self):
+            if number == index:
+                return item
+        raise IndexError(index)
+
+    def head(self, count: int) -> list[dict]:
+        """The first ``count`` items (for previews)."""
+        out: list[dict] = []
+        for chunk in self.chunks(min(count, STREAM_CHUNK)):
+            out += chunk[:count - len(out)]
+            if len(out) >= count:
+                break
+        return out
+
+    def chunks(self, size: int = 0) -> Iterator[list[dict]]:
+        raise NotImplementedError
+
+
+class RecordStream(_Streamed):
+    __slots__ = ("_window", "_data", "_start", "_stop", "_first", "_last", "_each")
 
     def __init__(self, window, data, start: int, stop: int, count: int, first: dict | None,
                  last: dict | None, each=None):
@@ -34,30 +69,16 @@ class RecordStream:
         return RecordStream(self._window, self._data, self._start, self._stop, self._count,
                             self._first, self._last, composed)
 
-    def __len__(self) -> int:
-        return self._count
-
-    def __bool__(self) -> bool:
-        return self._count > 0
-
     def __getitem__(self, index: int) -> dict:
         if index in (0, -self._count) and self._first is not None:
             return self._first
         if index == -1 and self._last is not None:
             return self._last
-        if index < 0:
-            index += self._count
-        for number, record in enumerate(self):
-            if number == index:
-                return record
-        raise IndexError(index)
+        return super().__getitem__(index)
 
-    def __iter__(self) -> Iterator[dict]:
-        for chunk in self.chunks():
-            yield from chunk
-
-    def chunks(self, size: int = STREAM_CHUNK) -> Iterator[list[dict]]:
+    def chunks(self, size: int = 0) -> Iterator[list[dict]]:
         """The records, ``size`` at a time (problems were reported by the first pass)."""
+        size = size or STREAM_CHUNK
         window = self._window
         data = self._data
         if isinstance(data, tuple):
@@ -76,49 +97,22 @@ class RecordStream:
         finally:
             window.data = self._data if not isinstance(self._data, tuple) else None
 
-    def head(self, count: int) -> list[dict]:
-        """The first ``count`` records (for previews)."""
-        out: list[dict] = []
-        for chunk in self.chunks(min(count, STREAM_CHUNK)):
-            out += chunk[:count - len(out)]
-            if len(out) >= count:
-                break
-        return out
-
     def __repr__(self) -> str:
         return f"<RecordStream of {self._count} records>"
 
 
-class BatchStream:
+class BatchStream(_Streamed):
     """The batches of a record set with more of them than may be held at once (each batch
     counts ``BATCH_WEIGHT`` records against the budget). Decoding went through them once,
     finding their problems; reading decodes them again, ``BATCH_CHUNK`` batches at a time,
     with a copy of the budget as it was when the record set began, so every batch is decoded
     (and decompressed, or refused) exactly as the first time."""
 
-    __slots__ = ("_walk", "_count")
+    __slots__ = ("_walk",)
 
     def __init__(self, walk, count: int):
-        """``walk(budget)`` yields the record set's batches again; ``count`` how many."""
+        """``walk()`` yields the record set's batches again; ``count`` how many."""
         self._walk, self._count = walk, count
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __bool__(self) -> bool:
-        return self._count > 0
-
-    def __iter__(self) -> Iterator[dict]:
-        for chunk in self.chunks():
-            yield from chunk
-
-    def __getitem__(self, index: int) -> dict:
-        if index < 0:
-            index += self._count
-        for number, batch in enumerate(self):
-            if number == index:
-                return batch
-        raise IndexError(index)
 
     def chunks(self, size: int = 0) -> Iterator[list[dict]]:
         chunk: list[dict] = []
@@ -129,14 +123,6 @@ class BatchStream:
                 chunk = []
         if chunk:
             yield chunk
-
-    def head(self, count: int) -> list[dict]:
-        out: list[dict] = []
-        for batch in self:
-            out.append(batch)
-            if len(out) >= count:
-                break
-        return out
 
     def __repr__(self) -> str:
         return f"<BatchStream of {self._count} batches>"
