@@ -4,20 +4,29 @@ its kind, and what each run must show.
 An input is a capture (decode, validate, offsets --capture), a segment file (dump, validate)
 or a broker log dir (dump, validate, offsets --log-dir). ``cut_by`` names the commands that must
 meet a bound on that input, and ``cuts`` the options one of which their output must then name.
+
+Two scales: "full" makes each input as large as issue 10 names it (9 million records, 10
+million array entries; tests/bench/hostile.py's default), "ci" (the default of the tests, or
+KINSPECT_HOSTILE_SCALE=full) makes the inputs that cost time in proportion to their counts
+smaller, still past kinspect's default bounds (100,000 records held, 200,000 array entries,
+50,000 connections), so that the whole matrix runs in a few minutes. The memory check bites
+hardest at the full scale, where holding every record would take gigabytes.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.hostile import inputs
+from tests.hostile import inputs, runner
 
 # 4 is documented ("kinspect could not finish": a worker died, an internal error), but on these
 # inputs it is what the issue forbids: a bound not held, or a crash by another name.
 ACCEPTED_EXIT_CODES = frozenset({0, 1, 2, 3})
+SCALE = os.environ.get("KINSPECT_HOSTILE_SCALE", "ci")
 
 # name → arguments; arguments() fills in "{input}" and "{junit}"
 CAPTURE_COMMANDS = {
@@ -62,11 +71,17 @@ DECOMPRESSION_OPTIONS = ("--max-batch-bytes", "--max-ratio")
 @dataclass(frozen=True)
 class Hostile:
     name: str
-    make: Callable[[Path], Path]
+    generate: Callable[..., Path]  # (root, count=...) → the input's path
     kind: str  # capture, segment, logdir
     cuts: tuple[str, ...] = ()  # options (or their prefixes) of which the output names one ...
     cut_by: tuple[str, ...] = ()  # ... in these commands
     strings: bool = False  # carries strings (escapes, non-UTF-8) to show: add STRING_COMMANDS
+    ci_count: int | None = None  # the generator's count at the "ci" scale
+
+    def make(self, root: Path, scale: str = SCALE) -> Path:
+        if scale == "ci" and self.ci_count is not None:
+            return self.generate(root, count=self.ci_count)
+        return self.generate(root)
 
     def commands(self) -> dict[str, list[str]]:
         return {**COMMANDS[self.kind], **(STRING_COMMANDS[self.kind] if self.strings else {})}
@@ -74,25 +89,28 @@ class Hostile:
 
 HOSTILE = (
     # record-count amplification
-    Hostile("amplified-produce-v3", inputs.amplified_produce_v3, "capture"),
-    Hostile("amplified-produce-v9", inputs.amplified_produce_v9, "capture"),
-    Hostile("amplified-fetch-v12", inputs.amplified_fetch_v12, "capture"),
-    Hostile("amplified-segment", inputs.amplified_segment, "segment"),
-    Hostile("amplified-valid-segment", inputs.amplified_valid_segment, "segment"),
-    Hostile("amplified-offsets-logdir", inputs.amplified_offsets_log_dir, "logdir"),
-    Hostile("malformed-records-produce", inputs.malformed_records_produce, "capture"),
-    Hostile("non-utf8-header-keys-segment", inputs.non_utf8_header_keys_segment, "segment"),
+    Hostile("amplified-produce-v3", inputs.amplified_produce_v3, "capture", ci_count=120_000),
+    Hostile("amplified-produce-v9", inputs.amplified_produce_v9, "capture", ci_count=120_000),
+    Hostile("amplified-fetch-v12", inputs.amplified_fetch_v12, "capture", ci_count=120_000),
+    Hostile("amplified-segment", inputs.amplified_segment, "segment", ci_count=120_000),
+    Hostile("amplified-valid-segment", inputs.amplified_valid_segment, "segment", ci_count=120_000),
+    Hostile("amplified-plain-segment", inputs.amplified_plain_segment, "segment", ci_count=120_000),
+    Hostile("amplified-offsets-logdir", inputs.amplified_offsets_log_dir, "logdir", ci_count=120_000),
+    Hostile("malformed-records-produce", inputs.malformed_records_produce, "capture", ci_count=120_000),
+    Hostile("non-utf8-header-keys-segment", inputs.non_utf8_header_keys_segment, "segment", ci_count=120_000),
     # array amplification
     Hostile("array-produce-request", inputs.array_produce_request, "capture",
-            ("--max-items",), DECODES_BODIES),
+            ("--max-items",), DECODES_BODIES, ci_count=1_000_000),
     Hostile("array-offset-commit-response", inputs.array_offset_commit_response, "capture",
-            ("--max-items",), (*DECODES_BODIES, "offsets-capture")),
+            ("--max-items",), (*DECODES_BODIES, "offsets-capture"), ci_count=1_000_000),
     # out-of-order storms
     Hostile("out-of-order-storm", inputs.out_of_order_storm, "capture"),
     Hostile("out-of-order-storm-acks", inputs.out_of_order_storm_acks, "capture"),
     # decompression
     Hostile("zeros-2000-batches-segment", inputs.zeros_segment, "segment",
             ("--max-",), SEGMENT_DECOMPRESSES),  # a ratio or a per-file bound, whatever its name
+    Hostile("zeros-dense-batches-segment", inputs.zeros_dense_segment, "segment",
+            ("--max-",), SEGMENT_DECOMPRESSES, ci_count=12),
     Hostile("bombs-segment", inputs.bombs_segment, "segment", DECOMPRESSION_OPTIONS,
             SEGMENT_DECOMPRESSES),
     Hostile("bombs-produce", inputs.bombs_produce, "capture", DECOMPRESSION_OPTIONS,
@@ -106,14 +124,15 @@ HOSTILE = (
     Hostile("len2g-batch-segment", inputs.lying_batch_length, "segment"),
     Hostile("len2g-record-segment", inputs.lying_record_lengths, "segment"),
     # half-open connections
-    Hostile("half-open-syn", inputs.half_open_syn, "capture", ("--max-connections",), ALL_DECODES),
+    Hostile("half-open-syn", inputs.half_open_syn, "capture", ("--max-connections",), ALL_DECODES,
+            ci_count=60_000),
     Hostile("half-open-partial", inputs.half_open_partial, "capture", ("--max-connections",),
-            ALL_DECODES),
+            ALL_DECODES, ci_count=60_000),
     # many batches, legacy nesting
-    Hostile("many-batches-produce", inputs.many_batches_produce, "capture"),
+    Hostile("many-batches-produce", inputs.many_batches_produce, "capture", ci_count=50_000),
     Hostile("legacy-nesting-segment", inputs.legacy_nesting_segment, "segment"),
-    Hostile("legacy-amplified-segment", inputs.legacy_amplified_segment, "segment"),
-    Hostile("legacy-produce-v2", inputs.legacy_produce_v2, "capture"),
+    Hostile("legacy-amplified-segment", inputs.legacy_amplified_segment, "segment", ci_count=120_000),
+    Hostile("legacy-produce-v2", inputs.legacy_produce_v2, "capture", ci_count=120_000),
     # timestamps, names, strings
     Hostile("year-11476-pcapng", inputs.far_future_pcapng, "capture"),
     Hostile("non-utf8-file-name", inputs.non_utf8_file_name, "capture"),
@@ -160,8 +179,10 @@ def problems(hostile: Hostile, command: str, run, junit: Path | None) -> list[st
         found.append("traceback or fatal error")
     if re.search(rb"internal error", bytes(run.stderr.head) + run.stderr.tail):
         found.append("internal error")
-    if run.peak_rss >= 512 << 20:
-        found.append(f"peak RSS {run.peak_rss >> 20} MiB")
+    if run.peak_rss >= runner.RSS_TARGET:
+        found.append(f"peak RSS {run.peak_rss >> 20} MiB (one process)")
+    if run.tree_pss >= runner.RSS_TARGET:
+        found.append(f"peak PSS {run.tree_pss >> 20} MiB (kinspect and its workers together)")
     for stream, scan in (("stdout", run.stdout), ("stderr", run.stderr)):
         if scan.controls:
             at, context = scan.controls[0]

@@ -9,6 +9,7 @@ needs (a non-UTF-8 file name), never copied into the repository.
 
 from __future__ import annotations
 
+import random
 import shutil
 import struct
 from pathlib import Path
@@ -17,7 +18,7 @@ from kinspect.groups.partition import partition_for
 from tests.hostile import kafka
 from tests.hostile.kafka import (
     FETCH, GZIP, LZ4, MALFORMED_RECORD, MINIMAL_RECORD, NON_UTF8_HEADER_RECORD, OFFSET_COMMIT,
-    PRODUCE, SNAPPY, ZSTD, batch, bomb, compressed_batch, frame, legacy_message, produce,
+    PRODUCE, SNAPPY, ZSTD, batch, bomb, compress, compressed_batch, frame, legacy_message, produce,
     produce_response, record, request_header, response, response_header, reseal, uvarint,
     varint)
 from tests.hostile.packets import ACK, PSH, Connection, PcapngWriter, PcapWriter
@@ -29,6 +30,7 @@ SAMPLES = REPO / "samples" / "kafka-4.1.2" / "logs"
 MIB = 1 << 20
 BOUND = 64 * MIB  # kinspect's per-batch decompression bound today
 AMPLIFIED_RECORDS = 9_000_000  # 63 MB of minimal records, within BOUND
+RATIO = 500  # decompressed per compressed byte of a "dense" batch: half kinspect's --max-ratio
 ESCAPES = "\x1b]0;owned\x07\x1b[2J"  # set the window title, clear the screen
 SEGMENT = "00000000000000000000.log"
 
@@ -64,7 +66,21 @@ def _fs(name: str | bytes) -> str:
 
 def _amplified_batch(record_bytes: bytes = MINIMAL_RECORD, count: int = AMPLIFIED_RECORDS
                      ) -> bytes:
-    return batch(record_bytes * count, count, ZSTD)
+    return _dense_batch(record_bytes * count, count)
+
+
+def _dense_batch(records: bytes, count: int) -> bytes:
+    """A zstd batch of ``records``, then random-valued records until it decompresses to at most
+    RATIO times its size: all of it passes a ratio bound, as the attack would make it."""
+    rng = random.Random(count)
+    filler = []
+    while True:
+        data = records + b"".join(filler)
+        payload = compress(ZSTD, data)
+        if len(data) <= RATIO * len(payload):
+            return compressed_batch(ZSTD, payload, count + len(filler))
+        missing = len(data) // RATIO - len(payload)
+        filler += [record(None, rng.randbytes(1000)) for _ in range(missing // 1000 + 1)]
 
 
 def _offsets_dir(log_dir: Path, group: str) -> Path:
@@ -95,69 +111,69 @@ def _group_metadata_record(group: bytes, member: bytes, client_id: bytes, host: 
 
 # ---- record-count amplification: one batch, millions of 7-byte records ----
 
-def amplified_produce_v3(root: Path) -> Path:
+def amplified_produce_v3(root: Path, count: int = AMPLIFIED_RECORDS) -> Path:
     return _one_connection(root / "amplified-produce-v3.pcap", [
-        (produce(3, 1, {0: _amplified_batch()}), produce_response(3, 1))])
+        (produce(3, 1, {0: _amplified_batch(count=count)}), produce_response(3, 1))])
 
 
-def amplified_produce_v9(root: Path) -> Path:
+def amplified_produce_v9(root: Path, count: int = AMPLIFIED_RECORDS) -> Path:
     return _one_connection(root / "amplified-produce-v9.pcap", [
-        (produce(9, 1, {0: _amplified_batch()}), produce_response(9, 1))])
+        (produce(9, 1, {0: _amplified_batch(count=count)}), produce_response(9, 1))])
 
 
-def amplified_fetch_v12(root: Path) -> Path:
+def amplified_fetch_v12(root: Path, count: int = AMPLIFIED_RECORDS) -> Path:
     return _one_connection(root / "amplified-fetch-v12.pcap", [
-        (kafka.fetch(12, 1), kafka.fetch_response(12, 1, _amplified_batch()))])
+        (kafka.fetch(12, 1), kafka.fetch_response(12, 1, _amplified_batch(count=count)))])
 
 
-def amplified_segment(root: Path) -> Path:
-    return _segment(root, "amplified-segment", _amplified_batch())
+def amplified_segment(root: Path, count: int = AMPLIFIED_RECORDS) -> Path:
+    return _segment(root, "amplified-segment", _amplified_batch(count=count))
 
 
-def amplified_valid_segment(root: Path) -> Path:
+def amplified_valid_segment(root: Path, count: int = 2_000_000) -> Path:
     """2 million honest records (offset deltas 0, 1, 2, ...): nothing to report, only many."""
-    count = 2_000_000
     records = b"".join([bytes((5 + len(d), 0, 0)) + d + b"\x01\x01\x00"
                         for d in map(varint, range(count))])
-    return _segment(root, "amplified-valid-segment", batch(records, count, ZSTD))
+    return _segment(root, "amplified-valid-segment", _dense_batch(records, count))
 
 
-def malformed_records_produce(root: Path) -> Path:
+def amplified_plain_segment(root: Path, count: int = 30_000_000 // len(MINIMAL_RECORD)) -> Path:
+    """A 30 MB segment of one uncompressed batch of 4.3 million minimal records: no
+    decompression bound applies, only the memory bound."""
+    return _segment(root, "amplified-plain-segment", batch(MINIMAL_RECORD * count, count))
+
+
+def malformed_records_produce(root: Path, count: int = 8_000_000) -> Path:
     """8 million records, each one byte longer than its fields: each would be one problem."""
-    count = 8_000_000
     return _one_connection(root / "malformed-records-produce.pcap", [
-        (produce(9, 1, {0: batch(MALFORMED_RECORD * count, count, ZSTD)}), produce_response(9, 1))])
+        (produce(9, 1, {0: _amplified_batch(MALFORMED_RECORD, count)}), produce_response(9, 1))])
 
 
-def non_utf8_header_keys_segment(root: Path) -> Path:
+def non_utf8_header_keys_segment(root: Path, count: int = 6_000_000) -> Path:
     """6 million records, each with a header key that is not UTF-8: a warning per record."""
-    count = 6_000_000
-    return _segment(root, "non-utf8-header-keys",
-                    batch(NON_UTF8_HEADER_RECORD * count, count, ZSTD))
+    return _segment(root, "non-utf8-header-keys", _amplified_batch(NON_UTF8_HEADER_RECORD, count))
 
 
-def amplified_offsets_log_dir(root: Path) -> Path:
+def amplified_offsets_log_dir(root: Path, count: int = AMPLIFIED_RECORDS) -> Path:
     """A broker log dir whose __consumer_offsets partition holds the amplified batch."""
     log_dir = root / "amplified-offsets-logdir"
-    (_offsets_dir(log_dir, "g") / SEGMENT).write_bytes(_amplified_batch())
+    (_offsets_dir(log_dir, "g") / SEGMENT).write_bytes(_amplified_batch(count=count))
     return log_dir
 
 
 # ---- array amplification ----
 
-def array_produce_request(root: Path) -> Path:
+def array_produce_request(root: Path, count: int = 10_000_000) -> Path:
     """A 30 MB Produce v9 request of 10 million topic entries (empty name, no partitions)."""
-    count = 10_000_000
     body = (b"\x00" + struct.pack(">hi", -1, 30000) + uvarint(count + 1) + b"\x01\x01\x00" * count
             + b"\x00")
     req = frame(request_header(PRODUCE, 9, 1) + body)
     return _one_connection(root / "array-produce-request.pcap", [(req, produce_response(9, 1))])
 
 
-def array_offset_commit_response(root: Path) -> Path:
+def array_offset_commit_response(root: Path, count: int = 3_000_000) -> Path:
     """An OffsetCommit v8 response of 3 million partitions (7 bytes each) to a one-partition
     commit: what `offsets --capture` reads."""
-    count = 3_000_000
     body = (struct.pack(">i", 0) + uvarint(2) + b"\x02t" + uvarint(count + 1)
             + b"\x00\x00\x00\x00\x00\x00\x00" * count + b"\x00" + b"\x00")
     resp = frame(response_header(OFFSET_COMMIT, 8, 1) + body)
@@ -167,20 +183,19 @@ def array_offset_commit_response(root: Path) -> Path:
 
 # ---- out-of-order storms ----
 
-def _storm(path: Path, acks: bool) -> Path:
+def _storm(path: Path, acks: bool, count: int) -> Path:
     """A hole at the first byte, 60k one-byte segments after it in reverse order, then the
     rest of a 2 MB Produce request in order (100-byte segments), and at last the hole."""
     value = b"x" * (2 * MIB)
     req = produce(3, 1, {0: batch(record(b"k", value), 1)})
-    storm = 60_000
     with PcapWriter(path) as out:
         conn = Connection(out)
         conn.handshake()
-        for at in range(storm, 0, -1):
+        for at in range(count, 0, -1):
             conn.client_segment(at, req[at:at + 1])
             if acks:
                 conn.server_segment()  # a duplicate ACK of the hole
-        for at in range(storm + 1, len(req), 100):
+        for at in range(count + 1, len(req), 100):
             conn.client_segment(at, req[at:at + 100])
             if acks:
                 conn.server_segment()
@@ -192,22 +207,32 @@ def _storm(path: Path, acks: bool) -> Path:
     return path
 
 
-def out_of_order_storm(root: Path) -> Path:
-    return _storm(root / "out-of-order-storm.pcap", acks=False)
+def out_of_order_storm(root: Path, count: int = 60_000) -> Path:
+    return _storm(root / "out-of-order-storm.pcap", False, count)
 
 
-def out_of_order_storm_acks(root: Path) -> Path:
-    return _storm(root / "out-of-order-storm-acks.pcap", acks=True)
+def out_of_order_storm_acks(root: Path, count: int = 60_000) -> Path:
+    return _storm(root / "out-of-order-storm-acks.pcap", True, count)
 
 
 # ---- decompression ----
 
-def zeros_segment(root: Path) -> Path:
-    """A 4 MB segment of 2,000 zstd batches, each 60 MiB of zeros: within the per-batch bound,
-    120 GB in all."""
+def zeros_segment(root: Path, count: int = 2000) -> Path:
+    """A 3 MB segment of 2,000 zstd batches, each 60 MiB of zeros (issue 10's case): within a
+    64 MiB per-batch bound, 120 GB in all, each at a ratio of 38,000."""
     payload = bomb(ZSTD, 60 * MIB)
-    data = b"".join(compressed_batch(ZSTD, payload, 1, base_offset=i) for i in range(2000))
+    data = b"".join(compressed_batch(ZSTD, payload, 1, base_offset=i) for i in range(count))
     return _segment(root, "zeros-2000-batches", data)
+
+
+def zeros_dense_segment(root: Path, count: int = 48) -> Path:
+    """A 6 MB segment of 48 zstd batches of 60 MiB each (zeros, then random bytes so that each
+    decompresses at RATIO): every batch passes the per-batch bounds, 3 GB in all."""
+    data = b"\0" * (60 * MIB)
+    data += random.Random(1).randbytes(len(data) // RATIO)
+    payload = compress(ZSTD, data)
+    return _segment(root, "zeros-dense-batches",
+                    b"".join(compressed_batch(ZSTD, payload, 1, base_offset=i) for i in range(count)))
 
 
 def _bombs() -> dict[int, bytes]:
@@ -352,9 +377,9 @@ def half_open_partial(root: Path, count: int = 200_000) -> Path:
 
 # ---- many batches, deep legacy nesting ----
 
-def many_batches_produce(root: Path) -> Path:
+def many_batches_produce(root: Path, count: int = 200_000) -> Path:
     """A 13.6 MB Produce request of 200,000 one-record batches in one partition."""
-    records = b"".join(batch(MINIMAL_RECORD, 1, base_offset=i) for i in range(200_000))
+    records = b"".join(batch(MINIMAL_RECORD, 1, base_offset=i) for i in range(count))
     return _one_connection(root / "many-batches-produce.pcap", [
         (produce(3, 1, {0: records}), produce_response(3, 1))])
 
@@ -367,23 +392,24 @@ def _nested_wrapper(depth: int) -> bytes:
     return message
 
 
-def _amplified_wrapper() -> bytes:
-    """A gzip wrapper of 1.9 million empty magic-1 messages (64 MB, within the bound)."""
-    inner = legacy_message(0, 1, 0, None, None) * 1_900_000
-    return legacy_message(1_899_999, 1, GZIP, None, kafka.compress(GZIP, inner))
+def _amplified_wrapper(count: int) -> bytes:
+    """A gzip wrapper of ``count`` empty magic-1 messages (1.9 million: 64 MB, within the bound,
+    at a ratio of 340)."""
+    inner = legacy_message(0, 1, 0, None, None) * count
+    return legacy_message(count - 1, 1, GZIP, None, kafka.compress(GZIP, inner))
 
 
 def legacy_nesting_segment(root: Path) -> Path:
     return _segment(root, "legacy-nesting", _nested_wrapper(300))
 
 
-def legacy_amplified_segment(root: Path) -> Path:
-    return _segment(root, "legacy-amplified", _amplified_wrapper())
+def legacy_amplified_segment(root: Path, count: int = 1_900_000) -> Path:
+    return _segment(root, "legacy-amplified", _amplified_wrapper(count))
 
 
-def legacy_produce_v2(root: Path) -> Path:
+def legacy_produce_v2(root: Path, count: int = 1_900_000) -> Path:
     return _one_connection(root / "legacy-produce-v2.pcap", [
-        (produce(2, 1, {0: _nested_wrapper(300), 1: _amplified_wrapper()}),
+        (produce(2, 1, {0: _nested_wrapper(300), 1: _amplified_wrapper(count)}),
          produce_response(2, 1, 2))])
 
 

@@ -29,6 +29,9 @@ MIB = 1 << 20
 RSS_TARGET = 512 * MIB
 ADDRESS_SPACE_LIMIT = RSS_TARGET + 64 * MIB
 HANG_TIMEOUT = float(os.environ.get("KINSPECT_HOSTILE_TIMEOUT", "60"))
+# A directory holding a kinspect package to run instead of the one the interpreter imports
+# (a snapshot, see tests/bench/measure.py): `python -m kinspect` runs in it.
+SNAPSHOT = os.environ.get("KINSPECT_HOSTILE_SNAPSHOT")
 
 KEEP = 64 * 1024  # bytes of head and of tail kept of each stream
 # C0 controls and DEL, except tab and newline: what must never reach a terminal raw
@@ -36,7 +39,7 @@ CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
 # on a terminal rich styles text (SGR: ESC [ ... m), draws progress (hide/show the cursor,
 # erase the line, cursor up, CR) and the terminal ends lines with CR LF: none of it is input
 TERMINAL_STYLING = re.compile(rb"\x1b\[[0-9;]*m|\x1b\[\?25[lh]|\x1b\[2K|\x1b\[[0-9]*A|\r")
-BOUND_WORDS = re.compile(rb"[^\n]*\b(?:[Bb]ound|[Ll]imit)s?\b[^\n]*")
+BOUND_WORDS = re.compile(rb"\b(?:[Bb]ound|[Ll]imit)s?\b")
 OPTION = re.compile(rb"--max-[a-z][a-z-]*")
 CRASH = re.compile(rb"Traceback \(most recent call last\)|Fatal Python error|Segmentation fault")
 
@@ -87,12 +90,20 @@ class StreamScan:
         self.options.update(m.decode() for m in OPTION.findall(lines))
         if len(self.bound_lines) < 5:
             for match in BOUND_WORDS.finditer(lines):
-                if not OPTION.search(match.group()):
-                    self.bound_lines.append(match.group()[:300])
+                line = _line_around(lines, match.start())
+                if not OPTION.search(line):
+                    self.bound_lines.append(line[:300])
                     if len(self.bound_lines) >= 5:
                         break
         if not self.crash and CRASH.search(lines):
             self.crash = True
+
+
+def _line_around(data: bytes, at: int, reach: int = 4096) -> bytes:
+    """The line holding data[at], at most ``reach`` bytes either side (JSON lines run to MBs)."""
+    start = data.rfind(b"\n", max(0, at - reach), at) + 1 or max(0, at - reach)
+    end = data.find(b"\n", at, at + reach)
+    return data[start:end if end >= 0 else at + reach]
 
 
 @dataclass
@@ -104,18 +115,15 @@ class Run:
     wall: float
     cpu: float  # user + system of kinspect and the workers it waited for
     peak_rss: int  # bytes, the largest process of the tree (wait4's ru_maxrss)
-    tree_rss: int  # bytes, the largest sum over the live tree seen by sampling
+    tree_pss: int  # bytes, the largest summed PSS of the process tree seen by sampling
     stdout: StreamScan
     stderr: StreamScan
 
-    def stderr_text(self, limit: int = 2000) -> str:
-        return bytes(self.stderr.head[:limit]).decode("utf-8", "replace")
-
     def crash_head(self) -> str:
-        """The traceback's last lines, or the start of stderr."""
-        text = bytes(self.stderr.head).decode("utf-8", "replace") + "\n" + \
-            self.stderr.tail.decode("utf-8", "replace")
-        lines = [line for line in text.splitlines() if line.strip()]
+        """The last lines of stderr: a traceback's end, or the messages."""
+        scan = self.stderr
+        text = bytes(scan.head) if scan.size <= KEEP else scan.tail
+        lines = [line for line in text.decode("utf-8", "replace").splitlines() if line.strip()]
         return "\n".join(lines[-6:])
 
 
@@ -133,7 +141,9 @@ def run(args, timeout: float = HANG_TIMEOUT, terminal: bool = False, cwd: Path |
     """kinspect ``args`` (str or bytes each) in its own session under the limits.
 
     ``terminal``: stdout is a pseudo-terminal (rich's styled output) instead of a pipe.
+    ``cwd``: where `python -m kinspect` runs, so a kinspect package there is the one run.
     """
+    cwd = cwd or SNAPSHOT
     command = kinspect_command(args)
     out_scan, err_scan = StreamScan(), StreamScan()
     if terminal:
@@ -179,7 +189,7 @@ def run(args, timeout: float = HANG_TIMEOUT, terminal: bool = False, cwd: Path |
     return Run(args=list(args), exit_code=None if timed_out.is_set() else (code if code >= 0 else None),
                signal=-code if code < 0 else None, timed_out=timed_out.is_set(), wall=wall,
                cpu=usage.ru_utime + usage.ru_stime, peak_rss=usage.ru_maxrss * 1024,
-               tree_rss=tree_peak[0], stdout=out_scan, stderr=err_scan)
+               tree_pss=tree_peak[0], stdout=out_scan, stderr=err_scan)
 
 
 def _drain(stream, scan: StreamScan) -> None:
@@ -211,8 +221,8 @@ def _kill_group(pid: int, flag: threading.Event | None) -> None:
 
 
 def _sample_tree(pid: int, done: threading.Event, peak: list) -> None:
-    """Every 50 ms, the summed RSS of the processes in kinspect's session (its workers too)."""
-    page = os.sysconf("SC_PAGE_SIZE")
+    """Every 50 ms, the summed PSS of the processes in kinspect's session: its workers too,
+    even orphaned ones, with the pages forked workers share counted once."""
     while not done.wait(0.05):
         total = 0
         for entry in os.scandir("/proc"):
@@ -220,9 +230,10 @@ def _sample_tree(pid: int, done: threading.Event, peak: list) -> None:
                 continue
             try:
                 with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-            except OSError:
+                    if int(f.read().rsplit(b")", 1)[1].split()[3]) != pid:  # the session id
+                        continue
+                with open(f"/proc/{entry.name}/smaps_rollup", "rb") as f:
+                    total += int(re.search(rb"\nPss:\s+(\d+)", f.read()).group(1)) * 1024
+            except (OSError, AttributeError):
                 continue
-            if int(fields[3]) == pid:  # the session id: kinspect and whatever it forked
-                total += int(fields[21]) * page
         peak[0] = max(peak[0], total)

@@ -40,7 +40,7 @@ def test_hostile_input(name, command, hostile_input, tmp_path):
 def report(run: runner.Run, found: list[str]) -> str:
     lines = [f"kinspect {' '.join(map(_show, run.args))}", *found,
              f"exit {run.exit_code}, peak RSS {run.peak_rss >> 20} MiB "
-             f"(tree {run.tree_rss >> 20} MiB), {run.wall:.1f} s wall, {run.cpu:.1f} s CPU, "
+             f"(tree PSS {run.tree_pss >> 20} MiB), {run.wall:.1f} s wall, {run.cpu:.1f} s CPU, "
              f"{run.stdout.size} bytes out"]
     if run.stderr.size:
         lines += ["stderr:", run.crash_head()]
