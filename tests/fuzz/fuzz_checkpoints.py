@@ -11,8 +11,6 @@ with harness.instrumented("kinspect.storage"):
     from kinspect.storage.dump import DumpOptions, dump_file
     from kinspect.storage.files import FileInfo
 
-from kinspect.render.jsonl import dumpb  # noqa: E402
-
 CHECKPOINT_KINDS = ("leader_epoch_checkpoint", "offset_checkpoint", "partition_metadata",
                     "meta_properties", "quorum_state", "clean_shutdown")  # as seeds.py numbers them
 
@@ -21,10 +19,11 @@ def target(data: bytes) -> None:
     if not data:
         return
     kind = CHECKPOINT_KINDS[data[0] % len(CHECKPOINT_KINDS)]
+    views = harness.DumpViews(False, False)
     for event in dump_file("fuzz-checkpoint", data[1:], FileInfo(kind), DumpOptions(),
                            lambda suffix: None):
-        harness.check_tree(event)
-        dumpb(event)
+        views.show(event)
+    views.finish()
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ with harness.instrumented("kinspect.storage"):
     from kinspect.storage.dump import DumpOptions, dump_file
     from kinspect.storage.files import FileInfo
 
-from kinspect.render.jsonl import dumpb  # noqa: E402
-
 
 def target(data: bytes) -> None:
     cursor = formats.Cursor(data)
@@ -21,9 +19,10 @@ def target(data: bytes) -> None:
     entries, log = formats.unpair(cursor)
     info = FileInfo("timeindex" if options & 1 else "index", 1 << 62 if options & 2 else 0)
     companion = lambda suffix: log if suffix == ".log" else None  # noqa: E731
+    views = harness.DumpViews(False, False)
     for event in dump_file("fuzz.index", entries, info, DumpOptions(), companion):
-        harness.check_tree(event)
-        dumpb(event)
+        views.show(event)
+    views.finish()
 
 
 if __name__ == "__main__":

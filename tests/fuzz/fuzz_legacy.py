@@ -3,8 +3,10 @@ and the messages inside them, and what dump adds to them (kinspect/storage/dump.
 inner messages, record sizes), as `dump --records --data` shows a segment of them.
 
 Input: one byte of options (bit 0: a cut-off last message is normal; bit 1: the record checks;
-bit 2: small bounds; bit 3: the first message's magic byte is kept, not forced to 0 or 1), then
-the message set. Checks: no exception, no hidden one in any problem.
+bit 2: small bounds; bit 3: the first message's magic byte is kept, not forced to 0 or 1; bits
+4-5: how data is shown, auto, text, hex or json), then the message set, decoded and dumped
+through dump's renderers. Checks: no exception, no hidden one in any problem, no control
+character in the table.
 """
 
 import harness
@@ -14,8 +16,6 @@ with harness.instrumented("kinspect.records", "kinspect.limits", "kinspect.stora
     from kinspect.records import decode_records
     from kinspect.storage.dump import DumpOptions, dump_file
     from kinspect.storage.files import FileInfo
-
-from kinspect.render.jsonl import dumpb  # noqa: E402
 
 SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
                eager_records=16)
@@ -32,9 +32,10 @@ def target(data: bytes) -> None:
                                      checks=bool(options & 2), max_output=Budget(limits, len(records)))
     harness.check_problems(problems)
     dump = DumpOptions(records=True, data=True, checks=bool(options & 2), limits=limits)
+    views = harness.DumpViews(True, True, harness.DUMP_MODES[options >> 4 & 3])
     for event in dump_file("fuzz.log", records, FileInfo("log"), dump, lambda suffix: None):
-        harness.check_tree(event)
-        dumpb(event)
+        views.show(event)
+    views.finish()
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ mapped segment.
 Input: two bytes of options, then the .log file. First byte: bit 0 records, bit 1 their data,
 bit 2 no record checks, bit 3 headers only (shallow), bit 4 a KRaft .checkpoint, bits 5-7 the
 topic whose records are decoded (1-4: seeds.COORDINATOR_TOPICS' order; 5-7: none, small bounds).
-Second byte: bit 0 bytes rather than an mmap. Checks: no exception; no hidden one in any
-problem; damage, padding and batches tile the file in order.
+Second byte: bit 0 bytes rather than an mmap, bits 1-2 how data is shown (auto, text, hex,
+json). Every event goes through dump's table, kafka-dump-log and JSON Lines renderers. Checks:
+no exception; no hidden one in any problem; no control character in the table; damage, padding
+and batches tile the file in order.
 """
 
 import mmap
@@ -18,8 +20,6 @@ with harness.instrumented("kinspect.storage", "kinspect.records", "kinspect.limi
     from kinspect.storage import segment
     from kinspect.storage.dump import DumpOptions, dump_file
     from kinspect.storage.files import FileInfo
-
-from kinspect.render.jsonl import dumpb  # noqa: E402
 
 TOPICS = (None, "__consumer_offsets", "__transaction_state", "__share_group_state",
           "__cluster_metadata")
@@ -62,9 +62,10 @@ def target(data: bytes) -> None:
                        shallow=bool(options & 8), limits=SMALL if topic_choice >= len(TOPICS) else None)
     buf = log if more & 1 else mapped(log)
     info = FileInfo(kind, 0, None, topic, 0 if topic else None)
+    views = harness.DumpViews(dump.records, dump.data, harness.DUMP_MODES[more >> 1 & 3])
     for event in dump_file("fuzz.log", buf, info, dump, lambda suffix: None):
-        harness.check_tree(event)
-        dumpb(event)
+        views.show(event)
+    views.finish()
     check_tiling(buf, dump.checks, not dump.shallow)
 
 

@@ -5,8 +5,11 @@ Input: one byte of options (bit 0: a port nobody said is Kafka, so it is detecte
 bytes; bit 1: bodies not decoded; bit 2: secrets shown; bit 3: a 4 KiB --max-frame; bit 4: both
 sides seen from their SYN; bit 5: small bounds), then the events of both directions
 (formats.stream_ops). Each output record is completed (bodies decoded), written as JSON Lines
-and as decode's text line and tree. Checks: no exception, no hidden one in any problem.
+and as decode's text line and tree. Checks: no exception, no hidden one in any problem; no
+control character from the input reaches the text (render/safe.py escapes them).
 """
+
+import re
 
 import formats
 import harness
@@ -21,6 +24,7 @@ from kinspect.render.jsonl import dumpb  # noqa: E402
 from kinspect.render.text import exchange_line, problem_lines, tree_lines  # noqa: E402
 
 CLIENT, SERVER = b"\x0a\x00\x00\x01", b"\x0a\x00\x00\x02"
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
                eager_records=16)
 
@@ -32,10 +36,12 @@ def emit(records: list, topics: TopicNames, budget: Budget) -> None:
             complete(record, topics, budget)
         harness.check_tree(record)
         dumpb(record)
-        exchange_line(record)
-        problem_lines(record)
+        lines = [exchange_line(record).plain, *(line.plain for line in problem_lines(record))]
         if record.get("type") == "exchange":
-            tree_lines(record["request"]), tree_lines(record["response"])
+            lines += tree_lines(record["request"]) + tree_lines(record["response"])
+        for line in lines:
+            if UNSAFE.search(line):
+                raise harness.Finding(f"a control character reaches the text: {line!r}")
 
 
 def target(data: bytes) -> None:

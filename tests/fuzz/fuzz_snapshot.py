@@ -11,8 +11,6 @@ with harness.instrumented("kinspect.storage"):
     from kinspect.storage.files import FileInfo
     from kinspect.storage.snapshot import ENTRY, HEADER, decode_snapshot
 
-from kinspect.render.jsonl import dumpb  # noqa: E402
-
 
 def target(data: bytes) -> None:
     decoded, problems = decode_snapshot(data)
@@ -20,10 +18,11 @@ def target(data: bytes) -> None:
     room = max(len(data) - HEADER.size, 0) // ENTRY.size
     if len(decoded["producers"]) > room:
         raise harness.Finding(f"{len(decoded['producers'])} producers from room for {room}")
+    views = harness.DumpViews(False, False)
     for event in dump_file("fuzz.snapshot", data, FileInfo("producer_snapshot", 0), DumpOptions(),
                            lambda suffix: None):
-        harness.check_tree(event)
-        dumpb(event)
+        views.show(event)
+    views.finish()
 
 
 if __name__ == "__main__":

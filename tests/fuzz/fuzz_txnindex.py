@@ -12,15 +12,14 @@ with harness.instrumented("kinspect.storage"):
     from kinspect.storage.dump import DumpOptions, dump_file
     from kinspect.storage.files import FileInfo
 
-from kinspect.render.jsonl import dumpb  # noqa: E402
-
 
 def target(data: bytes) -> None:
     entries, log = formats.unpair(formats.Cursor(data))
     companion = lambda suffix: log if suffix == ".log" else None  # noqa: E731
+    views = harness.DumpViews(False, False)
     for event in dump_file("fuzz.txnindex", entries, FileInfo("txnindex", 0), DumpOptions(), companion):
-        harness.check_tree(event)
-        dumpb(event)
+        views.show(event)
+    views.finish()
 
 
 if __name__ == "__main__":

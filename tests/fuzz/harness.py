@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import resource
 import shutil
 import signal
@@ -91,6 +92,52 @@ def check_tree(value, where: str = "") -> None:
         for item in value:
             if isinstance(item, (dict, list)):
                 check_tree(item, where)
+
+
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")  # render/safe.py's, less layout
+
+
+def check_text(line: str) -> None:
+    """No control character from the input reaches text output (render/safe.py escapes them)."""
+    if UNSAFE.search(line):
+        raise Finding(f"a control character reaches the text: {line!r}")
+
+
+DUMP_MODES = ("auto", "text", "hex", "json")  # dump --decode
+
+
+class DumpViews:
+    """What `kinspect dump` makes of its events: the table (checked for control characters),
+    kafka-dump-log's lines, and the JSON Lines with records shown by views.record_view."""
+
+    def __init__(self, records: bool, data: bool, mode: str = "auto"):
+        from kinspect.storage.kafka_format import KafkaFormat
+        from kinspect.storage.table_format import TableFormat
+
+        self.data, self.mode = data, mode
+        self.table = TableFormat(data, mode)
+        self.kafka = KafkaFormat(deep=records, data=data)
+
+    def show(self, event: dict) -> None:
+        from kinspect.records.stream import RecordStream
+        from kinspect.render.jsonl import dumpb
+        from kinspect.storage.views import record_view
+
+        check_tree(event)
+        lines = self.table.lines(event)
+        records = event.get("records")
+        if isinstance(records, RecordStream):
+            for chunk in records.chunks():
+                lines += self.table.record_lines(event, chunk)
+        for line in lines:
+            check_text(line.plain)
+        self.kafka.lines(event)
+        if records and event["type"] == "batch":
+            event["records"] = [record_view(r, self.data, self.mode) for r in records]
+        dumpb(event)
+
+    def finish(self) -> None:
+        self.kafka.errors()
 
 
 def agree(what: str, first, second, names: tuple[str, str] = ("C", "Python")) -> None:
