@@ -350,6 +350,90 @@ def internal_records() -> Iterator[tuple[str, bytes | None, bytes | None]]:
                     yield topic, record["key"], record["value"]
 
 
+# -- adversarial seeds: the shapes of issue 10's hostile inputs, small enough to be mutated -------
+
+LIE = 0x7FFFFFFF  # a length or count of 2 GiB
+MINIMAL_RECORD = b"\x0c\x00\x00\x00\x01\x01\x00"  # length 6, all deltas 0, null key and value
+
+
+def _handmade():
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tests.unit.records import handmade
+    return handmade
+
+
+def adversarial_record_sets() -> list[bytes]:
+    """Record-count amplification (streamed past --max-records), lying lengths and counts, a
+    decompression bomb, a legacy wrapper nesting another."""
+    import zstandard
+
+    hm = _handmade()
+    many = MINIMAL_RECORD * 9000  # within small bounds (options 4) but past the records held: streamed
+    zeros = bytes(64 << 20)
+    bomb = hm.v2_batch(zstandard.ZstdCompressor(level=19).compress(zeros), 1, attributes=ZSTD)
+    lying = bytearray(hm.v2_batch(MINIMAL_RECORD, 1))
+    struct.pack_into(">i", lying, 57, LIE)  # records count
+    plain = hm.legacy_message(0, 1, 0, None, b"v")
+    nested = hm.legacy_message(0, 1, GZIP, None, gzip.compress(
+        hm.legacy_message(0, 1, GZIP, None, gzip.compress(plain * 3))))
+    return [hm.v2_batch(zstandard.ZstdCompressor().compress(many), 9000, attributes=ZSTD),
+            hm.v2_batch(MINIMAL_RECORD * 1000, 1000), bomb, hm.reseal(lying),
+            struct.pack(">qi", 0, LIE) + bytes(64), nested,
+            hm.legacy_message(0, 0, GZIP, None, gzip.compress(plain * 5000, 9))]
+
+
+def adversarial_payloads() -> list[tuple[int, int, bytes]]:
+    import lz4.frame
+    import zstandard
+
+    zeros = bytes(64 << 20)
+    return [(ZSTD, 2, zstandard.ZstdCompressor(level=19).compress(zeros)),
+            (ZSTD, 2, zstandard.ZstdCompressor(write_content_size=False).compress(zeros[:8 << 20])),
+            (GZIP, 2, gzip.compress(zeros[:8 << 20], 9)),
+            (LZ4, 2, lz4.frame.compress(zeros[:1 << 20])),
+            (SNAPPY, 2, b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, LIE) + b"\0" * 16)]
+
+
+def adversarial_bodies() -> list[tuple[int, int, str, bytes]]:
+    """Arrays and strings that claim 2 GiB, arrays of many small entries."""
+    hm = _handmade()
+    produce_v9 = b"\x00" + struct.pack(">hi", -1, 30000) + hm.uvarint(LIE)
+    produce_v3 = struct.pack(">hhii", -1, -1, 30000, LIE)
+    many_topics = b"\x00" + struct.pack(">hi", -1, 30000) + hm.uvarint(2001) + b"\x02a\x01\x00" * 2000
+    metadata_v0 = struct.pack(">i", LIE) + bytes(16)
+    string_v0 = struct.pack(">ih", 1, 0x7FFF) + b"t"
+    return [(0, 9, "request", produce_v9), (0, 3, "request", produce_v3),
+            (0, 9, "request", many_topics), (3, 0, "response", metadata_v0),
+            (3, 0, "request", string_v0)]
+
+
+def adversarial_captures(fmt: str) -> list[bytes]:
+    """A pcap record and a pcapng block that claim 2 GiB."""
+    if fmt == "pcap":
+        head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+        return [head + struct.pack("<IIII", 0, 0, LIE, LIE) + bytes(64)]
+    shb = struct.pack("<IIIHHq", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1) + struct.pack("<I", 28)
+    idb = struct.pack("<IIHHI", 1, 20, 1, 0, 0) + struct.pack("<I", 20)
+    return [shb + idb + struct.pack("<IIIIIII", 6, LIE & ~3, 0, 0, 0, LIE, LIE) + bytes(64)]
+
+
+def out_of_order_storm(count: int = 500) -> bytes:
+    """One direction: a SYN, then ``count`` one-byte segments in reverse order, then the rest."""
+    out = bytearray(b"\0") + formats.segment(0, 0x02, 999, None, b"")
+    for i in reversed(range(1, count)):
+        out += formats.segment(0, 0x18, 1000 + i, 1, b"x")
+    out += formats.segment(0, 0x18, 1000, 1, b"x") + formats.segment(0, 0x18, 1000 + count, 1, b"y" * 64)
+    return bytes(out)
+
+
+def lying_stream() -> bytes:
+    """A request frame of 2 GiB, then a gap, then more bytes."""
+    return (b"\0" + formats.stream_op(formats.DATA, data=struct.pack(">i", LIE) + bytes(100))
+            + formats.stream_op(formats.GAP, missing=1000)
+            + formats.stream_op(formats.DATA, data=bytes(200)))
+
+
 # -- the corpora --------------------------------------------------------------------------------
 
 COORDINATOR_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state",
@@ -359,11 +443,11 @@ CHECKPOINT_KINDS = ("leader_epoch_checkpoint", "offset_checkpoint", "partition_m
 
 
 def _pcap(max_len):
-    return (b"\0" + s for s in capture_slices("pcap", max_len - 1))
+    yield from (b"\0" + s for s in capture_slices("pcap", max_len - 1))
 
 
 def _pcapng(max_len):
-    return (b"\0" + s for s in capture_slices("pcapng", max_len - 1))
+    yield from (b"\0" + s for s in capture_slices("pcapng", max_len - 1))
 
 
 def _source(max_len):
@@ -541,13 +625,31 @@ CORPORA: dict[str, Callable[[int], Iterable[bytes]]] = {
 }
 
 
+def _message_seed(key: int, version: int, kind: str, body: bytes) -> bytes:
+    return struct.pack(">HB", BODY_KINDS.index((key, version, kind)), 0) + body
+
+
+ADVERSARIAL: dict[str, Callable[[], Iterable[bytes]]] = {
+    "pcap": lambda: (b"\0" + s for s in adversarial_captures("pcap")),
+    "pcapng": lambda: (b"\0" + s for s in adversarial_captures("pcapng")),
+    "tcp": lambda: [out_of_order_storm()],
+    "frames": lambda: [lying_stream()],
+    "messages": lambda: (_message_seed(*body) for body in adversarial_bodies()),
+    "records": lambda: (b"\4" + data for data in adversarial_record_sets()),
+    "legacy": lambda: (b"\4" + data for data in adversarial_record_sets()[-2:]),
+    "codecs": lambda: (bytes([codec, magic, 3]) + payload for codec, magic, payload in adversarial_payloads()),
+}
+
+
 def corpus(name: str, max_len: int) -> list[bytes]:
-    """The seeds of one corpus: distinct, at most MAX_SEEDS, spread over all the fixtures."""
+    """The seeds of one corpus: the adversarial ones, then distinct real ones, at most
+    MAX_SEEDS, spread over all the fixtures."""
     unique = list(dict.fromkeys(s[:max_len] for s in CORPORA[name](max_len)))
     if len(unique) > MAX_SEEDS:
         step = len(unique) / MAX_SEEDS
         unique = [unique[int(i * step)] for i in range(MAX_SEEDS)]
-    return unique
+    hostile = [s for s in ADVERSARIAL.get(name, list)() if len(s) <= max_len]
+    return list(dict.fromkeys(hostile + unique))
 
 
 def write_corpus(name: str, directory: str | Path, max_len: int) -> int:
