@@ -17,8 +17,7 @@ with harness.instrumented("kinspect.records", "kinspect.limits", "kinspect.stora
     from kinspect.storage.dump import DumpOptions, dump_file
     from kinspect.storage.files import FileInfo
 
-SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
-               eager_records=16)
+SMALL = harness.small_limits()
 MAGIC_AT = 16
 
 

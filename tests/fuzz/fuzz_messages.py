@@ -20,8 +20,7 @@ with harness.instrumented("kinspect.wire", "kinspect.records", "kinspect.limits"
 from kinspect.render.jsonl import dumpb  # noqa: E402
 
 BODY_KINDS = sorted(messages.DEFINED)  # as seeds.py numbers them
-SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
-               eager_records=16)
+SMALL = harness.small_limits()
 
 
 def target(data: bytes) -> None:

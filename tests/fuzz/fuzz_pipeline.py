@@ -17,8 +17,7 @@ with harness.instrumented("kinspect.capture", "kinspect.wire", "kinspect.records
 
 from kinspect.render.jsonl import dumpb  # noqa: E402
 
-SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
-               eager_records=16)
+SMALL = harness.small_limits()
 
 
 def target(data: bytes) -> None:

@@ -21,8 +21,7 @@ from kinspect.render import jsonl  # noqa: E402
 
 NATIVE = batch._fast if native.v2records is not None else None
 TEXT_OR = native.bytes_json.text_or if native.bytes_json is not None else None
-SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
-               eager_records=16)
+SMALL = harness.small_limits()
 
 
 def plain(units) -> list:

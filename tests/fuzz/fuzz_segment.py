@@ -23,8 +23,7 @@ with harness.instrumented("kinspect.storage", "kinspect.records", "kinspect.limi
 
 TOPICS = (None, "__consumer_offsets", "__transaction_state", "__share_group_state",
           "__cluster_metadata")
-SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
-               eager_records=16)
+SMALL = harness.small_limits()
 
 
 def mapped(data: bytes):

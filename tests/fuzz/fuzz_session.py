@@ -9,8 +9,6 @@ and as decode's text line and tree. Checks: no exception, no hidden one in any p
 control character from the input reaches the text (render/safe.py escapes them).
 """
 
-import re
-
 import formats
 import harness
 
@@ -24,9 +22,7 @@ from kinspect.render.jsonl import dumpb  # noqa: E402
 from kinspect.render.text import exchange_line, problem_lines, tree_lines  # noqa: E402
 
 CLIENT, SERVER = b"\x0a\x00\x00\x01", b"\x0a\x00\x00\x02"
-UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-SMALL = Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
-               eager_records=16)
+SMALL = harness.small_limits()
 
 
 def emit(records: list, topics: TopicNames, budget: Budget) -> None:
@@ -40,8 +36,7 @@ def emit(records: list, topics: TopicNames, budget: Budget) -> None:
         if record.get("type") == "exchange":
             lines += tree_lines(record["request"]) + tree_lines(record["response"])
         for line in lines:
-            if UNSAFE.search(line):
-                raise harness.Finding(f"a control character reaches the text: {line!r}")
+            harness.check_text(line)
 
 
 def target(data: bytes) -> None:

@@ -94,12 +94,24 @@ def check_tree(value, where: str = "") -> None:
                 check_tree(item, where)
 
 
-UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")  # render/safe.py's, less layout
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # what render/safe.py escapes
+UNSAFE_BUT_LAYOUT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-def check_text(line: str) -> None:
-    """No control character from the input reaches text output (render/safe.py escapes them)."""
-    if UNSAFE.search(line):
+def small_limits():
+    """Bounds small enough for a fuzz input to reach them: cut arrays, refused decompression,
+    streamed records (kinspect.limits)."""
+    from kinspect.limits import Limits
+
+    return Limits(max_items=64, max_batch_bytes=1 << 16, max_ratio=10, max_file_ratio=2,
+                  eager_records=16)
+
+
+def check_text(line: str, layout: bool = False) -> None:
+    """No control character from the input reaches a line of text output (render/safe.py
+    escapes them as the line is built); ``layout``: the line may hold kinspect's own tabs and
+    newlines."""
+    if (UNSAFE_BUT_LAYOUT if layout else UNSAFE).search(line):
         raise Finding(f"a control character reaches the text: {line!r}")
 
 
@@ -130,7 +142,7 @@ class DumpViews:
             for chunk in records.chunks():
                 lines += self.table.record_lines(event, chunk)
         for line in lines:
-            check_text(line.plain)
+            check_text(line.plain, layout=True)
         self.kafka.lines(event)
         if records and event["type"] == "batch":
             event["records"] = [record_view(r, self.data, self.mode) for r in records]
