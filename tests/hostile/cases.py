@@ -9,7 +9,8 @@ Two scales: "full" makes each input as large as issue 10 names it (9 million rec
 million array entries; tests/bench/hostile.py's default), "ci" (the default of the tests, or
 KINSPECT_HOSTILE_SCALE=full) makes the inputs that cost time in proportion to their counts
 smaller, still past kinspect's default bounds (100,000 records held, 200,000 array entries,
-50,000 connections), so that the whole matrix runs in a few minutes. The memory check bites
+100,000 TCP directions: --max-connections 50,000 of two directions each, and a half-open
+connection has one), so that the whole matrix runs in a few minutes. The memory check bites
 hardest at the full scale, where holding every record would take gigabytes.
 """
 
@@ -125,9 +126,9 @@ HOSTILE = (
     Hostile("len2g-record-segment", inputs.lying_record_lengths, "segment"),
     # half-open connections
     Hostile("half-open-syn", inputs.half_open_syn, "capture", ("--max-connections",), ALL_DECODES,
-            ci_count=60_000),
+            ci_count=110_000),
     Hostile("half-open-partial", inputs.half_open_partial, "capture", ("--max-connections",),
-            ALL_DECODES, ci_count=60_000),
+            ALL_DECODES, ci_count=110_000),
     # many batches, legacy nesting
     Hostile("many-batches-produce", inputs.many_batches_produce, "capture", ci_count=50_000),
     Hostile("legacy-nesting-segment", inputs.legacy_nesting_segment, "segment"),
