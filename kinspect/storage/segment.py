@@ -42,6 +42,7 @@ _LEGACY_CANDIDATE = re.compile(rb"[\x00\x01][\x00-\x0f]")
 _NONZERO = re.compile(rb"[^\x00]")
 
 Item = tuple[str, dict, list[Problem]]
+CRC_BUDGET_PER_BYTE, CRC_BUDGET_MIN = 16, 1 << 20
 
 
 def walk_segment(buf, path: str = "segment", *, checks: bool = False, decode: bool = True,
@@ -56,6 +57,7 @@ def walk_segment(buf, path: str = "segment", *, checks: bool = False, decode: bo
         budget = Budget(limits, input_bytes=end)
     pos = index = 0
     previous_last = None
+    crc_budget = [CRC_BUDGET_PER_BYTE * end + CRC_BUDGET_MIN]  # for resynchronising (find_next_batch)
     while pos < end:
         left = end - pos
         if _zero_from(view, pos, end):
@@ -76,7 +78,7 @@ def walk_segment(buf, path: str = "segment", *, checks: bool = False, decode: bo
             budget.next_unit()  # each unit is consumed before the next is decoded
             unit = _decode_unit(data, view, pos, index, path, problems, budget, checks)
             if not unit["crc_valid"]:
-                inner = find_next_batch(data, view, pos + 1, end, stop=unit_end)
+                inner = find_next_batch(data, view, pos + 1, end, stop=unit_end, crc_budget=crc_budget)
                 if inner is not None:
                     yield _damage(pos, inner, end, path,
                                   f"what looks like a batch of {FRAME_SIZE + length} bytes fails "
@@ -92,7 +94,10 @@ def walk_segment(buf, path: str = "segment", *, checks: bool = False, decode: bo
             index += 1
             pos = unit_end
             continue
-        resume = find_next_batch(data, view, pos + 1, end)
+        resume = find_next_batch(data, view, pos + 1, end, crc_budget=crc_budget)
+        if resume is None and crc_budget[0] < 0:
+            trouble += (f"; the search for the next valid batch stopped after checking CRCs over "
+                        f"{CRC_BUDGET_PER_BYTE} times the file's size (too many false starts)")
         yield _damage(pos, resume, end, path, trouble)
         if resume is None:
             return
@@ -178,20 +183,25 @@ def _zero_from(view: memoryview, pos: int, end: int) -> bool:
     return _NONZERO.search(view, pos) is None
 
 
-def find_next_batch(data, view: memoryview, start: int, end: int,
-                    stop: int | None = None) -> int | None:
-    """The first position in [start, stop) where a whole unit with a valid CRC begins."""
+def find_next_batch(data, view: memoryview, start: int, end: int, stop: int | None = None,
+                    crc_budget: list | None = None) -> int | None:
+    """The first position in [start, stop) where a whole unit with a valid CRC begins.
+
+    ``crc_budget``: [bytes the walk may still run candidates' CRCs over]. Every candidate claims
+    a length; a file of candidates each claiming half of it would cost its size squared. Once
+    the budget is spent no candidate is taken, so the walk stays linear (and says why)."""
     stop = end if stop is None else stop
     best = None
     for pattern, check in ((_V2_CANDIDATE, _valid_v2), (_LEGACY_CANDIDATE, _valid_legacy)):
         found = _first_candidate(pattern, check, data, view, start, end,
-                                 stop if best is None else best)
+                                 stop if best is None else best, crc_budget)
         if found is not None:
             best = found
     return best
 
 
-def _first_candidate(pattern, check, data, view, start: int, end: int, stop: int) -> int | None:
+def _first_candidate(pattern, check, data, view, start: int, end: int, stop: int,
+                     crc_budget: list | None) -> int | None:
     search_from = start + MAGIC_AT
     while True:
         match = pattern.search(view, search_from, min(stop + MAGIC_AT + 2, end))
@@ -208,7 +218,9 @@ def _first_candidate(pattern, check, data, view, start: int, end: int, stop: int
             candidate = at - MAGIC_AT
             if candidate >= stop:
                 return None
-            if candidate >= start and check(data, view, candidate, end):
+            if (candidate >= start and check(data, view, candidate, end)
+                    and _crc_affordable(view, candidate, crc_budget)
+                    and check(data, view, candidate, end, crc=True)):
                 return candidate
         search_from = max(last + 1, run_end - 1)
 
@@ -221,21 +233,30 @@ def _zero_run_end(view: memoryview, pos: int, end: int) -> int:
     return end if nonzero is None else nonzero.start()
 
 
-def _valid_v2(data, view, pos: int, end: int) -> bool:
+def _crc_affordable(view, pos: int, crc_budget: list | None) -> bool:
+    """Whether the CRC of the unit claimed at pos may still be run (see find_next_batch)."""
+    if crc_budget is None:
+        return True
+    crc_budget[0] -= FRAME_SIZE + FRAME.unpack_from(view, pos)[1]
+    return crc_budget[0] >= 0
+
+
+def _valid_v2(data, view, pos: int, end: int, crc: bool = False) -> bool:
+    """A plausible v2 header at pos (and with ``crc``, its CRC holds)."""
     offset, length = FRAME.unpack_from(data, pos)
     if offset < 0 or length < v2.MIN_BATCH_LENGTH or length > end - pos - FRAME_SIZE:
         return False
-    (crc, _attributes, last_delta, _first_ts, _max_ts, producer_id, epoch, sequence,
+    (crc_field, _attributes, last_delta, _first_ts, _max_ts, producer_id, epoch, sequence,
      count) = _V2_CHECKED.unpack_from(data, pos + MAGIC_AT + 1)
     if last_delta < 0 or count < 0 or producer_id < -1 or epoch < -1 or sequence < -1:
         return False
-    return crc32c(view[pos + v2.CRC_START:pos + FRAME_SIZE + length]) == crc
+    return not crc or crc32c(view[pos + v2.CRC_START:pos + FRAME_SIZE + length]) == crc_field
 
 
-def _valid_legacy(data, view, pos: int, end: int) -> bool:
+def _valid_legacy(data, view, pos: int, end: int, crc: bool = False) -> bool:
     offset, length = FRAME.unpack_from(data, pos)
     magic = view[pos + MAGIC_AT]
     if offset < 0 or length < MIN_LENGTH[magic] or length > end - pos - FRAME_SIZE:
         return False
-    crc = struct.unpack_from(">I", data, pos + FRAME_SIZE)[0]
-    return zlib.crc32(view[pos + legacy.CRC_START:pos + FRAME_SIZE + length]) == crc
+    crc_field = struct.unpack_from(">I", data, pos + FRAME_SIZE)[0]
+    return not crc or zlib.crc32(view[pos + legacy.CRC_START:pos + FRAME_SIZE + length]) == crc_field
