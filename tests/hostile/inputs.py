@@ -352,7 +352,8 @@ def lying_record_lengths(root: Path) -> Path:
 # ---- half-open connections ----
 
 def _client(i: int) -> dict:
-    return {"client": f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", "sport": 1024 + i % 60000}
+    """Client address and port of connection ``i``: 10.1.0.0 onwards, never the broker's."""
+    return {"client": f"10.{1 + (i >> 16)}.{i >> 8 & 255}.{i & 255}", "sport": 1024 + i % 60000}
 
 
 def half_open_syn(root: Path, count: int = 200_000) -> Path:
