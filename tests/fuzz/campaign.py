@@ -51,6 +51,7 @@ class Run:
     seconds: float = 0.0
     corpus: int = 0
     peak_rss_mb: int = 0
+    slowest_input_s: int = 0       # libFuzzer's slowest_unit_time_sec
     outcome: str = "ok"            # ok, crash, hang, oom, or error (ended otherwise)
     artifact: str | None = None    # the input that failed, as libFuzzer wrote it
     log: str = ""                  # the end of the output, for a report
@@ -67,6 +68,7 @@ class Figures:
     errors: int = 0
     corpus: int = 0
     peak_rss_mb: int = 0
+    slowest_input_s: int = 0
     findings: list = field(default_factory=list)  # (outcome, artifact path)
 
 
@@ -100,6 +102,7 @@ def run(harness: str, seconds: int, corpus: Path, seeds: Path, artifacts: Path,
     found.peak_rss_mb = _last_int(r"stat::peak_rss_mb:\s*(\d+)", output) or \
         max(map(int, re.findall(r"rss: (\d+)Mb", output)), default=0)
     found.corpus = _last_int(r"corp: (\d+)/", output)
+    found.slowest_input_s = _last_int(r"stat::slowest_unit_time_sec:\s*(\d+)", output)
     artifact = re.findall(r"Test unit written to (\S+)", output)
     found.artifact = artifact[-1] if artifact else None
     if any(mark in output for mark in OOM):
@@ -142,6 +145,7 @@ def campaign(harness: str, seconds: int, work: Path, seeds: Path) -> Figures:
         figures.executions += found.executions
         figures.seconds = round(figures.seconds + found.seconds, 1)
         figures.peak_rss_mb = max(figures.peak_rss_mb, found.peak_rss_mb)
+        figures.slowest_input_s = max(figures.slowest_input_s, found.slowest_input_s)
         left -= max(found.seconds, 5)
         if found.outcome == "ok":
             break

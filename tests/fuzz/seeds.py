@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import re
 import struct
@@ -68,16 +69,17 @@ def captures() -> tuple[Path, ...]:
 
 
 def broker_files(kind: str) -> list[Path]:
-    return [p for p in fixture_files() if p.is_relative_to(REPO / "samples") or
-            p.is_relative_to(REALDATA)
-            if describe(p).kind == kind and not p.name.endswith(".txt")]
+    """The files of one kind (storage/files.py's) that brokers wrote: samples/ and realdata."""
+    written = [p for p in fixture_files()
+               if p.is_relative_to(REPO / "samples") or p.is_relative_to(REALDATA)]
+    return [p for p in written if describe(p).kind == kind and not p.name.endswith(".txt")]
 
 
 # -- captures: slices at packet boundaries -------------------------------------------------------
 
 def _packet_spans(data: bytes, fmt: str) -> tuple[int, list[tuple[int, int]]]:
     """The length of the capture's head (before the first packet) and each packet's span."""
-    capture = open_capture(_Bytes(data))
+    capture = open_capture(io.BytesIO(data))  # streamed: offsets count from the file's start
     spans = []
     if fmt == "pcap":
         pos = 24
@@ -98,19 +100,6 @@ def _packet_spans(data: bytes, fmt: str) -> tuple[int, list[tuple[int, int]]]:
                                                   data, first_end - 4)[0]
     spans[0] = (first_start, first_end)
     return first_start, spans
-
-
-class _Bytes:
-    """A file object over bytes that open_capture streams (no file on disk)."""
-
-    def __init__(self, data: bytes):
-        self.data, self.pos, self.name = data, 0, "<seed>"
-
-    def read(self, n: int = -1) -> bytes:
-        n = len(self.data) - self.pos if n is None or n < 0 else n
-        out = self.data[self.pos:self.pos + n]
-        self.pos += len(out)
-        return out
 
 
 def capture_slices(fmt: str | None, max_len: int) -> Iterator[bytes]:
