@@ -18,18 +18,17 @@ from kinspect.groups.partition import partition_for
 from tests.hostile import kafka
 from tests.hostile.kafka import (
     FETCH, GZIP, LZ4, MALFORMED_RECORD, MINIMAL_RECORD, NON_UTF8_HEADER_RECORD, OFFSET_COMMIT,
-    PRODUCE, SNAPPY, ZSTD, batch, bomb, compress, compressed_batch, frame, legacy_message, produce,
-    produce_response, record, request_header, response, response_header, reseal, uvarint,
-    varint)
+    PRODUCE, SNAPPY, ZSTD, batch, bomb, compress, compressed_batch, frame, produce,
+    produce_response, record, request_header, response, response_header)
 from tests.hostile.packets import ACK, PSH, Connection, PcapngWriter, PcapWriter
+from tests.unit.records.handmade import legacy_message, uvarint, varint
 
 REPO = Path(__file__).resolve().parents[2]
 PCAPS = REPO / "pcaps"
 SAMPLES = REPO / "samples" / "kafka-4.1.2" / "logs"
 
 MIB = 1 << 20
-BOUND = 64 * MIB  # kinspect's per-batch decompression bound today
-AMPLIFIED_RECORDS = 9_000_000  # 63 MB of minimal records, within BOUND
+AMPLIFIED_RECORDS = 9_000_000  # 63 MB of minimal records, within 64 MiB (--max-batch-bytes)
 RATIO = 500  # decompressed per compressed byte of a "dense" batch: half kinspect's --max-ratio
 ESCAPES = "\x1b]0;owned\x07\x1b[2J"  # set the window title, clear the screen
 SEGMENT = "00000000000000000000.log"
@@ -507,6 +506,3 @@ def escapes_log_dir(root: Path) -> Path:
     (topic / SEGMENT).write_bytes(_escaped_records())
     return log_dir
 
-
-__all__ = [name for name in dir() if not name.startswith("_") and callable(globals()[name])
-           and globals()[name].__module__ == __name__]

@@ -17,10 +17,7 @@ import zstandard
 from kinspect.records.codecs import GZIP, LZ4, NONE, SNAPPY, XERIAL_MAGIC, ZSTD
 from kinspect.wire.apis import response_header_version
 from kinspect.wire.encode import encode_body, encode_request
-from tests.unit.records.handmade import legacy_message, reseal, uvarint, v2_batch, varint
-
-__all__ = ["GZIP", "LZ4", "NONE", "SNAPPY", "ZSTD", "legacy_message", "reseal", "uvarint",
-           "varint"]
+from tests.unit.records.handmade import v2_batch, varint
 
 PRODUCE, FETCH, OFFSET_COMMIT = 0, 1, 8
 CLIENT_ID = "hostile-client"
