@@ -131,7 +131,7 @@ def amplified_segment(root: Path, count: int = AMPLIFIED_RECORDS) -> Path:
 
 def amplified_valid_segment(root: Path, count: int = 2_000_000) -> Path:
     """2 million honest records (offset deltas 0, 1, 2, ...): nothing to report, only many."""
-    records = b"".join([bytes((5 + len(d), 0, 0)) + d + b"\x01\x01\x00"
+    records = b"".join([varint(5 + len(d)) + b"\0\0" + d + b"\x01\x01\x00"
                         for d in map(varint, range(count))])
     return _segment(root, "amplified-valid-segment", _dense_batch(records, count))
 
