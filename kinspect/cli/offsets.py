@@ -7,12 +7,14 @@ from pathlib import Path
 
 import click
 
+from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.groups import describe
 from kinspect.groups.partition import DEFAULT_PARTITIONS, java_string_hash, partition_for
 from kinspect.groups.sources import (SourceUnreadable, read_capture, read_live, read_log_dir,
                                      read_segments)
+from kinspect.limits import Limits
 from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
 from kinspect.render.safe import escape, text_of
 
@@ -89,9 +91,10 @@ def offsets():
 @click.option("--show-secrets", is_flag=True,
               help="--capture: decode without redacting secrets (SASL credentials, secret config "
                    "values), as decode --show-secrets does; redacted by default.")
+@limit_options
 @output_options
 def show(args, log_dir, capture, bootstrap, partitions, members, state, history, all_groups,
-         ports, timeout, show_secrets, out: Output):
+         ports, timeout, show_secrets, out: Output, limits: Limits):
     """Committed offsets of GROUP (or of every group): log dir, segments, capture or broker."""
     group, segments = _split_args(args)
     if log_dir is None and len(segments) == 1 and segments[0].is_dir() \
@@ -107,12 +110,13 @@ def show(args, log_dir, capture, bootstrap, partitions, members, state, history,
     refuse_writing_over_inputs([log_dir, *segments, capture])
     try:
         if log_dir is not None:
-            view = read_log_dir(log_dir, group, partitions=partitions, history=history)
+            view = read_log_dir(log_dir, group, partitions=partitions, history=history, limits=limits)
         elif segments:
-            view = read_segments(segments, group, history=history)
+            view = read_segments(segments, group, history=history, limits=limits)
         elif capture:
             view = read_capture(capture, group, history=history,
-                                ports=set(ports) | {9092} if ports else None, show_secrets=show_secrets)
+                                ports=set(ports) | {9092} if ports else None, show_secrets=show_secrets,
+                                limits=limits)
         else:
             view = read_live(bootstrap, group, timeout=timeout)
     except SourceUnreadable as e:

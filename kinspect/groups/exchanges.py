@@ -19,6 +19,8 @@ Sans-I/O: decoded exchange records in, a GroupsView out.
 
 from __future__ import annotations
 
+import heapq
+
 from kinspect.groups import responses
 from kinspect.groups.model import (ABORTED, CLASSIC, COMMITTED, DELETED, PENDING, REJECTED,
                                    UNANSWERED, Commit, Group, GroupsView)
@@ -31,9 +33,12 @@ DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, END_TXN, WRITE_TXN_MARKERS = 15, 16
 TXN_OFFSET_COMMIT, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = 28, 47, 69
 LATEST = -1
 OFFSETS_TOPIC = "__consumer_offsets"
+REORDER = 10_000  # exchanges held to be applied in response-time order
+
 _KEPT = {FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS,
          DELETE_GROUPS, END_TXN, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT, OFFSET_DELETE,
          CONSUMER_GROUP_DESCRIBE}
+REPLAYED_APIS = _KEPT | {METADATA}
 
 
 class CaptureReplay:
@@ -41,7 +46,8 @@ class CaptureReplay:
         self.only = group
         self.keep_history = history
         self.topics = TopicNames()
-        self._kept: list[tuple[float, int, dict]] = []
+        self._kept: list[tuple[float, int, dict]] = []  # a heap, by response time
+        self._seen = 0
         self.groups: dict[str, Group] = {}
         self.pending: dict[int, dict[tuple[str, str, int], Commit]] = {}
         self.history: list[Commit] = []
@@ -49,6 +55,8 @@ class CaptureReplay:
         self.exchanges = 0
 
     def exchange(self, record: dict) -> None:
+        """Exchanges come in about the order of their responses; they are applied in exactly
+        that order through a window of REORDER exchanges (memory stays bounded)."""
         if record.get("type") != "exchange":
             return
         api_key = record.get("api_key")
@@ -56,12 +64,21 @@ class CaptureReplay:
             self.topics.learn(api_key, record.get("response"))
         elif api_key in _KEPT:
             when = record.get("response_time") or record.get("request_time") or 0.0
-            self._kept.append((when, len(self._kept), record))
+            if api_key == FETCH:
+                record = _high_watermarks(record)
+            heapq.heappush(self._kept, (when, self._seen, record))
+            self._seen += 1
+            if len(self._kept) > REORDER:
+                self._apply_next()
+
+    def _apply_next(self) -> None:
+        when, _, record = heapq.heappop(self._kept)
+        self.exchanges += 1
+        self._apply(record, when)
 
     def finish(self) -> GroupsView:
-        for when, _, record in sorted(self._kept, key=lambda item: item[:2]):
-            self.exchanges += 1
-            self._apply(record, when)
+        while self._kept:
+            self._apply_next()
         names = self.topics.names
         for group in self.groups.values():
             group.offsets = {(names.get(t, t), p): c for (t, p), c in group.offsets.items()}
@@ -269,3 +286,15 @@ class CaptureReplay:
         if seen is None or when >= seen[0]:
             self.log_end[(topic, partition)] = (when, offset)
 
+
+
+def _high_watermarks(record: dict) -> dict:
+    """What the replay reads of a Fetch exchange (not its records): partitions' high watermarks."""
+    topics = []
+    for topic in (record.get("response") or {}).get("responses") or ():
+        slim = {key: topic[key] for key in ("topic", "topic_id", "name") if key in topic}
+        slim["partitions"] = [{key: p.get(key) for key in ("partition_index", "error_code",
+                                                            "high_watermark")}
+                              for p in topic.get("partitions") or ()]
+        topics.append(slim)
+    return {"api_key": FETCH, "response": {"responses": topics} if record.get("response") else None}

@@ -11,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from kinspect.groups import logdir
-from kinspect.groups.exchanges import CaptureReplay
+from kinspect.groups.exchanges import REPLAYED_APIS, CaptureReplay
 from kinspect.groups.live import Cluster, LiveError
 from kinspect.groups.model import GroupsView
 from kinspect.groups.partition import DEFAULT_PARTITIONS, partition_for
 from kinspect.groups.replay import OffsetsReplay
+from kinspect.limits import DEFAULT_LIMITS, Limits
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
-from kinspect.problems import INFO, Problem
+from kinspect.problems import INFO, WARNING, Problem, ProblemCap
 from kinspect.storage import files
 from kinspect.storage.mapped import mapped
 from kinspect.storage.segment import walk_segment
@@ -30,7 +31,7 @@ class SourceUnreadable(Exception):
 
 
 def read_log_dir(log_dir: Path, group: str | None = None, *, partitions: int | None = None,
-                 history: bool = False) -> GroupsView:
+                 history: bool = False, limits: Limits = DEFAULT_LIMITS) -> GroupsView:
     """Replay the __consumer_offsets partition that holds `group` (all of them without one)."""
     if not log_dir.is_dir():
         raise SourceUnreadable(f"{log_dir}: not a directory")
@@ -41,14 +42,14 @@ def read_log_dir(log_dir: Path, group: str | None = None, *, partitions: int | N
     view = GroupsView()
     if group is None:
         for number, directory in held.items():
-            _merge(view, _replay_partition(directory, None, history))
+            _merge(view, _replay_partition(directory, None, history, limits))
     else:
         count = partitions or DEFAULT_PARTITIONS
         number = partition_for(group, count)
         directory = held.get(number)
         found = None
         if directory is not None:
-            found = _replay_partition(directory, group, history)
+            found = _replay_partition(directory, group, history, limits)
         if found is not None and group in found.groups:
             view.notes.append(f"group {group} is in {OFFSETS_TOPIC}-{number} "
                               f"(abs(hashCode) % {count})")
@@ -56,7 +57,7 @@ def read_log_dir(log_dir: Path, group: str | None = None, *, partitions: int | N
         else:
             where = (f"{OFFSETS_TOPIC}-{number} is not in this log dir" if directory is None
                      else f"{OFFSETS_TOPIC}-{number} does not hold it")
-            elsewhere = _search_all(held, group, history, skip=number)
+            elsewhere = _search_all(held, group, history, limits, skip=number)
             if elsewhere is None:
                 view.notes.append(f"group {group} not found: {where} (for {count} partitions), "
                                   f"nor does any other partition here")
@@ -73,7 +74,7 @@ def read_log_dir(log_dir: Path, group: str | None = None, *, partitions: int | N
 
 
 def read_segments(paths: list[Path], group: str | None = None, *,
-                  history: bool = False) -> GroupsView:
+                  history: bool = False, limits: Limits = DEFAULT_LIMITS) -> GroupsView:
     """Replay segment files; files of one partition directory in base-offset order together."""
     by_partition: dict[Path, list[Path]] = {}
     for path in paths:
@@ -86,7 +87,7 @@ def read_segments(paths: list[Path], group: str | None = None, *,
         replay = OffsetsReplay(group=group, history=history,
                                coordinator=directory.name if _is_offsets_dir(directory) else None)
         for path in logs:
-            _replay_file(replay, path)
+            _replay_file(replay, path, limits)
         _merge(view, replay.finish())
     parents = {d.parent for d in by_partition if _is_offsets_dir(d)}
     if len(parents) == 1:
@@ -95,20 +96,41 @@ def read_segments(paths: list[Path], group: str | None = None, *,
 
 
 def read_capture(path: str, group: str | None = None, *, history: bool = False,
-                 ports: set[int] | None = None, show_secrets: bool = False) -> GroupsView:
-    run = DecodeRun(path, show_secrets=show_secrets, **({"ports": ports} if ports else {}))
+                 ports: set[int] | None = None, show_secrets: bool = False,
+                 limits: Limits = DEFAULT_LIMITS) -> GroupsView:
+    run = DecodeRun(path, show_secrets=show_secrets, limits=limits,
+                    **({"ports": ports} if ports else {}))
     replay = CaptureReplay(group=group, history=history)
+    cuts = ProblemCap([], keep=20)
     try:
         for record in run.records():
             replay.exchange(record)
+            for problem in bounds_cut(record):
+                cuts.append(problem)
     except CaptureUnreadable as e:
         raise SourceUnreadable(f"{path}: {e}") from None
     view = replay.finish()
-    view.problems += run.capture_problems
+    cuts.close(path, None)
+    view.problems += run.capture_problems + cuts.problems
     if run.kafka_connections == 0:
         view.notes.append(f"no Kafka traffic found in {run.packets} packets of {path} "
                           f"(another broker port? --port N)")
     return view
+
+
+def bounds_cut(record: dict):
+    """Problems of an exchange the replay reads (or a notice) that say a bound cut something."""
+    if record.get("type") == "notice":
+        if record.get("kind") == "expired":
+            yield Problem(record["what"], record.get("conn", ""), None, WARNING, "max_connections")
+        return
+    if record.get("type") != "exchange" or record.get("api_key") not in REPLAYED_APIS:
+        return
+    for p in record.get("problems") or ():
+        if p.get("check") in ("max_items", "records_cut") or "raise it with" in p.get("what", ""):
+            where = f"{record['conn']} {record['api_name']} #{record['correlation_id']}"
+            yield Problem(p["what"], f"{where} → {p.get('path') or ''}", p.get("offset"),
+                          p.get("severity", WARNING), p.get("check"))
 
 
 def read_live(bootstrap: str, group: str | None = None, *, timeout: float = 15.0) -> GroupsView:
@@ -121,14 +143,15 @@ def read_live(bootstrap: str, group: str | None = None, *, timeout: float = 15.0
 
 # -- helpers -------------------------------------------------------------------------------------
 
-def _replay_partition(directory: Path, group: str | None, history: bool) -> GroupsView:
+def _replay_partition(directory: Path, group: str | None, history: bool,
+                      limits: Limits = DEFAULT_LIMITS) -> GroupsView:
     replay = OffsetsReplay(group=group, history=history, coordinator=directory.name)
     try:
         logs, skipped = logdir.segments(directory)
     except OSError as e:
         raise SourceUnreadable(f"{directory}: {e.strerror or e}") from None
     for path in logs:
-        _replay_file(replay, path)
+        _replay_file(replay, path, limits)
     view = replay.finish()
     for path in skipped:
         view.problems.append(Problem(f"{path.name} is renamed for deletion or compaction: the "
@@ -137,22 +160,26 @@ def _replay_partition(directory: Path, group: str | None, history: bool) -> Grou
     return view
 
 
-def _replay_file(replay: OffsetsReplay, path: Path) -> None:
+def _replay_file(replay: OffsetsReplay, path: Path, limits: Limits = DEFAULT_LIMITS) -> None:
+    cap = ProblemCap(replay.problems, keep=50)  # a file of a million damaged batches: counted
     try:
         with mapped(path) as buf:
-            for kind, item, problems in walk_segment(buf, str(path)):
-                replay.problems += [p for p in problems if p.severity != INFO]
+            for kind, item, problems in walk_segment(buf, str(path), max_output=limits):
+                for problem in problems:
+                    if problem.severity != INFO:
+                        cap.append(problem)
                 if kind == "batch":
                     replay.batch(item, str(path))
+        cap.close(str(path), None)
     except OSError as e:
         raise SourceUnreadable(f"{path}: {e.strerror or e}") from None
 
 
-def _search_all(held: dict[int, Path], group: str, history: bool, skip: int):
+def _search_all(held: dict[int, Path], group: str, history: bool, limits: Limits, skip: int):
     for number, directory in held.items():
         if number == skip:
             continue
-        replayed = _replay_partition(directory, group, history)
+        replayed = _replay_partition(directory, group, history, limits)
         if group in replayed.groups:
             return number, replayed
     return None
