@@ -61,7 +61,8 @@ def target(data: bytes) -> None:
                        shallow=bool(options & 8), limits=SMALL if topic_choice >= len(TOPICS) else None)
     buf = log if more & 1 else mapped(log)
     info = FileInfo(kind, 0, None, topic, 0 if topic else None)
-    views = harness.DumpViews(dump.records, dump.data, harness.DUMP_MODES[more >> 1 & 3])
+    views = harness.DumpViews(dump.records, dump.data, harness.DUMP_MODES[more >> 1 & 3],
+                             dump.shallow)
     for event in dump_file("fuzz.log", buf, info, dump, lambda suffix: None):
         views.show(event)
     views.finish()

@@ -120,15 +120,16 @@ DUMP_MODES = ("auto", "text", "hex", "json")  # dump --decode
 
 class DumpViews:
     """What `kinspect dump` makes of its events: the table (checked for control characters),
-    kafka-dump-log's lines, and the JSON Lines with records shown by views.record_view."""
+    kafka-dump-log's lines (never of headers-only events: dump --format kafka always decodes),
+    and the JSON Lines with records shown by views.record_view."""
 
-    def __init__(self, records: bool, data: bool, mode: str = "auto"):
+    def __init__(self, records: bool, data: bool, mode: str = "auto", shallow: bool = False):
         from kinspect.storage.kafka_format import KafkaFormat
         from kinspect.storage.table_format import TableFormat
 
         self.data, self.mode = data, mode
         self.table = TableFormat(data, mode)
-        self.kafka = KafkaFormat(deep=records, data=data)
+        self.kafka = None if shallow else KafkaFormat(deep=records, data=data)
 
     def show(self, event: dict) -> None:
         from kinspect.records.stream import RecordStream
@@ -143,13 +144,15 @@ class DumpViews:
                 lines += self.table.record_lines(event, chunk)
         for line in lines:
             check_text(line.plain, layout=True)
-        self.kafka.lines(event)
+        if self.kafka is not None:
+            self.kafka.lines(event)
         if records and event["type"] == "batch":
             event["records"] = [record_view(r, self.data, self.mode) for r in records]
         dumpb(event)
 
     def finish(self) -> None:
-        self.kafka.errors()
+        if self.kafka is not None:
+            self.kafka.errors()
 
 
 def agree(what: str, first, second, names: tuple[str, str] = ("C", "Python")) -> None:
