@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 from kinspect.filters import topics_of
 
 EXACT_LATENCIES = 1_000_000  # per API; past them, a histogram of 0.1% wide buckets
+BOUND_NOTICES = frozenset({"expired"})  # notices that say a bound cut something
 ERROR_KEYS = 10_000          # (api, error, topic) rows; past them, new topics count as "(others)"
 _STEP = math.log(1.001)
 
@@ -74,12 +75,15 @@ class Summary:
         self.unanswered = Counter()
         self.errors = Counter()          # (api, error name, topic or "-") → count
         self.notices = Counter()
+        self.bounds: dict[str, str] = {}  # notice kind → its first text, for kinds a bound causes
         self.orphans = 0
 
     def add(self, record: dict) -> None:
         kind = record.get("type")
         if kind == "notice":
             self.notices[record.get("kind", "notice")] += 1
+            if record.get("kind") in BOUND_NOTICES:
+                self.bounds.setdefault(record["kind"], record.get("what", ""))
             return
         if kind == "orphan_response":
             self.orphans += 1
@@ -118,6 +122,11 @@ class Summary:
                 row["latency_percentiles"] = "within 0.1%"
             rows.append(row)
         return rows
+
+    def bound_rows(self) -> list[dict]:
+        """Notices of a bound that cut something: how many, and the first one's words."""
+        return [{"type": "summary_notice", "kind": kind, "count": self.notices[kind], "what": what}
+                for kind, what in self.bounds.items()]
 
     def error_rows(self) -> list[dict]:
         return [{"type": "summary_error", "api_name": api, "error": code, "topic": topic, "count": n}

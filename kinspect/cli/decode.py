@@ -15,7 +15,7 @@ from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, default_jobs, f
 from kinspect.pipeline import MAX_CONNECTIONS, CaptureUnreadable, DecodeRun
 from kinspect.wire.frames import MAX_FRAME
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
-from kinspect.render.safe import path_text
+from kinspect.render.safe import escape, path_text
 from kinspect.render.text import exchange_line, problem_lines, tree_lines
 from kinspect.summary import Summary
 
@@ -143,9 +143,9 @@ def _print_text(out: Output, record: dict, verbose: bool) -> None:
 
 
 def _print_summary(out: Output, totals: Summary) -> None:
-    rows, errors = totals.rows(), totals.error_rows()
+    rows, errors, bounds = totals.rows(), totals.error_rows(), totals.bound_rows()
     if out.as_json:
-        for row in rows + errors:
+        for row in rows + errors + bounds:
             out.record(row)
         return
     out.table("Exchanges by API", rows, ["api_name", "versions", "count", "answered", "unanswered",
@@ -155,3 +155,5 @@ def _print_summary(out: Output, totals: Summary) -> None:
     if totals.orphans or totals.notices:
         notes = ", ".join(f"{n} {kind}" for kind, n in totals.notices.items())
         out.text(f"{totals.orphans} responses without request; notices: {notes or 'none'}")
+    for row in bounds:
+        out.text(f"{row['count']} {row['kind']} notices, the first: {escape(row['what'])}")

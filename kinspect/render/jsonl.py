@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import secrets
 from collections.abc import Iterator
 from functools import partial
@@ -118,9 +119,22 @@ def _dump(record, newline: bool) -> bytes:
         pass
     try:  # a dict with int (or other non-str) keys
         return orjson.dumps(record, default=_fast_default, option=option | orjson.OPT_NON_STR_KEYS)
-    except TypeError:  # integers beyond 64 bits: the standard library takes them
+    except TypeError:  # integers beyond 64 bits, or surrogates: the standard library takes them
         text = json.dumps(record, default=_default, ensure_ascii=False, separators=(",", ":"))
-        return (text + "\n" if newline else text).encode()
+        line = text + "\n" if newline else text
+        try:
+            return line.encode()
+        except UnicodeEncodeError:  # a name kept with surrogate escapes (not UTF-8): as \xNN text
+            return _SURROGATE.sub(_escaped_surrogate, line).encode()
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped_surrogate(match: re.Match) -> str:
+    """A lone surrogate inside a JSON string, as the text render.safe.path_text gives it."""
+    code = ord(match.group())
+    return f"\\\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\\\u{code:04x}"
 
 
 def dumps(record) -> str:
