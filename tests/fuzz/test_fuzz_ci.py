@@ -15,10 +15,10 @@ from tests.fuzz import campaign
 
 # seconds of fuzzing per harness, on top of ~2-4 s to start and run the seeds
 BUDGET = {
-    "fuzz_pipeline": 8, "fuzz_session": 8, "fuzz_messages": 8, "fuzz_segment": 7,
-    "fuzz_records": 6, "fuzz_legacy": 6, "fuzz_tcp": 5, "fuzz_frames": 5, "fuzz_coordinator": 5,
-    "fuzz_replay": 5, "fuzz_index": 5, "fuzz_pcap": 4, "fuzz_pcapng": 4, "fuzz_source": 4,
-    "fuzz_link": 3, "fuzz_headers": 3, "fuzz_codecs": 4, "fuzz_snapshot": 3, "fuzz_txnindex": 3,
+    "fuzz_pipeline": 7, "fuzz_session": 7, "fuzz_messages": 7, "fuzz_segment": 6,
+    "fuzz_records": 5, "fuzz_legacy": 5, "fuzz_tcp": 4, "fuzz_frames": 4, "fuzz_coordinator": 4,
+    "fuzz_replay": 4, "fuzz_index": 4, "fuzz_pcap": 3, "fuzz_pcapng": 3, "fuzz_source": 3,
+    "fuzz_link": 3, "fuzz_headers": 3, "fuzz_codecs": 3, "fuzz_snapshot": 2, "fuzz_txnindex": 3,
     "fuzz_checkpoints": 3,
 }
 
