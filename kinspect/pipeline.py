@@ -18,7 +18,7 @@ from kinspect.wire.session import DEFAULT_PORTS, KafkaSession
 from kinspect.wire.topics import TopicNames
 
 PROGRESS_EVERY = 4096  # packets between progress callbacks
-MAX_CONNECTIONS = 50_000  # TCP connections followed at once (--max-connections)
+MAX_CONNECTIONS = 20_000  # TCP connections followed at once (--max-connections)
 
 
 def _dispatch(session: KafkaSession, event) -> list:

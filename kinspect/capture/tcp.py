@@ -22,6 +22,7 @@ the hole before them is declared a gap; so it is when all directions together ho
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from typing import NamedTuple
 
 FIN, SYN, RST = 1, 2, 4
@@ -94,7 +95,9 @@ class TcpReassembler:
         self.max_pending_segments = max(1024, max_buffered >> 8)
         self.remember_closed = remember_closed
         self._streams: dict[Flow, _Direction] = {}
-        self._closed: dict[Flow, _Direction] = {}  # in the order they ended
+        # in the order they ended; an OrderedDict, whose oldest entry comes out in O(1) where a
+        # dict's first key costs a scan over every slot deleted before it
+        self._closed: OrderedDict[Flow, _Direction] = OrderedDict()
         self._holey: set = set()  # flows holding out-of-order bytes behind a hole
 
     def segment(self, ts, src, sport, dst, dport, seq, flags, payload, ack=None) -> list:
@@ -282,6 +285,6 @@ class TcpReassembler:
         closed.pop(flow, None)
         closed[flow] = d
         if len(closed) > self.remember_closed:
-            oldest = next(iter(closed))
-            if self._streams.get(oldest) is closed.pop(oldest):
+            oldest, forgotten = closed.popitem(last=False)
+            if self._streams.get(oldest) is forgotten:
                 del self._streams[oldest]

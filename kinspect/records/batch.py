@@ -90,15 +90,23 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
             return batch
         budget.inflated(len(data))
         start, stop, shift, compressed_at, codec_label = 0, len(data), 0, base + payload_start, codec_name(codec)
-    cap = ProblemCap(problems)
-    window = _Window(data, base_offset, base_timestamp, fixed_timestamp, where, shift,
-                     compressed_at, codec_label)
-    records, framed, after = window.decode(start, stop, cap, 0, budget.records_left + 1)
-    if after < stop:  # more records than may be held at once: stream them
-        records, framed = _stream(window, start, stop, cap, view[payload_start:end], codec, len(data))
+    got = None if _fast is None else _fast(data, start, stop, base_offset, base_timestamp,
+                                           fixed_timestamp, budget.records_left + 1)
+    if got is not None and got[1] >= stop:  # the common case: regular, and few enough to hold
+        records = got[0]
+        framed = len(records)
+        budget.records_left -= framed
     else:
-        budget.hold_records(len(records))
-    cap.close(where, base + pos)
+        cap = ProblemCap(problems)
+        window = _Window(data, base_offset, base_timestamp, fixed_timestamp, where, shift,
+                         compressed_at, codec_label)
+        records, framed, after = window.decode(start, stop, cap, 0, budget.records_left + 1)
+        if after < stop:  # more records than may be held at once: stream them
+            records, framed = _stream(window, start, stop, cap, view[payload_start:end], codec,
+                                      len(data))
+        else:
+            budget.hold_records(len(records))
+        cap.close(where, base + pos)
     batch["records"] = records
     if framed != records_count:
         problems.append(Problem(

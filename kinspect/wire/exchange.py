@@ -8,6 +8,7 @@ schema. Output records are plain dicts following DESIGN.md's JSON Lines contract
 from __future__ import annotations
 
 import struct
+from collections import OrderedDict
 
 from kinspect.limits import Budget
 from kinspect.problems import ERROR, INFO, WARNING, Problem
@@ -139,7 +140,8 @@ class Connection:
         self.sasl: RawSasl | None = None  # after a SaslHandshake v0 (see wire/sasl.py)
         self.requests = FrameBuffer(self._plausible_request, max_frame, not client_syn, reserved)
         self.responses = FrameBuffer(self._plausible_response, max_frame, not server_syn, reserved)
-        self.pending: dict[int, tuple[dict, int]] = {}
+        # by correlation id, oldest first: an OrderedDict gives up its oldest in O(1)
+        self.pending: OrderedDict[int, tuple[dict, int]] = OrderedDict()
         self.ended = [False, False]
 
     # -- feeding -------------------------------------------------------------------------------
@@ -262,16 +264,22 @@ class Connection:
                                                     None, WARNING))
             out.append(previous[0])
         if len(self.pending) >= MAX_PENDING:
-            out.append(self._unanswered(next(iter(self.pending)))[0])
+            out.append(self._oldest())
         self.pending[header.correlation_id] = (exchange, apis.response_header_version(api_key, api_version))
         self.held[0] += exchange["request_size"]
         while self.held[0] > self.max_held and len(self.pending) > 1:
             # a capture of one direction, say: the oldest go out unanswered, not into memory
-            early = self._unanswered(next(iter(self.pending)))[0]
+            early = self._oldest()
             early["problems"].append(_problem(
                 f"no response seen yet when more than {self.max_held} bytes of requests were waiting "
                 f"for one (twice --max-frame): written out without it", None, INFO))
             out.append(early)
+
+    def _oldest(self) -> dict:
+        """The exchange waiting longest for its response, taken out."""
+        _, (exchange, _) = self.pending.popitem(last=False)
+        self.held[0] -= exchange["request_size"]
+        return exchange
 
     def _unanswered(self, correlation_id: int):
         """The pending (exchange, response header version) of correlation_id, taken out."""

@@ -7,6 +7,8 @@ side that sends requests is the client; the connection is labelled "client-serve
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from kinspect.capture.link import format_addr
 from kinspect.wire.exchange import Connection
 from kinspect.wire.frames import MAX_FRAME
@@ -50,7 +52,7 @@ class KafkaSession:
         self.decode_bodies = decode_bodies
         self.show_secrets = show_secrets  # else secrets are redacted (wire/secrets.py)
         self.routes: dict = {}       # flow -> (Connection, is_client_side)
-        self.undecided: dict = {}    # frozenset of both flows -> _Undecided
+        self.undecided: OrderedDict = OrderedDict()  # frozenset of both flows -> _Undecided, oldest first
         self.ignored: set = set()    # flows decided not to be Kafka
         self.syn_seen: dict = {}     # flow -> syn flag of its StreamStart
         self.kafka_connections = 0
