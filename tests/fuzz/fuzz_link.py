@@ -23,7 +23,7 @@ def target(data: bytes) -> None:
     segment = link.decode_tcp(linktype, frame)
     if segment is not None:
         src, dst, sport, dport, seq, flags, payload, ack = segment
-        if len(src) not in (4, 16) or len(dst) != len(src) or not payload in frame:
+        if len(src) not in (4, 16) or len(dst) != len(src) or payload not in frame:
             raise harness.Finding(f"malformed segment {segment!r}")
         link.format_addr(src, sport), link.format_addr(dst, dport)
     harness.agree("decode_tcp", link.decode_tcp(linktype, memoryview(frame)), segment,

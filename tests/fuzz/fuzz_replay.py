@@ -20,9 +20,10 @@ def target(data: bytes) -> None:
     cursor = formats.Cursor(data)
     options = cursor.u8()
     entries = list(formats.replay_entries(cursor))
+    first_key = entries[0][3] if entries else None
     group = None
-    if options & 1 and entries and entries[0][3] is not None and len(entries[0][3]) >= 4:
-        group = entries[0][3][4:4 + int.from_bytes(entries[0][3][2:4], "big")].decode("utf-8", "replace")
+    if options & 1 and first_key:  # every key: int16 type, int16 length, the group id
+        group = first_key[4:4 + int.from_bytes(first_key[2:4], "big")].decode("utf-8", "replace")
     replay = OffsetsReplay(group=group, history=not options & 2)
     offset = 0
     for flags, producer, step, key, value in entries:
