@@ -80,11 +80,13 @@ def build_seeds(directory: Path, names=None) -> None:
 
 
 def run(harness: str, seconds: int, corpus: Path, seeds: Path, artifacts: Path,
-        extra: tuple[str, ...] = ()) -> Run:
-    """One process of ``harness`` for at most ``seconds`` of fuzzing, growing ``corpus``."""
+        extra: tuple[str, ...] = (), script: Path | None = None) -> Run:
+    """One process of ``harness`` (or of another ``script``) for at most ``seconds`` of
+    fuzzing, growing ``corpus``."""
     corpus.mkdir(parents=True, exist_ok=True)
     artifacts.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, str(HERE / f"{harness}.py"), f"-max_total_time={seconds}",
+    script = script or HERE / f"{harness}.py"
+    command = [sys.executable, str(script), f"-max_total_time={seconds}",
                "-print_final_stats=1", f"-artifact_prefix={artifacts}/", *extra,
                str(corpus), str(seeds)]
     log_path = artifacts / "last.log"

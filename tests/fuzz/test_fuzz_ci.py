@@ -9,6 +9,8 @@ more time than such a short run has. The long campaign (campaign.py, README.md) 
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from tests.fuzz import campaign
@@ -41,3 +43,34 @@ def test_harness_finds_nothing(harness, seeds, tmp_path):
                          ("-instrument_generated=0",))
     assert found.outcome == "ok", campaign.describe_failure(harness, found)
     assert found.executions > 0, found.log
+
+
+BROKEN = {  # a target that fails each way, and how the run must be reported
+    "crash": "raise ValueError('boom')",
+    "hang": "time.sleep(60)",
+    "oom": "held.append(b'x' * (700 << 20))",  # past -rss_limit_mb=512
+}
+
+
+@pytest.mark.parametrize("outcome", sorted(BROKEN))
+def test_a_failing_target_is_reported_with_its_input(outcome, tmp_path):
+    script = tmp_path / f"fuzz_broken_{outcome}.py"
+    script.write_text(textwrap.dedent(f"""\
+        import sys, time
+        sys.path.insert(0, {str(campaign.HERE)!r})
+        import harness
+        held = []
+
+        def target(data):
+            {BROKEN[outcome]}
+
+        harness.main(target, "snapshot")
+        """))
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / "one").write_bytes(b"seed")
+    found = campaign.run(script.stem, 20, tmp_path / "corpus", seeds, tmp_path / "artifacts",
+                         ("-timeout=2",), script=script)
+    assert found.outcome == outcome, found.log
+    report = campaign.describe_failure(script.stem, found)
+    assert found.artifact and "base64:" in report and "reproduce:" in report
