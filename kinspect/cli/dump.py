@@ -58,10 +58,12 @@ PROGRESS_STEP = 8 << 20
 @click.option("--data", is_flag=True, help="Keys, values and headers too (implies --records).")
 @click.option("--decode", "mode", type=click.Choice(MODES), default="auto", show_default=True,
               help="How --data shows keys and values.")
-@click.option("--format", "style", type=click.Choice(["table", "kafka"]), default="table",
-              show_default=True, help="kafka: kafka-dump-log's exact lines, to diff against it (on a "
-                   "terminal, control characters in keys and values are escaped; secrets redacted "
-                   "unless --show-secrets).")
+@click.option("--format", "style", type=click.Choice(["table", "kafka", "kafka-exact"]),
+              default="table", show_default=True,
+              help="kafka: kafka-dump-log's lines, to diff against it, with control characters of "
+                   "keys, values and names escaped; kafka-exact: byte for byte, control "
+                   "characters included (for a file to diff, not a terminal). Secrets redacted "
+                   "unless --show-secrets.")
 @click.option("--type", "kind", type=click.Choice(files.KINDS),
               help="Read every FILE as this kind, whatever its name.")
 @click.option("--no-internal", is_flag=True,
@@ -79,6 +81,8 @@ PROGRESS_STEP = 8 << 20
 def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict, show_secrets, out: Output,
          limits: Limits):
     """Dump Kafka log segments, indexes, snapshots and checkpoints (files or directories)."""
+    exact = style == "kafka-exact"
+    style = "kafka" if exact else style
     if style == "kafka" and out.as_json:
         raise click.UsageError("--format kafka and --json do not go together")
     refuse_writing_over_inputs(paths)
@@ -86,7 +90,7 @@ def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict
     options = DumpOptions(records=records, data=data, internal=not no_internal,
                           checks=not no_checks, shallow=no_checks and not records
                           and style != "kafka", limits=limits, show_secrets=show_secrets)
-    renderer = (KafkaRenderer(out, records, data, not no_internal) if style == "kafka"
+    renderer = (KafkaRenderer(out, records, data, not no_internal, exact) if style == "kafka"
                 else JsonRenderer(out, data, mode) if out.as_json
                 else TableRenderer(out, data, mode))
     exit_code = EXIT_OK
@@ -247,14 +251,13 @@ class TableRenderer:
 class KafkaRenderer:
     """kafka-dump-log's stdout lines; its stderr lines on stderr.
 
-    Piped or redirected, the lines are kafka-dump-log's byte for byte, control characters of keys
-    and values included, so that the two diff clean; on a terminal they are escaped, as every
-    other text output is."""
+    Control characters from the data are escaped, as in every other text output, unless
+    ``exact`` (--format kafka-exact) asks for kafka-dump-log's bytes, to diff the two."""
 
-    def __init__(self, out: Output, records: bool, data: bool, internal: bool):
+    def __init__(self, out: Output, records: bool, data: bool, internal: bool, exact: bool = False):
         self.out = out
         self.format = KafkaFormat(deep=records, data=data, internal=internal)
-        self.shown = escape if out.interactive else None
+        self.shown = None if exact else escape
 
     def event(self, event: dict) -> None:
         self._write(self.format.lines(event))

@@ -169,13 +169,13 @@ def test_kafka_format_with_show_secrets_is_kafka_dump_logs(lab):
     files = (*lab.files, lab.bootstrap)
     theirs = kafka_dump_log(lab, *files, decoder="cluster-metadata")
     assert DAVE_PW.encode() in theirs  # kafka-dump-log prints the secrets
-    assert kinspect_bytes(lab, "--format", "kafka", "--data", "--show-secrets", *files) == theirs
-    hidden = kinspect_bytes(lab, "--format", "kafka", "--data", *files)
+    assert kinspect_bytes(lab, "--format", "kafka-exact", "--data", "--show-secrets", *files) == theirs
+    hidden = kinspect_bytes(lab, "--format", "kafka-exact", "--data", *files)
     different = [ours for ours, line in zip(hidden.split(b"\n"), theirs.split(b"\n")) if ours != line]
     assert hidden.count(b"\n") == theirs.count(b"\n")
     assert different and all(b"<redacted" in line for line in different)
     # without a decoder: raw values, SCRAM keys as Java reads random bytes (not as Python would)
     raw = kafka_dump_log(lab, lab.bootstrap)
-    shown = kinspect_bytes(lab, "--format", "kafka", "--data", "--no-internal", "--show-secrets",
+    shown = kinspect_bytes(lab, "--format", "kafka-exact", "--data", "--no-internal", "--show-secrets",
                            lab.bootstrap)
     assert shown == raw

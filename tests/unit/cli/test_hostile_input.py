@@ -302,16 +302,24 @@ def test_control_characters_are_escaped_on_a_terminal(controlled, command, targe
     assert shown.encode() in written.replace(b"\r\n", b"\n") or "--summary" in command
 
 
-def test_kafka_format_piped_stays_kafka_dump_logs_bytes(controlled):
-    # kafka-dump-log prints keys and values raw; --format kafka is for diffing against it
+def test_kafka_format_is_escaped_piped_too_and_kafka_exact_is_kafka_dump_logs_bytes(controlled):
+    # kafka-dump-log prints keys and values raw: --format kafka-exact gives those bytes, to diff
+    # against it; --format kafka escapes them even piped (a pipe often ends at a terminal)
     import subprocess
     import sys
     _, directory = controlled
-    proc = subprocess.run([sys.executable, "-m", "kinspect", "dump", "--format", "kafka", "--data",
-                           str(directory)], capture_output=True)
-    assert proc.returncode == 0
-    assert b"key: \x1b[2J\x07 payload: v\x1b]0;t\x07\r\n\x7f\xc2\x9b" in proc.stdout
-    assert b"Dumping " + bytes(directory / SEGMENT) + b"\n" in proc.stdout
+
+    def dump(style: str) -> bytes:
+        proc = subprocess.run([sys.executable, "-m", "kinspect", "dump", "--format", style,
+                               "--data", str(directory)], capture_output=True)
+        assert proc.returncode == 0
+        return proc.stdout
+
+    exact = dump("kafka-exact")
+    assert b"key: \x1b[2J\x07 payload: v\x1b]0;t\x07\r\n\x7f\xc2\x9b" in exact
+    assert b"Dumping " + bytes(directory / SEGMENT) + b"\n" in exact
+    escaped = dump("kafka")
+    assert b"\x1b" not in escaped and b"key: \\x1b[2J\\x07 payload:" in escaped
 
 
 def test_usage_errors_escape_what_they_quote():
