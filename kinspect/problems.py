@@ -60,6 +60,15 @@ class ProblemCap:
         self.keep = keep
         self.seen: dict = {}
 
+    def counted(self, key: str) -> bool:
+        """Whether a problem of check ``key`` would only be counted now (and if so, it is):
+        callers skip building it."""
+        seen = self.seen.get(key, 0)
+        if seen < self.keep:
+            return False
+        self.seen[key] = seen + 1
+        return True
+
     def append(self, problem: Problem) -> None:
         key = problem.check or problem.what
         seen = self.seen.get(key, 0)

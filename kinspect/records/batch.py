@@ -171,6 +171,7 @@ class _Window:
 
 
 _fast = native.v2records.decode if native.v2records is not None else None
+MAX_BAD_RECORDS = 10_000  # records of one batch that do not decode before the rest is given up
 
 
 def _decode_records_py(data: bytes, pos: int, end: int, base_offset: int, base_timestamp: int,
@@ -187,6 +188,7 @@ def _decode_records_py(data: bytes, pos: int, end: int, base_offset: int, base_t
     """
     records: list[dict] = []
     append = records.append
+    counted = getattr(problems, "counted", None)  # a ProblemCap
     bad = 0  # records framed but not decoded
     record_end = pos  # where the last framed record ends: past start once a record is framed
     if limit is None:
@@ -217,15 +219,22 @@ def _decode_records_py(data: bytes, pos: int, end: int, base_offset: int, base_t
                                                 f"fields take {pos - record_end + length}")
             pos = record_end
         except (_Bad, IndexError) as e:
-            check, what = ((e.check, e.what) if isinstance(e, _Bad)
-                           else ("record_length", "record is truncated"))
-            if compressed_at is None:
-                at = shift + start
-            else:
-                at = compressed_at
-                what += f" (byte {start} of the {codec}-decompressed records)"
-            problems.append(Problem(what, f"{where} → records[{index}]", at, ERROR, check))
+            check = e.check if type(e) is _Bad else "record_length"
+            if counted is None or not counted(check):  # past the first few, only counted
+                what = e.what if type(e) is _Bad else "record is truncated"
+                if compressed_at is None:
+                    at = shift + start
+                else:
+                    at = compressed_at
+                    what += f" (byte {start} of the {codec}-decompressed records)"
+                problems.append(Problem(what, f"{where} → records[{index}]", at, ERROR, check))
             bad += 1
+            if counted is not None and problems.seen.get(check, 0) >= MAX_BAD_RECORDS:
+                problems.append(Problem(
+                    f"{MAX_BAD_RECORDS} records of this batch do not decode: the remaining "
+                    f"{end - pos} bytes of its records are not decoded", where,
+                    shift + pos if compressed_at is None else compressed_at, ERROR, "records_cut"))
+                return records, len(records) + bad, end
             if record_end <= start:  # its length did not frame it: nothing after it can be
                 return records, len(records) + bad, end
             pos = record_end

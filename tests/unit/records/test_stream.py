@@ -121,3 +121,15 @@ def test_streamed_batches_that_stream_their_records_write_the_same_json():
     held, _ = decode_records(data)
     streamed, _ = decode_records(data, max_output=small(30))
     assert dumpb(streamed) == dumpb(held)
+
+
+def test_a_batch_of_records_that_do_not_decode_is_given_up_after_a_bound(monkeypatch):
+    from kinspect.records import batch as v2
+
+    monkeypatch.setattr(v2, "MAX_BAD_RECORDS", 50)
+    bad = b"\x00\x00\x00\x7f\x01\x00"  # a key length of -64
+    data = batch([bad] * 500)
+    _, problems = decode_records(data)
+    cut = [p for p in problems if p.check == "records_cut"]
+    assert cut and "50 records of this batch do not decode" in cut[0].what
+    assert sum(p.check == "record_length" for p in problems) == 11  # 10 shown, 1 counting the rest
