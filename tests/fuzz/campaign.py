@@ -153,9 +153,10 @@ def campaign(harness: str, seconds: int, work: Path, seeds: Path) -> Figures:
             break
         attribute = {"crash": "crashes", "hang": "hangs", "oom": "ooms", "error": "errors"}
         setattr(figures, attribute[found.outcome], getattr(figures, attribute[found.outcome]) + 1)
+        repeated = (found.outcome, found.artifact) in figures.findings
         figures.findings.append((found.outcome, found.artifact))
         print(describe_failure(harness, found), file=sys.stderr)
-        if found.outcome == "error":
+        if found.outcome == "error" or repeated:  # an input of the corpus fails: fix it first
             break
     figures.corpus = len(list(corpus.iterdir())) if corpus.is_dir() else 0
     return figures

@@ -26,10 +26,10 @@ def target(data: bytes) -> None:
         group = first_key[4:4 + int.from_bytes(first_key[2:4], "big")].decode("utf-8", "replace")
     replay = OffsetsReplay(group=group, history=not options & 2)
     offset = 0
-    for flags, producer, step, key, value in entries:
+    for number, (flags, producer, step, key, value) in enumerate(entries):
         offset += step
         batch = {"magic": 2, "crc_valid": True, "base_offset": offset, "last_offset_delta": 0,
-                 "position": offset * 100, "producer_id": producer,
+                 "position": number * 100, "producer_id": producer,
                  "is_transactional": bool(flags & (formats.TRANSACTIONAL | formats.CONTROL_COMMIT
                                                    | formats.CONTROL_ABORT)),
                  "records": [{"offset": offset, "key": key, "value": value}]}

@@ -31,6 +31,13 @@ GENERATED_FLAG = "-instrument_generated="
 # Problems that a catch-all made of an exception: a bug, not a data problem.
 HIDDEN_EXCEPTIONS = ("decoder_error",)
 HIDDEN_PREFIXES = ("record decoder failed", "decoder error")
+# Known findings in files the lead is rewriting, tolerated here so that CI stays green until
+# they are fixed (each is an xfail(strict=True) test in test_regressions.py; set to False then):
+# a batch streamed past the records it may hold reports a bad record's problem twice
+# (test_a_streamed_batch_reports_each_problem_once); the C and Python record loops spend the
+# budget differently past it (test_the_c_and_python_record_loops_leave_the_same_budget).
+KNOWN_REPEATS = True
+KNOWN_BUDGET_SPLIT = True
 # The longest input of each corpus (-max_len): files of a few packets or batches, smaller units.
 MAX_LEN = {
     "pcap": 16384, "pcapng": 16384, "source": 16384, "captures": 16384, "link": 2048,
@@ -72,12 +79,18 @@ class Finding(AssertionError):
 
 
 def check_problems(problems, where: str = "") -> None:
-    """Problems (Problem objects or their dicts) must be data problems, not hidden exceptions."""
+    """Problems (Problem objects or their dicts) must be data problems, not hidden exceptions,
+    and each is reported once."""
+    seen = set()
     for p in problems:
-        check = p.get("check") if isinstance(p, dict) else p.check
-        what = p.get("what") if isinstance(p, dict) else p.what
+        p = p if isinstance(p, dict) else p.to_dict()
+        check, what = p.get("check"), p.get("what")
         if check in HIDDEN_EXCEPTIONS or str(what).startswith(HIDDEN_PREFIXES):
             raise Finding(f"{where}an exception was caught and reported as a problem: {what}")
+        key = (what, p.get("path"), p.get("offset"), p.get("side"))
+        if key in seen and not (KNOWN_REPEATS and "→ records[" in str(p.get("path"))):
+            raise Finding(f"{where}a problem is reported twice: {p}")
+        seen.add(key)
 
 
 def check_tree(value, where: str = "") -> None:
