@@ -140,10 +140,11 @@ def header(data, view: memoryview, pos: int) -> dict:
     """The header fields of the framed unit at pos, without decoding or checking anything."""
     if view[pos + MAGIC_AT] == 2:
         (base_offset, length, _epoch, magic, _crc, attributes, last_delta, _first_ts, max_ts,
-         producer_id, _producer_epoch, _sequence, _count) = _V2_HEADER.unpack_from(data, pos)
+         producer_id, producer_epoch, sequence, _count) = _V2_HEADER.unpack_from(data, pos)
         return {"magic": 2, "position": pos, "size": FRAME_SIZE + length,
                 "base_offset": base_offset, "last_offset": base_offset + last_delta,
                 "max_timestamp": max_ts, "producer_id": producer_id,
+                "producer_epoch": producer_epoch, "base_sequence": sequence,
                 "is_transactional": bool(attributes & v2.TRANSACTIONAL_BIT),
                 "is_control": bool(attributes & v2.CONTROL_BIT)}
     offset, size = FRAME.unpack_from(data, pos)
@@ -151,7 +152,8 @@ def header(data, view: memoryview, pos: int) -> dict:
     timestamp = _LEGACY_TIMESTAMP.unpack_from(data, pos + 18)[0] if magic == 1 else -1
     return {"magic": magic, "position": pos, "size": FRAME_SIZE + size, "base_offset": None,
             "last_offset": offset, "max_timestamp": timestamp, "producer_id": -1,
-            "is_transactional": False, "is_control": False}
+            "producer_epoch": -1, "base_sequence": -1, "is_transactional": False,
+            "is_control": False}
 
 
 def _decode_unit(data, view, pos, index, path, problems, max_output, checks) -> dict:

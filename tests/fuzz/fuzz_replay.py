@@ -3,7 +3,7 @@ rows `kinspect offsets` shows of it (groups/describe.py).
 
 Input: one byte of options (bit 0: only the group of the first record is asked for; bit 1: no
 history), then entries (formats.replay_entries): a record of a plain or transactional batch,
-or a COMMIT or ABORT marker of a producer. Checks: no exception, no hidden one in any problem.
+or a COMMIT or ABORT marker of a producer, offsets increasing. Checks: no exception, no hidden one in any problem.
 """
 
 import formats
@@ -27,7 +27,7 @@ def target(data: bytes) -> None:
     replay = OffsetsReplay(group=group, history=not options & 2)
     offset = 0
     for number, (flags, producer, step, key, value) in enumerate(entries):
-        offset += step
+        offset += max(step, 1)  # records of one log have offsets of their own
         batch = {"magic": 2, "crc_valid": True, "base_offset": offset, "last_offset_delta": 0,
                  "position": number * 100, "producer_id": producer,
                  "is_transactional": bool(flags & (formats.TRANSACTIONAL | formats.CONTROL_COMMIT
