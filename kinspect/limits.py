@@ -72,6 +72,10 @@ class Budget:
         """The records held so far were written out: a new unit may hold its own."""
         self.records_left = self.limits.eager_records
 
+    def held(self, count: int) -> None:
+        """``count`` records of one batch are held (the batch may pass what was left)."""
+        self.records_left = max(self.records_left - count, 0)
+
     def hold_records(self, count: int) -> bool:
         """Whether ``count`` more records may be held in memory (and if so, they are counted)."""
         if count > self.records_left:

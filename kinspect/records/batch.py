@@ -95,7 +95,7 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
     if got is not None and got[1] >= stop:  # the common case: regular, and few enough to hold
         records = got[0]
         framed = len(records)
-        budget.records_left -= framed
+        budget.held(framed)
     else:
         cap = ProblemCap(problems)
         window = _Window(data, base_offset, base_timestamp, fixed_timestamp, where, shift,
@@ -103,9 +103,9 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
         records, framed, after = window.decode(start, stop, cap, 0, budget.records_left + 1)
         if after < stop:  # more records than may be held at once: stream them
             records, framed = _stream(window, start, stop, cap, view[payload_start:end], codec,
-                                      len(data))
+                                      len(data), records, framed, after)
         else:
-            budget.hold_records(len(records))
+            budget.held(len(records))
         cap.close(where, base + pos)
     batch["records"] = records
     if framed != records_count:
@@ -122,12 +122,13 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
 
 
 def _stream(window: "_Window", start: int, stop: int, cap: ProblemCap, payload, codec: int,
-            size: int) -> tuple[RecordStream, int]:
+            size: int, head: list[dict], head_framed: int, after: int) -> tuple[RecordStream, int]:
     """The records of a batch too big to hold, counted (and their problems found) in chunks
-    now, decoded again chunk by chunk when the output is written."""
-    good = framed = 0
-    first = last = None
-    pos = start
+    now, from where the first window (``head``, ending at ``after``) stopped; decoded again
+    chunk by chunk, from the start, when the output is written."""
+    good, framed = len(head), head_framed
+    first, last = (head[0], head[-1]) if head else (None, None)
+    pos = after
     while pos < stop:
         chunk, n, pos = window.decode(pos, stop, cap, framed, STREAM_CHUNK)
         if chunk:

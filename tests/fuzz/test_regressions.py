@@ -113,11 +113,6 @@ def _decode_both_ways(buf, limits: Limits):
 
 
 @pytest.mark.skipif(batch._fast is None, reason="the C accelerator is not built")
-@pytest.mark.xfail(strict=True, reason=(
-    "records/batch.py (ea3c102): the C fast path takes a batch of records_left + 1 records and "
-    "subtracts them all (the budget goes to -1); the Python path's hold_records refuses the "
-    "same count and subtracts nothing. The twins then decode later batches with different "
-    "bounds: streamed or held, and (fuzz_records) with different problems."))
 def test_the_c_and_python_record_loops_leave_the_same_budget():
     buf = v2_batch(_REGULAR * 3, 3) + v2_batch(_REGULAR, 1, base_offset=3)
     (_, _, c_left), (_, _, python_left) = _decode_both_ways(buf, Limits(eager_records=2))
@@ -125,10 +120,6 @@ def test_the_c_and_python_record_loops_leave_the_same_budget():
 
 
 @pytest.mark.skipif(batch._fast is None, reason="the C accelerator is not built")
-@pytest.mark.xfail(strict=True, reason=(
-    "records/batch.py (ea3c102): fuzz_records input (options: small bounds, checks, a "
-    "memoryview), minimized: five batches whose budgets differ after the third (see the test "
-    "above); the C path then reports 26 problems, the Python path 29, for the same bytes."))
 def test_the_c_and_python_record_loops_report_the_same_problems_on_a_fuzz_input():
     data = zlib.decompress(base64.b64decode(
         "eNr7z4AAp0AEEwMJIAWINbBJGAywFop9RSIgUwu9fUXXgCcDjKZAeqZAAdK1AAC2kg04"))
@@ -138,10 +129,6 @@ def test_the_c_and_python_record_loops_report_the_same_problems_on_a_fuzz_input(
     assert c[:2] == python[:2]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "records/batch.py: a batch of more records than the budget holds is decoded up to the "
-    "bound (window.decode), then streamed from its start again (_stream) into the same "
-    "ProblemCap: a bad record before the bound is reported twice"))
 def test_a_streamed_batch_reports_each_problem_once():
     buf = v2_batch(_REGULAR * 2, 2) + v2_batch(_LYING + _REGULAR, 2, base_offset=2)
     for _, problems, _ in _decode_both_ways(buf, Limits(eager_records=2)):
