@@ -38,7 +38,9 @@ def target(data: bytes) -> None:
             batch.update(is_control=True, control={"type": marker}, records=[])
         replay.batch(batch, "fuzz.log")
     view = replay.finish()
-    harness.check_problems(view.problems)
+    # not once: the replay gives a record's problems the record's position, not their byte in
+    # it, so two faults of one record read alike (said in the report, not a bug)
+    harness.check_problems(view.problems, once=False)
     rows = describe.history_rows(view)
     for listed in describe.listed_groups(view):
         rows += describe.offset_rows(view, listed) + describe.member_rows(view, listed)

@@ -78,9 +78,9 @@ class Finding(AssertionError):
     """A property failed: atheris reports it as a crash, with this message."""
 
 
-def check_problems(problems, where: str = "") -> None:
+def check_problems(problems, where: str = "", once: bool = True) -> None:
     """Problems (Problem objects or their dicts) must be data problems, not hidden exceptions,
-    and each is reported once."""
+    and (``once``) each is reported once."""
     seen = set()
     for p in problems:
         p = p if isinstance(p, dict) else p.to_dict()
@@ -91,7 +91,7 @@ def check_problems(problems, where: str = "") -> None:
         if p.get("offset") is None or "→ records" not in str(p.get("path")):
             continue  # a record set's problems are each reported once; elsewhere a body's
             # warnings name a field, not an element, and may repeat (checked on record sets)
-        if key in seen and not (KNOWN_REPEATS and "→ records[" in str(p.get("path"))):
+        if once and key in seen and not (KNOWN_REPEATS and "→ records[" in str(p.get("path"))):
             raise Finding(f"{where}a problem is reported twice: {p}")
         seen.add(key)
 
