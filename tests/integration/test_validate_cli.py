@@ -140,9 +140,9 @@ def _first_produce_crc() -> int:
 
 # ------------------------------------------------------------------ JUnit
 
-def test_junit_report_for_ci(fixtures, tmp_path):
-    report = tmp_path / "out" / "validate.xml"
-    report.parent.mkdir()
+def test_junit_report_for_ci(fixtures, tmp_path_factory):
+    # (not inside the fixtures directory: kinspect refuses to write inside what it reads)
+    report = tmp_path_factory.mktemp("out") / "validate.xml"
     done = kinspect("--junit", report, fixtures, fixtures / "missing.bin")
     assert done.returncode == 3
     root = ET.parse(report).getroot()
