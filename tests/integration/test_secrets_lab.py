@@ -165,7 +165,9 @@ def test_every_client_and_tool_was_seen(revealed):
                                                           ("SCRAM-SHA-512", "client"), ("SCRAM-SHA-512", "server")}
     assert len([r for r in raw if r["mechanism"] == "SCRAM-SHA-512"]) == 4  # two rounds
     assert not [r for r in revealed if r.get("kind") == "undecodable"]
-    assert len(_scram_secrets(revealed)) >= 6  # librdkafka's and kafka-python's proofs and signatures
+    # a proof and a signature of each client's SCRAM login at least (librdkafka logs in again
+    # on its second connection only when it opens one before the test ends)
+    assert len(_scram_secrets(revealed)) >= 4
 
 
 def secrets_of(lab, revealed) -> dict[str, list[str]]:
