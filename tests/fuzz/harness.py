@@ -31,11 +31,10 @@ GENERATED_FLAG = "-instrument_generated="
 # Problems that a catch-all made of an exception: a bug, not a data problem.
 HIDDEN_EXCEPTIONS = ("decoder_error",)
 HIDDEN_PREFIXES = ("record decoder failed", "decoder error")
-# Known findings in files the lead is rewriting, tolerated here so that CI stays green until
-# they are fixed (each is an xfail(strict=True) test in test_regressions.py; set to False then):
-# a batch streamed past the records it may hold reports a bad record's problem twice
-# (test_a_streamed_batch_reports_each_problem_once); the C and Python record loops spend the
-# budget differently past it (test_the_c_and_python_record_loops_leave_the_same_budget).
+# Known findings not fixed yet, tolerated here so that CI stays green meanwhile (each has an
+# xfail(strict=True) test in test_regressions.py; set to False when the fix lands). Both are
+# fixed (b25d72a): a batch streamed past its bound reported a bad record twice (KNOWN_REPEATS);
+# the C and Python record loops spent the budget differently past it (KNOWN_BUDGET_SPLIT).
 KNOWN_REPEATS = False
 KNOWN_BUDGET_SPLIT = False
 # The longest input of each corpus (-max_len): files of a few packets or batches, smaller units.
