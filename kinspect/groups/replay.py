@@ -26,7 +26,7 @@ from kinspect.groups.commit_records import decode_commit
 from kinspect.groups.model import (ABORTED, CLASSIC, COMMITTED, CONSUMER, DELETED,
                                    NO_PRODUCER, PENDING, SHARE, STREAMS, SUPERSEDED, Commit,
                                    Group, GroupsView, Member)
-from kinspect.problems import ERROR, WARNING, Problem
+from kinspect.problems import ERROR, WARNING, Problem, ProblemCap
 from kinspect.storage.offsets_records import decode_offsets_record
 
 OFFSET_COMMIT_TYPES = (0, 1)
@@ -57,6 +57,7 @@ class OffsetsReplay:
         self.pending: dict[int, dict[tuple[str, str, int], Commit]] = {}
         self.history: list[Commit] = []
         self.problems: list[Problem] = []
+        self._problems = ProblemCap(self.problems, keep=50)  # a million bad records: counted
         self.records = 0
         self._previous_offset: int | None = None
 
@@ -66,13 +67,13 @@ class OffsetsReplay:
         """One decoded unit from walk_segment / iter_batches (v2 batch or legacy message)."""
         position = batch.get("position")
         if not batch.get("crc_valid", True):
-            self.problems.append(Problem(
+            self._problems.append(Problem(
                 "batch fails its CRC: its records are not replayed", source, position, ERROR,
                 "replay_crc"))
             return
         base = batch.get("base_offset", batch.get("offset"))
         if self._previous_offset is not None and base is not None and base <= self._previous_offset:
-            self.problems.append(Problem(
+            self._problems.append(Problem(
                 f"batch at offset {base} is not after offset {self._previous_offset}: replayed "
                 f"anyway (give segments in offset order, each once)", source, position, WARNING,
                 "replay_order", f"> {self._previous_offset}", base))
@@ -106,20 +107,20 @@ class OffsetsReplay:
         errors = [p for p in problems if p.severity == ERROR]
         for p in problems:
             if p.severity != "info" and p.check != "record_version":  # said below, in context
-                self.problems.append(Problem(p.what, f"{where} → {p.path}", position, p.severity,
-                                             p.check, p.expected, p.found))
+                self._problems.append(Problem(p.what, f"{where} → {p.path}", position, p.severity,
+                                              p.check or "offsets_record", p.expected, p.found))
         record_type = decoded["record_type"]
         known = record_type in OFFSET_COMMIT_TYPES or record_type == GROUP_METADATA \
             or record_type in MODERN
         if errors or not known:
             if known:
-                self.problems.append(Problem(
+                self._problems.append(Problem(
                     f"{decoded['record_name']} record not replayed: it does not decode cleanly",
                     where, position, ERROR, "replay_record"))
             return
         key, value = decoded["key"], decoded["value"]
         if value is not None and not isinstance(value, dict):  # a value version we do not know
-            self.problems.append(Problem(
+            self._problems.append(Problem(
                 f"{decoded['record_name']} value version {decoded['value_version']} is unknown: "
                 f"record not replayed", where, position, WARNING, "replay_record"))
             return
@@ -147,6 +148,7 @@ class OffsetsReplay:
         if open_commits:
             notes.append(f"{open_commits} transactional offset commits of producer ids "
                          f"{sorted(self.pending)} have no COMMIT or ABORT marker yet: pending")
+        self._problems.close("__consumer_offsets", None)
         return GroupsView(groups=dict(self.groups), history=list(self.history), notes=notes,
                           problems=list(self.problems))
 
