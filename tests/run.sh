@@ -8,13 +8,13 @@ SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 
 need=()
-for tool in tshark tcpdump dumpcap editcap ip gcc; do
+for tool in tshark tcpdump dumpcap editcap ip gcc strace; do
   command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
-if [ ${#need[@]} -gt 0 ]; then  # gcc builds kinspect/native (a test checks the accelerators load)
+if [ ${#need[@]} -gt 0 ]; then  # gcc builds kinspect/native; strace shows inputs are only read
   echo "installing system packages for: ${need[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq tshark tcpdump iproute2 gcc >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq tshark tcpdump iproute2 gcc strace >/dev/null
 fi
 python3 -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" || {
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-dev >/dev/null  # headers for kinspect/native

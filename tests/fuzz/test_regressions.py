@@ -9,7 +9,6 @@ import json
 import struct
 import zlib
 
-import pytest
 
 from kinspect.groups.describe import member_rows
 from kinspect.groups.replay import OffsetsReplay
@@ -111,15 +110,12 @@ def _decode_both_ways(buf, limits: Limits):
     return out
 
 
-
-@pytest.mark.skipif(batch._fast is None, reason="the C accelerator is not built")
 def test_the_c_and_python_record_loops_leave_the_same_budget():
     buf = v2_batch(_REGULAR * 3, 3) + v2_batch(_REGULAR, 1, base_offset=3)
     (_, _, c_left), (_, _, python_left) = _decode_both_ways(buf, Limits(eager_records=2))
     assert c_left == python_left
 
 
-@pytest.mark.skipif(batch._fast is None, reason="the C accelerator is not built")
 def test_the_c_and_python_record_loops_report_the_same_problems_on_a_fuzz_input():
     data = zlib.decompress(base64.b64decode(
         "eNr7z4AAp0AEEwMJIAWINbBJGAywFop9RSIgUwu9fUXXgCcDjKZAeqZAAdK1AAC2kg04"))
