@@ -9,7 +9,6 @@ import json
 import struct
 import zlib
 
-
 from kinspect.groups.describe import member_rows
 from kinspect.groups.replay import OffsetsReplay
 from kinspect.limits import Budget, Limits
