@@ -16,21 +16,9 @@ NATIVE = pcap._fast_records
 def read(data: bytes, chunk: int, fast=NATIVE) -> tuple:
     saved, pcap._fast_records = pcap._fast_records, fast
     try:
-        parser = pcap.PcapParser()
-        if not chunk:
-            parser.feed(data)
-            packets = list(parser.packets(final=True))
-        else:
-            packets = []
-            for at in range(0, len(data), chunk):
-                parser.feed(data[at:at + chunk])
-                packets += parser.packets()
-            parser.close()
+        return harness.read_capture(pcap.PcapParser(), data, chunk)
     finally:
         pcap._fast_records = saved
-    harness.check_problems(parser.problems)
-    return ([(ts, linktype, bytes(d), n) for ts, linktype, d, n in packets],
-            [p.to_dict() for p in parser.problems], parser.count)
 
 
 def target(data: bytes) -> None:

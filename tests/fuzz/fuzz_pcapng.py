@@ -12,19 +12,7 @@ with harness.instrumented("kinspect.capture"):
 
 
 def read(data: bytes, chunk: int) -> tuple:
-    parser = PcapngParser()
-    if not chunk:
-        parser.feed(data)
-        packets = list(parser.packets(final=True))
-    else:
-        packets = []
-        for at in range(0, len(data), chunk):
-            parser.feed(data[at:at + chunk])
-            packets += parser.packets()
-        parser.close()
-    harness.check_problems(parser.problems)
-    return ([(ts, linktype, bytes(d), n) for ts, linktype, d, n in packets],
-            [p.to_dict() for p in parser.problems], parser.count)
+    return harness.read_capture(PcapngParser(), data, chunk)
 
 
 def target(data: bytes) -> None:

@@ -239,3 +239,20 @@ def _temporary_corpus(corpus: str, max_len: int) -> list[str]:
     shutil.rmtree(work, ignore_errors=True)
     code = os.waitstatus_to_exitcode(status)
     os._exit(code if code >= 0 else 128 - code)
+
+
+def read_capture(parser, data: bytes, chunk: int) -> tuple:
+    """Feed a pcap or pcapng ``parser`` the file whole (``chunk`` 0) or ``chunk`` bytes at a
+    time: (packets, problems as dicts, packet count), its problems checked."""
+    if not chunk:
+        parser.feed(data)
+        packets = list(parser.packets(final=True))
+    else:
+        packets = []
+        for at in range(0, len(data), chunk):
+            parser.feed(data[at:at + chunk])
+            packets += parser.packets()
+        parser.close()
+    check_problems(parser.problems)
+    return ([(ts, linktype, bytes(d), n) for ts, linktype, d, n in packets],
+            [p.to_dict() for p in parser.problems], parser.count)
