@@ -69,6 +69,15 @@ class ProblemCap:
         self.seen[key] = seen + 1
         return True
 
+    def room(self, key: str) -> int:
+        """How many more problems of check ``key`` would be kept, not only counted."""
+        return max(self.keep - self.seen.get(key, 0), 0)
+
+    def count(self, key: str, n: int) -> None:
+        """``n`` problems of check ``key`` past the ones kept: counted, never built."""
+        if n:
+            self.seen[key] = self.seen.get(key, 0) + n
+
     def append(self, problem: Problem) -> None:
         key = problem.check or problem.what
         seen = self.seen.get(key, 0)

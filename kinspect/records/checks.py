@@ -9,7 +9,8 @@ absolute byte position of the field, and expected/found values.
 
 from __future__ import annotations
 
-from operator import itemgetter
+from itertools import accumulate, compress, islice, repeat
+from operator import add, gt, itemgetter, le, sub
 
 from kinspect.problems import ERROR, INFO, WARNING, Problem, ProblemCap
 
@@ -33,8 +34,7 @@ def check_batch(batch: dict, where: str, problems: list[Problem]) -> None:
     """All v2 checks for one decoded batch (its records a list, or a RecordStream)."""
     cap = ProblemCap(problems)
     _reserved_attributes(batch, where, cap)
-    _offset_deltas(batch, where, cap)
-    _timestamps(batch, where, cap)
+    _records(batch, where, cap)
     _producer_fields(batch, where, cap)
     _control_batch(batch, where, cap)
     cap.close(where, batch["position"])
@@ -53,26 +53,37 @@ def _reserved_attributes(batch: dict, where: str, problems: list[Problem]) -> No
                                 "reserved_attributes", 0, reserved))
 
 
-def _offset_deltas(batch: dict, where: str, problems: list[Problem]) -> None:
+def _records(batch: dict, where: str, problems: ProblemCap) -> None:
+    """The checks that read every record, in one pass over them: offset deltas, then timestamps."""
     records = batch["records"]
-    if not records:
-        return
-    base = batch["base_offset"]
-    at = batch["position"] + _RECORDS_AT
-    previous, gaps, index = -1, 0, 0
-    for chunk in _chunks(records):
-        offsets = list(map(_OFFSET, chunk))
-        start = base + previous + 1
-        if offsets != list(range(start, start + len(offsets))):  # deltas not going on 1 by 1
-            previous, gaps = _offset_delta_order(offsets, base, where, at, problems, index,
-                                                 previous, gaps)
-        else:
-            previous += len(offsets)
-        index += len(offsets)
+    create_time = batch["timestamp_type"] == "CreateTime"
+    largest = None
+    if records:
+        base = batch["base_offset"]
+        at = batch["position"] + _RECORDS_AT
+        previous, gaps, index = -1, 0, 0
+        for chunk in _chunks(records):
+            offsets = list(map(_OFFSET, chunk))
+            start = base + previous + 1
+            if offsets != list(range(start, start + len(offsets))):  # deltas not going on 1 by 1
+                previous, gaps = _offset_delta_order(offsets, base, where, at, problems, index,
+                                                     previous, gaps)
+            else:
+                previous += len(offsets)
+            index += len(offsets)
+            if create_time:
+                most = max(map(_TIMESTAMP, chunk))
+                largest = most if largest is None else max(largest, most)
+        if index:
+            _offset_delta_summary(batch, where, at, offsets[-1] - base, gaps, problems)
+    _timestamps(batch, where, largest, problems)
+
+
+def _offset_delta_summary(batch: dict, where: str, at: int, last: int, gaps: int,
+                          problems: ProblemCap) -> None:
     if gaps:
         problems.append(Problem(f"{gaps} gap(s) in the record offset deltas: records were removed, "
                                 f"as log compaction does", where, at, INFO, "offset_delta_order"))
-    last = offsets[-1] - base
     declared = batch["last_offset_delta"]
     if declared < last:
         problems.append(Problem(f"lastOffsetDelta {declared} is below the last record's delta {last}",
@@ -85,32 +96,39 @@ def _offset_deltas(batch: dict, where: str, problems: list[Problem]) -> None:
                                 "last_offset_delta", last, declared))
 
 
-def _offset_delta_order(offsets: list[int], base: int, where: str, at: int, problems,
+def _offset_delta_order(offsets: list[int], base: int, where: str, at: int, problems: ProblemCap,
                         first_index: int, previous: int, gaps: int) -> tuple[int, int]:
-    """Offsets of records ``first_index``.. that are not 0, 1, 2, ...: (previous, gaps) after them."""
-    for index, offset in enumerate(offsets, first_index):
-        delta = offset - base
-        if delta <= previous:
-            problems.append(Problem(f"offset delta {delta} does not increase (previous {previous})",
-                                    f"{where} → records[{index}]", at, ERROR,
-                                    "offset_delta_order", f"> {previous}", delta))
-        elif delta != previous + 1:
-            gaps += 1
-        previous = max(previous, delta)
-    return previous, gaps
+    """Offsets of records ``first_index``.. that are not 0, 1, 2, ...: (previous, gaps) after them.
+
+    A delta must pass the highest delta before it; one that passes it by more than 1 is a gap.
+    The comparisons run over whole lists (a hostile batch may hold millions of records out of
+    order): only the problems the cap shows are built, the rest are counted."""
+    deltas = list(map(sub, offsets, repeat(base, len(offsets))))
+    highs = list(accumulate(deltas, max, initial=previous))  # highs[i]: highest before record i
+    bad = sum(map(le, deltas, highs))
+    gaps += sum(map(gt, deltas, map(add, highs, repeat(1, len(deltas)))))
+    if bad:
+        shown = islice(compress(range(len(deltas)), map(le, deltas, highs)),
+                       problems.room("offset_delta_order"))
+        for i in shown:
+            problems.append(Problem(f"offset delta {deltas[i]} does not increase (previous {highs[i]})",
+                                    f"{where} → records[{first_index + i}]", at, ERROR,
+                                    "offset_delta_order", f"> {highs[i]}", deltas[i]))
+            bad -= 1
+        problems.count("offset_delta_order", bad)
+    return highs[-1], gaps
 
 
-def _timestamps(batch: dict, where: str, problems: list[Problem]) -> None:
+def _timestamps(batch: dict, where: str, largest: int | None, problems: ProblemCap) -> None:
+    """``largest``: the largest record timestamp (None without records)."""
     at = batch["position"] + _MAX_TIMESTAMP_AT
     if batch["timestamp_type"] == "LogAppendTime":
         if batch["max_timestamp"] < 0:
             problems.append(Problem("LogAppendTime batch has no append time in maxTimestamp", where,
                                     at, ERROR, "log_append_time", ">= 0", batch["max_timestamp"]))
         return
-    records = batch["records"]
-    if not records:
+    if largest is None:
         return
-    largest = max(max(map(_TIMESTAMP, chunk)) for chunk in _chunks(records))
     if largest != batch["max_timestamp"]:
         problems.append(Problem(f"maxTimestamp {batch['max_timestamp']} is not the largest record "
                                 f"timestamp {largest}", where, at, ERROR, "max_timestamp",

@@ -1,10 +1,13 @@
 import gzip
+import random
 import struct
 
 import pytest
 import zstandard
 
+from kinspect.problems import ProblemCap
 from kinspect.records import decode_records
+from kinspect.records.checks import _offset_delta_order
 from tests.conftest import REALDATA
 from tests.unit.records.conftest import (KAFKA_RUST, KAFKAJS_FETCH, java_fixture, kafka_rust_fetch,
                                          kafkajs_fetch)
@@ -170,3 +173,33 @@ def test_every_pristine_real_record_set_passes_every_check():
         assert all(p.severity == "info" for p in problems)
         seen += 1
     assert seen > 40
+
+
+def _offset_order_one_by_one(deltas: list[int]) -> tuple[list[tuple], int, int]:
+    """The rule as written: a delta must pass the highest before it; passing it by more than
+    1 is a gap."""
+    shown, previous, gaps = [], -1, 0
+    for index, delta in enumerate(deltas):
+        if delta <= previous:
+            shown.append((f"records[{index}]", f"> {previous}", delta))
+        elif delta != previous + 1:
+            gaps += 1
+        previous = max(previous, delta)
+    return shown, gaps, previous
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_offset_delta_order_over_lists_matches_the_rule_one_by_one(seed):
+    rng = random.Random(seed)
+    deltas = [rng.choice((i, i, i + 2, rng.randrange(-2, 40))) for i in range(rng.randrange(1, 300))]
+    problems: list = []
+    cap = ProblemCap(problems, keep=rng.choice((3, 10, 1000)))
+    previous, gaps, index = -1, 0, 0
+    for cut in range(0, len(deltas), 17):  # chunk by chunk, as a streamed batch is read
+        chunk = [100 + d for d in deltas[cut:cut + 17]]
+        previous, gaps = _offset_delta_order(chunk, 100, "b", 0, cap, index, previous, gaps)
+        index += len(chunk)
+    expected, expected_gaps, expected_previous = _offset_order_one_by_one(deltas)
+    assert (previous, gaps) == (expected_previous, expected_gaps)
+    assert [(p.path.split(" → ")[-1], p.expected, p.found) for p in problems] == expected[:cap.keep]
+    assert cap.seen.get("offset_delta_order", 0) == len(expected)
