@@ -24,6 +24,7 @@ class Limits:
     max_ratio: int = 1000             # decompressed bytes per compressed byte, per batch (--max-ratio)
     max_file_ratio: int = 100         # decompressed bytes per input byte, per file (--max-file-ratio)
     eager_records: int = 100_000      # records held at once; the rest streamed (--max-records)
+    max_records_per_byte: int = 2     # records decoded per input byte, per file (--max-records-per-byte)
 
 
 DEFAULT_LIMITS = Limits()
@@ -31,29 +32,36 @@ DEFAULT_LIMITS = Limits()
 # The options that raise each bound, as problems name them.
 OPTION = {"max_items": "--max-items", "max_batch_bytes": "--max-batch-bytes",
           "max_ratio": "--max-ratio", "max_file_ratio": "--max-file-ratio",
-          "eager_records": "--max-records"}
+          "eager_records": "--max-records", "max_records_per_byte": "--max-records-per-byte"}
 RATIO_FLOOR = 1 * MiB  # any batch may decompress this much, whatever its ratio
+# Any unit may decode this many records, whatever its size. Past it, a unit decodes at most
+# max_records_per_byte records per input byte: honest data holds at most about one (a zstd batch
+# of empty records), and each record costs output and time whatever its size.
+RECORDS_FLOOR = 1_000_000
 
 
 class Budget:
     """What is left of the bounds for one unit of work (see the module's docstring)."""
 
-    __slots__ = ("limits", "inflate_left", "records_left")
+    __slots__ = ("limits", "inflate_left", "records_left", "decode_left")
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, input_bytes: int = 0):
         self.limits = limits
         # one whole batch is always allowed, so small inputs decompress as they always have
         self.inflate_left = limits.max_batch_bytes + limits.max_file_ratio * input_bytes
         self.records_left = limits.eager_records
+        self.decode_left = RECORDS_FLOOR + limits.max_records_per_byte * input_bytes
 
     def copy(self) -> Budget:
         twin = Budget.__new__(Budget)
         twin.limits, twin.inflate_left, twin.records_left = self.limits, self.inflate_left, self.records_left
+        twin.decode_left = self.decode_left
         return twin
 
     def grant(self, input_bytes: int) -> None:
         """More input handed to this unit earns its share of decompression."""
         self.inflate_left += self.limits.max_file_ratio * input_bytes
+        self.decode_left += self.limits.max_records_per_byte * input_bytes
 
     def inflate_bound(self, compressed: int) -> tuple[int, str]:
         """The most a batch of ``compressed`` bytes may decompress to now, and the option that
@@ -67,6 +75,20 @@ class Budget:
 
     def inflated(self, size: int) -> None:
         self.inflate_left -= size
+
+    def decode_allowed(self) -> int:
+        """How many more records may be decoded (framed, good or bad) from this unit's input."""
+        return max(self.decode_left, 0)
+
+    def decoded(self, count: int) -> None:
+        self.decode_left -= count
+
+    def cut_note(self, decoded: int) -> str:
+        """Why records past the first ``decoded`` of a batch or wrapper are not decoded."""
+        per_byte = self.limits.max_records_per_byte
+        return (f"records past the first {decoded} here are not decoded: the input already gave "
+                f"the most records its size allows ({per_byte} per byte after the first "
+                f"{RECORDS_FLOOR:,}; raise it with {OPTION['max_records_per_byte']})")
 
     def next_unit(self) -> None:
         """The records held so far were written out: a new unit may hold its own."""

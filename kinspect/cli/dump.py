@@ -226,8 +226,8 @@ class TableRenderer:
 
     def __init__(self, out: Output, data: bool, mode: str):
         self.out = out
-        self.format = TableFormat(data, mode)
         self.write = None if out.interactive else out.stream.write
+        self.format = TableFormat(data, mode, plain_records=self.write is not None)
 
     def event(self, event: dict) -> None:
         for text in self.format.lines(event):
@@ -235,12 +235,17 @@ class TableRenderer:
         records = event.get("records")
         if isinstance(records, RecordStream):  # too big to hold: its lines a chunk at a time
             for chunk in records.chunks():
-                for text in self.format.record_lines(event, chunk):
-                    self._line(text)
+                if self.write is None:
+                    for text in self.format.record_lines(event, chunk):
+                        self.out.text(text)
+                elif chunk:  # escaped as they were built
+                    self.write("\n".join(self.format.record_texts(event, chunk)) + "\n")
 
     def _line(self, text) -> None:
         if self.write is None:
             self.out.text(text)
+        elif isinstance(text, str):  # a record line, escaped as it was built
+            self.write(text + "\n")
         else:
             self.write(escape(text.plain, layout=True) + "\n")
 

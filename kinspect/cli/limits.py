@@ -25,12 +25,18 @@ def limit_options(command):
         click.option("--max-file-ratio", type=click.IntRange(1), default=_D.max_file_ratio,
                      show_default=True,
                      help="Decompressed bytes per input byte, per file (after the first --max-batch-bytes)."),
+        click.option("--max-records-per-byte", type=click.IntRange(0), default=_D.max_records_per_byte,
+                     show_default=True,
+                     help="Records decoded per input byte, per file (after the first million); "
+                          "past it a batch's remaining records are cut."),
     ]
 
     @functools.wraps(command)
-    def wrapped(*args, max_items, max_records, max_batch_bytes, max_ratio, max_file_ratio, **kwargs):
+    def wrapped(*args, max_items, max_records, max_batch_bytes, max_ratio, max_file_ratio,
+                max_records_per_byte, **kwargs):
         limits = Limits(max_items=max_items, max_batch_bytes=max_batch_bytes, max_ratio=max_ratio,
-                        max_file_ratio=max_file_ratio, eager_records=max_records)
+                        max_file_ratio=max_file_ratio, eager_records=max_records,
+                        max_records_per_byte=max_records_per_byte)
         return command(*args, limits=limits, **kwargs)
 
     for option in reversed(options):

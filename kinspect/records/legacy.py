@@ -121,13 +121,17 @@ def _decode_inner(data: bytes, wrapper: dict, where: str, at: int, problems, bud
                   ) -> tuple[list[dict], list[int]]:
     """Inner messages of a wrapper; problem offsets are the wrapper value's position. Past
     what the budget lets it hold, inner messages are checked and counted, not kept."""
-    held = budget.records_left
+    held, allowed = budget.records_left, budget.decode_allowed()
     records: list[dict] = []
     raw_offsets: list[int] = []
     view = memoryview(data)
     codec = f"{wrapper['compression']}-decompressed"
     pos, end = 0, len(data)
     while pos < end:
+        if len(raw_offsets) >= allowed:
+            problems.append(Problem(f"{budget.cut_note(len(raw_offsets))} ({codec} byte {pos})",
+                                    _inner(where, raw_offsets), at, ERROR, "records_cut"))
+            break
         left = end - pos
         if left < 17:
             problems.append(Problem(f"decompressed message set ends with {left} bytes that are "
@@ -164,6 +168,7 @@ def _decode_inner(data: bytes, wrapper: dict, where: str, at: int, problems, bud
                             "headers": (), "crc_valid": computed == crc, "magic": magic,
                             "attributes": attributes})
         pos += 12 + size
+    budget.decoded(len(raw_offsets))
     budget.hold_records(len(records))
     if len(raw_offsets) > len(records):
         problems.append(Problem(

@@ -9,6 +9,7 @@ producer, with a header line per file and a summary; streamed, no table is held.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 
 from rich.text import Text
 
@@ -32,12 +33,14 @@ class TableFormat:
     BATCH_HEAD = (f"{'POSITION':>12} {'OFFSETS':>23} {'COUNT':>6} {'SIZE':>8} {'CODEC':<6} "
                   f"{'MAX TIMESTAMP (UTC)':<24} {'TYPE':<6} {'PRODUCER':<22} {'FLAGS':<6} CRC")
 
-    def __init__(self, data: bool = False, mode: str = "auto"):
-        self.data, self.mode = data, mode
+    def __init__(self, data: bool = False, mode: str = "auto", plain_records: bool = False):
+        """``plain_records``: record lines come as escaped str, not rich Text (for piped output,
+        where a Text per record costs more than the rest of the line)."""
+        self.data, self.mode, self.plain_records = data, mode, plain_records
         self.header_due = False
         self._lines: list[Text] = []
 
-    def lines(self, event: dict) -> list[Text]:
+    def lines(self, event: dict) -> list[Text | str]:
         self._lines = []
         handler = getattr(self, "_" + event["type"], None)
         if handler is not None:
@@ -92,13 +95,16 @@ class TableFormat:
         self.line(Text.assemble(text, (crc, "red bold" if crc == "BAD" else "green")))
         records = e.get("records") or ()
         if not isinstance(records, RecordStream):  # a stream is written by record_lines, chunk by chunk
-            for line in self.record_lines(e, records):
-                self.line(line)
+            self._lines += (self.record_texts if self.plain_records else self.record_lines)(e, records)
 
     def record_lines(self, e: dict, records) -> list[Text]:
+        return list(map(Text, self.record_texts(e, records)))
+
+    def record_texts(self, e: dict, records) -> list[str]:
+        """The record lines as plain text, escaped (what is written when output is piped)."""
         if e.get("is_control"):
-            return [Text(escape(self._control(record, e.get("control") or {}))) for record in records]
-        return [Text(escape(self._record(record))) for record in records]
+            return [escape(self._control(record, e.get("control") or {})) for record in records]
+        return list(map(escape, map(self._record, records)))
 
     def _control(self, record: dict, control: dict) -> str:
         details = " ".join(f"{k}={_compact(v)}" for k, v in control.items()
@@ -107,12 +113,13 @@ class TableFormat:
                 f"{control.get('type', 'control')} {details}")
 
     def _record(self, record: dict) -> str:
+        if not self.data:  # record_view's fields, read straight from the record (the hot path)
+            text = (f"{'':>14}offset {record['offset']}  {_time(record['timestamp'])}  "
+                    f"key {_size(record['key_size'])}  value {_size(record['value_size'])}")
+            headers = record["headers"]
+            return text + f"  headers [{','.join([h['key'] for h in headers])}]" if headers else text
         view = record_view(record, self.data, self.mode)
         text = f"{'':>14}offset {view['offset']}  {_time(view['timestamp'])}"
-        if not self.data:
-            keys = ",".join(view["header_keys"])
-            return (f"{text}  key {_size(view['key_size'])}  value {_size(view['value_size'])}"
-                    + (f"  headers [{keys}]" if keys else ""))
         value = view["value"]
         if isinstance(value, dict) and "data" in value and "api_key" in value:  # KRaft metadata
             return f"{text}  {value['type']} v{value['version']} {_compact(value['data'])}"
@@ -219,11 +226,17 @@ class TableFormat:
 def _time(ms) -> str:
     if ms is None or ms < 0:
         return "-" if ms is None else str(ms)
+    second = _second(ms // 1000)
+    return str(ms) if second is None else f"{second}{ms % 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=4096)  # records of a batch share their seconds
+def _second(seconds: int) -> str | None:
     try:
-        moment = _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc)
+        moment = _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc)
     except (OverflowError, OSError, ValueError):
-        return str(ms)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.")
 
 
 def _size(n: int) -> str:
