@@ -104,6 +104,8 @@ class TableFormat:
         """The record lines as plain text, escaped (what is written when output is piped)."""
         if e.get("is_control"):
             return [escape(self._control(record, e.get("control") or {})) for record in records]
+        if not self.data:  # only the header keys come from the input, escaped as they are joined
+            return list(map(self._sizes_line, records))
         return list(map(escape, map(self._record, records)))
 
     def _control(self, record: dict, control: dict) -> str:
@@ -112,12 +114,18 @@ class TableFormat:
         return (f"{'':>14}offset {record['offset']}  {_time(record['timestamp'])}  "
                 f"{control.get('type', 'control')} {details}")
 
+    @staticmethod
+    def _sizes_line(record: dict) -> str:
+        """A record without --data: record_view's fields, read straight from the record (the hot
+        path of dump --records)."""
+        text = (f"{'':>14}offset {record['offset']}  {_time(record['timestamp'])}  "
+                f"key {_size(record['key_size'])}  value {_size(record['value_size'])}")
+        keys = ",".join([h["key"] for h in record["headers"]]) if record["headers"] else ""
+        return f"{text}  headers [{escape(keys)}]" if keys else text
+
     def _record(self, record: dict) -> str:
-        if not self.data:  # record_view's fields, read straight from the record (the hot path)
-            text = (f"{'':>14}offset {record['offset']}  {_time(record['timestamp'])}  "
-                    f"key {_size(record['key_size'])}  value {_size(record['value_size'])}")
-            headers = record["headers"]
-            return text + f"  headers [{','.join([h['key'] for h in headers])}]" if headers else text
+        if not self.data:
+            return self._sizes_line(record)
         view = record_view(record, self.data, self.mode)
         text = f"{'':>14}offset {view['offset']}  {_time(view['timestamp'])}"
         value = view["value"]
@@ -224,10 +232,17 @@ class TableFormat:
 
 
 def _time(ms) -> str:
+    if ms == _last_time[0]:  # records of a batch often share their timestamp
+        return _last_time[1]
     if ms is None or ms < 0:
         return "-" if ms is None else str(ms)
     second = _second(ms // 1000)
-    return str(ms) if second is None else f"{second}{ms % 1000:03d}Z"
+    text = str(ms) if second is None else f"{second}{ms % 1000:03d}Z"
+    _last_time[:] = ms, text
+    return text
+
+
+_last_time: list = [None, "-"]
 
 
 @functools.lru_cache(maxsize=4096)  # records of a batch share their seconds
