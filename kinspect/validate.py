@@ -29,6 +29,7 @@ from kinspect.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import ERROR, INFO, WARNING, Problem
 from kinspect.limits import Limits
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
+from kinspect.records.stream import BatchStream
 from kinspect.storage.segment import MIN_LENGTH, find_next_batch, walk_segment
 
 SEGMENT_NAME = re.compile(r"\d{20}\.log")
@@ -521,11 +522,11 @@ def _exchange_findings(file: str, record: dict, report: FileReport) -> Iterator[
 
 
 def _record_sets(value) -> Iterator[list]:
-    """Decoded record sets (lists of batches) anywhere in a body."""
+    """Decoded record sets (lists of batches, or a BatchStream) anywhere in a body."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key == "records" and isinstance(item, list) and all(
-                    isinstance(batch, dict) for batch in item[:1]):
+            if key == "records" and (type(item) is BatchStream or isinstance(item, list) and all(
+                    isinstance(batch, dict) for batch in item[:1])):
                 yield item
             elif isinstance(item, (dict, list)):
                 yield from _record_sets(item)

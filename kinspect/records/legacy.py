@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 
 from kinspect.limits import OPTION, Budget, Limits
 from kinspect.problems import ERROR, WARNING, Problem, ProblemCap
 from kinspect.records.checks import check_legacy_message
 from kinspect.records.codecs import codec_name, decompress
+from kinspect.records.stream import STREAM_CHUNK, RecordStream
 
 HEADER = struct.Struct(">qiIbb")  # offset, message_size, crc, magic, attributes
 FRAME = struct.Struct(">qi")
@@ -114,19 +116,22 @@ def _decompress_wrapper(wrapper: dict, value: bytes | None, where: str, at: int,
     if data is None:
         return [], None
     budget.inflated(len(data))
-    return _decode_inner(data, wrapper, where, at, problems, budget)
+    codec, size = wrapper["attributes"] & CODEC_MASK, len(data)
+    again = lambda: decompress(codec, value, size, wrapper["magic"], "")[0]  # noqa: E731
+    return _decode_inner(data, wrapper, where, at, problems, budget, again)
 
 
-def _decode_inner(data: bytes, wrapper: dict, where: str, at: int, problems, budget: Budget
-                  ) -> tuple[list[dict], list[int]]:
+def _decode_inner(data: bytes, wrapper: dict, where: str, at: int, problems, budget: Budget,
+                  again=None) -> tuple[list[dict] | WrapperStream, list[int]]:
     """Inner messages of a wrapper; problem offsets are the wrapper value's position. Past
-    what the budget lets it hold, inner messages are checked and counted, not kept."""
+    what the budget lets it hold, inner messages are checked and counted now, and decompressed
+    and walked again (``again()`` gives the bytes) when the output is written."""
     held, allowed = budget.records_left, budget.decode_allowed()
     records: list[dict] = []
     raw_offsets: list[int] = []
     view = memoryview(data)
     codec = f"{wrapper['compression']}-decompressed"
-    pos, end = 0, len(data)
+    pos, end, last = 0, len(data), None
     while pos < end:
         if len(raw_offsets) >= allowed:
             problems.append(Problem(f"{budget.cut_note(len(raw_offsets))} ({codec} byte {pos})",
@@ -146,8 +151,8 @@ def _decode_inner(data: bytes, wrapper: dict, where: str, at: int, problems, bud
                 f"with {left - 12} bytes left ({codec} byte {pos})",
                 _inner(where, raw_offsets), at, ERROR, "decompress"))
             break
-        (offset, _, crc, magic, attributes, timestamp, key, value, computed,
-         error) = _read_message(data, view, pos)
+        fields = _read_message(data, view, pos)
+        (offset, _, crc, magic, attributes, timestamp, key, value, computed, error) = fields
         if error:
             problems.append(Problem(f"{error} ({codec} byte {pos})", _inner(where, raw_offsets),
                                     at, ERROR, "record_length"))
@@ -164,35 +169,97 @@ def _decode_inner(data: bytes, wrapper: dict, where: str, at: int, problems, bud
                 _inner(where, raw_offsets), at, ERROR, "wrapper_nesting"))
         raw_offsets.append(offset)
         if len(records) < held:
-            records.append({"offset": offset, "timestamp": timestamp, "key": key, "value": value,
-                            "headers": (), "crc_valid": computed == crc, "magic": magic,
-                            "attributes": attributes})
+            records.append(_inner_record(fields))
+        last = fields
         pos += 12 + size
     budget.decoded(len(raw_offsets))
     budget.hold_records(len(records))
+    resolve = _resolver(wrapper, raw_offsets)
+    resolve(records)
     if len(raw_offsets) > len(records):
-        problems.append(Problem(
-            f"wrapper holds {len(raw_offsets)} inner messages: only the first {len(records)} are "
-            f"kept in the output (raise it with {OPTION['eager_records']})", where, at, WARNING,
-            "records_cut", len(raw_offsets), len(records)))
-    _resolve_inner(wrapper, records, raw_offsets)
+        if again is None:  # no compressed bytes to read again (not reached by decode_message)
+            problems.append(Problem(
+                f"wrapper holds {len(raw_offsets)} inner messages: only the first {len(records)} "
+                f"are kept in the output (raise it with {OPTION['eager_records']})", where, at,
+                WARNING, "records_cut", len(raw_offsets), len(records)))
+            return records, raw_offsets
+        final = [_inner_record(last)]
+        resolve(final)
+        return WrapperStream(again, pos, resolve, len(raw_offsets),
+                             records[0] if records else None, final[0]), raw_offsets
     return records, raw_offsets
+
+
+def _inner_record(fields: tuple, stored_crc: bool = False) -> dict:
+    offset, _, crc, magic, attributes, timestamp, key, value, computed, _ = fields
+    record = {"offset": offset, "timestamp": timestamp, "key": key, "value": value,
+              "headers": (), "crc_valid": computed == crc, "magic": magic, "attributes": attributes}
+    if stored_crc:
+        record["crc"] = crc
+    return record
+
+
+class WrapperStream(RecordStream):
+    """The inner messages of a wrapper with more of them than may be held: the first walk
+    counted them and found their problems; reading decompresses and walks them again,
+    ``size`` at a time, up to where the first walk stopped."""
+
+    __slots__ = ("_again", "_resolve", "_stored_crc")
+
+    def __init__(self, again, stop: int, resolve, count: int, first: dict | None,
+                 last: dict | None, each=None, stored_crc: bool = False):
+        self._again, self._stop, self._resolve = again, stop, resolve
+        self._count, self._first, self._last, self._each = count, first, last, each
+        self._stored_crc = stored_crc
+
+    def mapped(self, each) -> WrapperStream:
+        inner = self._each
+        composed = each if inner is None else (lambda record: each(inner(record)))
+        return WrapperStream(self._again, self._stop, self._resolve, self._count, self._first,
+                             self._last, composed, self._stored_crc)
+
+    def with_stored_crc(self) -> WrapperStream:
+        """The same records, each with the CRC its message stores (``crc``, as dump shows it)."""
+        return WrapperStream(self._again, self._stop, self._resolve, self._count, None, None,
+                             self._each, True)
+
+    def chunks(self, size: int = 0) -> Iterator[list[dict]]:
+        size = size or STREAM_CHUNK
+        data = self._again()
+        if data is None:
+            return
+        view = memoryview(data)
+        pos, chunk = 0, []
+        while pos < self._stop:
+            fields = _read_message(data, view, pos)
+            chunk.append(_inner_record(fields, self._stored_crc))
+            pos += 12 + fields[1]
+            if len(chunk) >= size or pos >= self._stop:
+                self._resolve(chunk)
+                yield chunk if self._each is None else list(map(self._each, chunk))
+                chunk = []
+
+    def __repr__(self) -> str:
+        return f"<WrapperStream of {self._count} inner messages>"
 
 
 def _inner(where: str, raw_offsets: list[int]) -> str:
     return f"{where} → records[{len(raw_offsets)}]"
 
 
-def _resolve_inner(wrapper: dict, records: list[dict], raw_offsets: list[int]) -> None:
-    """Absolute offsets and effective timestamps, as Kafka's consumer computes them."""
-    if wrapper["magic"] == 0:
+def _resolver(wrapper: dict, raw_offsets: list[int]):
+    """How inner records get their absolute offsets and effective timestamps, as Kafka's
+    consumer computes them: a function applied to each list of records as it is built."""
+    magic = wrapper["magic"]
+    shift = wrapper["offset"] - raw_offsets[-1] if raw_offsets else 0
+    append_time = wrapper["timestamp"] if wrapper["timestamp_type"] == "LogAppendTime" else None
+
+    def resolve(records: list[dict]) -> None:
         for record in records:
-            record["timestamp"] = None
-        return
-    if raw_offsets:
-        shift = wrapper["offset"] - raw_offsets[-1]
-        for record, raw in zip(records, raw_offsets):
-            record["offset"] = shift + raw
-    if wrapper["timestamp_type"] == "LogAppendTime":
-        for record in records:
-            record["timestamp"] = wrapper["timestamp"]
+            if magic == 0:
+                record["timestamp"] = None
+                continue
+            record["offset"] += shift
+            if append_time is not None:
+                record["timestamp"] = append_time
+    return resolve

@@ -44,10 +44,10 @@ def _default(value):
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             return {"b64": base64.b64encode(raw).decode("ascii")}
-    if type(value) is RecordStream or type(value) is BatchStream:
+    if isinstance(value, (RecordStream, BatchStream)):  # a legacy wrapper's stream is a RecordStream
         if _preview:
             shown = _preview[0]
-            more = f"… {len(value) - shown} more {'records' if type(value) is RecordStream else 'batches'}"
+            more = f"… {len(value) - shown} more {'batches' if type(value) is BatchStream else 'records'}"
             return value.head(shown) + ([f"{more} (streamed)"] if len(value) > shown else [])
         _streams.append(value)
         return _MARK

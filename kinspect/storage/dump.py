@@ -219,7 +219,9 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
         problems.extend(decode_problems)
         return record
 
-    if isinstance(records, RecordStream):  # only v2 batches are streamed
+    if isinstance(records, RecordStream):  # a v2 batch, or a legacy wrapper's inner messages
+        if unit["magic"] != 2:
+            records = records.with_stored_crc().mapped(_no_timestamp_as_minus_one)
         records = records.mapped(sizes)
         records = records.mapped(decoded) if decode else records
         return records.mapped(_hide_metadata_secrets) if hide else records
@@ -244,6 +246,12 @@ def _hide_metadata_secrets(record: dict) -> dict:
         decoded, _ = decode_metadata_record(record["value"])
     if redact_secrets(decoded):
         record["value"] = secrets.whole(record["value"])
+    return record
+
+
+def _no_timestamp_as_minus_one(record: dict) -> dict:
+    if record["timestamp"] is None:
+        record["timestamp"] = -1
     return record
 
 

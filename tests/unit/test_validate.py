@@ -19,11 +19,12 @@ import snappy
 import zstandard
 from crc32c import crc32c
 
+from kinspect.limits import Limits
 from kinspect.problems import ERROR, INFO, WARNING
 from kinspect.records import decode_records
 from kinspect.render.junit import JUnitReport
 from kinspect.validate import (FileReport, Finding, check_family, classify, classify_bytes,
-                               validate_bytes, validate_paths)
+                               validate_bytes, validate_file, validate_paths)
 from tests.conftest import PCAPS, REALDATA, SAMPLES
 from tests.unit.records.conftest import FIXTURES, kafka_rust_fetch, kafkajs_fetch
 
@@ -614,3 +615,15 @@ def test_junit_text_is_always_valid_xml():
     [failure] = root.iter("failure")
     assert "(and 4 more)" in failure.get("message") and "3 more not shown" in failure.text
     assert (root.get("tests"), root.get("failures")) == ("9", "1")
+
+
+@pytest.mark.parametrize("name", ["java-transactions.pcap", "kafka39-legacy.pcap"])
+def test_a_capture_counts_the_same_when_its_record_sets_are_streamed(name):
+    def validated(**options):
+        items = list(validate_file(PCAPS / name, **options))
+        report = items[-1]
+        return (report.batches, report.records, report.record_sets), [repr(f) for f in items[:-1]]
+
+    held = validated()
+    assert held[0][1] > 0
+    assert validated(max_output=Limits(eager_records=1)) == held
