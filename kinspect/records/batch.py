@@ -90,17 +90,27 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
             return batch
         budget.inflated(len(data))
         start, stop, shift, compressed_at, codec_label = 0, len(data), 0, base + payload_start, codec_name(codec)
+    cap, bad_keys = ProblemCap(problems), []
     got = None if _fast is None else _fast(data, start, stop, base_offset, base_timestamp,
-                                           fixed_timestamp, budget.records_left + 1)
+                                           fixed_timestamp, budget.records_left + 1, bad_keys,
+                                           cap.room("headers"))
     if got is not None and got[1] >= stop:  # the common case: regular, and few enough to hold
         records = got[0]
         framed = len(records)
         budget.held(framed)
+        if got[2]:  # header keys that are not UTF-8: the warnings the Python loop gives
+            _key_warnings(bad_keys, got[2], cap, where, 0, shift, compressed_at)
+            cap.close(where, base + pos)
     else:
-        cap = ProblemCap(problems)
         window = _Window(data, base_offset, base_timestamp, fixed_timestamp, where, shift,
                          compressed_at, codec_label)
-        records, framed, after = window.decode(start, stop, cap, 0, budget.records_left + 1)
+        if got is not None:  # C decoded the first records, as many as may be held: not again
+            records, after, bad = got
+            framed = len(records)
+            if bad:
+                _key_warnings(bad_keys, bad, cap, where, 0, shift, compressed_at)
+        else:
+            records, framed, after = window.decode(start, stop, cap, 0, budget.records_left + 1)
         if after < stop:  # more records than may be held at once: stream them
             records, framed = _stream(window, start, stop, cap, view[payload_start:end], codec,
                                       len(data), records, framed, after)
@@ -161,10 +171,16 @@ class _Window:
         """Up to ``limit`` records from data[pos:end]: (records, records framed, position after
         them; ``end`` when nothing more can be framed)."""
         if _fast is not None:
+            bad_keys: list = []
+            room = getattr(problems, "room", None)  # a ProblemCap: only the warnings it shows
             got = _fast(self.data, pos, end, self.base_offset, self.base_timestamp,
-                        self.fixed_timestamp, limit)
+                        self.fixed_timestamp, limit, bad_keys,
+                        *(() if room is None else (room("headers"),)))
             if got is not None:
-                records, after = got
+                records, after, bad = got
+                if bad:
+                    _key_warnings(bad_keys, bad, problems, self.where, first_index, self.shift,
+                                  self.compressed_at)
                 return records, len(records), after
         return _decode_records_py(self.data, pos, end, self.base_offset, self.base_timestamp,
                                   self.fixed_timestamp, self.where, problems, self.shift,
@@ -315,8 +331,25 @@ def _decode_headers(data: bytes, pos: int, record_end: int, problems: list[Probl
             key = data[pos:stop].decode()
         except UnicodeDecodeError:
             key = data[pos:stop].decode("utf-8", "replace")
-            problems.append(Problem(f"header[{number}] key is not valid UTF-8",
-                                    f"{where} → records[{index}]", at, WARNING, "headers"))
+            counted = getattr(problems, "counted", None)  # a ProblemCap: past its first few,
+            if counted is None or not counted("headers"):  # only counted, never built
+                problems.append(Problem(f"header[{number}] key is not valid UTF-8",
+                                        f"{where} → records[{index}]", at, WARNING, "headers"))
         value, pos = _bytes_or_null(data, stop, record_end, "headers", f"header[{number}] value")
         headers.append({"key": key, "value": value})
     return headers, pos
+
+
+def _key_warnings(bad_keys: list[tuple[int, int, int]], count: int, problems, where: str,
+                  first_index: int, shift: int, compressed_at: int | None) -> None:
+    """The warnings ``_decode_headers`` gives, for the ``count`` header keys that are not UTF-8
+    the C loop decoded: ``bad_keys`` holds the first of them as (record index in the call,
+    header number, position of the record), as many as ``problems`` shows; the rest (when it
+    is a ProblemCap with no more room) are only counted."""
+    for index, number, start in bad_keys:
+        problems.append(Problem(f"header[{number}] key is not valid UTF-8",
+                                f"{where} → records[{first_index + index}]",
+                                shift + start if compressed_at is None else compressed_at,
+                                WARNING, "headers"))
+    if count > len(bad_keys):
+        problems.count("headers", count - len(bad_keys))

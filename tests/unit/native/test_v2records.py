@@ -36,6 +36,10 @@ def python_twin(args):
     return records, framed, after, problems
 
 
+def is_key_warning(problem) -> bool:
+    return problem.check == "headers" and problem.what.endswith("key is not valid UTF-8")
+
+
 class Differential:
     """Stands in for batch._fast: runs both decoders on every call and compares."""
 
@@ -45,10 +49,17 @@ class Differential:
     def __call__(self, *args):
         result = fast = decode(*args)
         records, framed, after, problems = python_twin(args)
-        if problems:
+        warnings = [p for p in problems if is_key_warning(p)]
+        if len(warnings) < len(problems) or (warnings and len(args) < 8):
             assert fast is None, f"C decoded records Python finds trouble in: {problems[0]}"
         else:
             assert fast is not None, "C fell back on records Python decodes without a problem"
+            if len(args) > 7:  # (records, position after them, bad keys), bad_keys filled
+                keep = args[8] if len(args) > 8 else len(warnings)
+                assert fast[2] == len(warnings)
+                assert [(f"header[{number}] key is not valid UTF-8", f"records → records[{index}]",
+                         at) for index, number, at in args[7]] == [
+                    (p.what, p.path, p.offset) for p in warnings[:keep]]
             if len(args) > 6:  # (records, position after them)
                 assert fast[1] == after
                 fast = fast[0]
@@ -123,14 +134,33 @@ def payloads() -> list[tuple]:
 
 
 def agree(data: bytes, base_offset: int, base_timestamp: int, fixed) -> bool:
+    """Whether C decodes data (then as Python does); with a bad_keys list, also checked."""
     args = (data, 0, len(data), base_offset, base_timestamp, fixed)
     fast = decode(*args)
     records, framed, _, problems = python_twin(args)
+    agree_on_bad_keys(args, records, problems)
     if problems:
         assert fast is None, f"C decoded {data.hex()} but Python says {problems[0]}"
         return False
     assert fast == records and framed == len(fast), data.hex()
     return True
+
+
+def agree_on_bad_keys(args: tuple, records: list, problems: list, keep: int = 3) -> bool:
+    """decode with a bad_keys list against the Python loop's records and problems: it decodes
+    what Python decodes with only header-key warnings, and lists the first ``keep`` of them.
+    Whether it decoded any such key."""
+    bad_keys: list = []
+    listed = decode(*args, len(args[0]) + 1, bad_keys, keep)
+    warnings = [p for p in problems if is_key_warning(p)]
+    if len(warnings) < len(problems):
+        assert listed is None, f"C decoded {args[0].hex()} but Python says {problems[0]}"
+        return False
+    assert listed is not None, f"C fell back on {args[0].hex()}: Python only warns {warnings}"
+    assert listed[0] == records and listed[1] == args[2] and listed[2] == len(warnings)
+    assert [(f"header[{number}] key is not valid UTF-8", f"records → records[{index}]", at)
+            for index, number, at in bad_keys] == [(p.what, p.path, p.offset) for p in warnings[:keep]]
+    return bool(warnings)
 
 
 def test_windows_agree_and_add_up(payloads):
@@ -153,7 +183,7 @@ def test_windows_agree_and_add_up(payloads):
 
 def test_mutated_payloads(payloads):
     rng = random.Random(20261122)
-    regular = irregular = 0
+    regular = irregular = bad_keys = 0
     for data, base_offset, base_timestamp, fixed in payloads:
         for at in range(len(data)):
             for byte in {0x00, 0x01, 0x7F, 0x80, 0xFF, data[at] ^ 0x01, rng.randrange(256)}:
@@ -162,10 +192,13 @@ def test_mutated_payloads(payloads):
                     regular += 1
                 else:
                     irregular += 1
+                    args = (changed, 0, len(changed), base_offset, base_timestamp, fixed)
+                    bad_keys += agree_on_bad_keys(args, *python_twin(args)[::3])
         for cut in range(len(data)):
             agree(data[:cut], base_offset, base_timestamp, fixed)
         agree(data + b"\x00", base_offset, base_timestamp, fixed)
     assert regular > 1000 and irregular > 1000  # both paths were exercised
+    assert bad_keys > 100  # and header keys that are not UTF-8, decoded with a bad_keys list
 
 
 def varint(value: int) -> bytes:
