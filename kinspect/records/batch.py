@@ -90,13 +90,14 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
             return batch
         budget.inflated(len(data))
         start, stop, shift, compressed_at, codec_label = 0, len(data), 0, base + payload_start, codec_name(codec)
+    allowed = budget.decode_allowed()
+    limit = min(budget.records_left + 1, allowed)
     cap, bad_keys = ProblemCap(problems), []
     got = None if _fast is None else _fast(data, start, stop, base_offset, base_timestamp,
-                                           fixed_timestamp, budget.records_left + 1, bad_keys,
-                                           cap.room("headers"))
+                                           fixed_timestamp, limit, bad_keys, cap.room("headers"))
     if got is not None and got[1] >= stop:  # the common case: regular, and few enough to hold
         records = got[0]
-        framed = len(records)
+        framed, after = len(records), stop
         budget.held(framed)
         if got[2]:  # header keys that are not UTF-8: the warnings the Python loop gives
             _key_warnings(bad_keys, got[2], cap, where, 0, shift, compressed_at)
@@ -110,15 +111,20 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
             if bad:
                 _key_warnings(bad_keys, bad, cap, where, 0, shift, compressed_at)
         else:
-            records, framed, after = window.decode(start, stop, cap, 0, budget.records_left + 1)
-        if after < stop:  # more records than may be held at once: stream them
-            records, framed = _stream(window, start, stop, cap, view[payload_start:end], codec,
-                                      len(data), records, framed, after)
+            records, framed, after = window.decode(start, stop, cap, 0, limit)
+        if after < stop and framed < allowed:  # more records than may be held at once: stream them
+            records, framed, after = _stream(window, start, stop, cap, view[payload_start:end],
+                                             codec, len(data), records, framed, after, allowed)
         else:
             budget.held(len(records))
+        if after < stop:
+            cap.append(Problem(budget.cut_note(framed), where,
+                               shift + after if compressed_at is None else compressed_at,
+                               ERROR, "records_cut"))
         cap.close(where, base + pos)
+    budget.decoded(framed)
     batch["records"] = records
-    if framed != records_count:
+    if framed != records_count and after >= stop:
         problems.append(Problem(
             f"records count field says {records_count} but the batch holds {framed} records",
             where, base + pos + 57, ERROR, "records_count", framed, records_count))
@@ -132,15 +138,17 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
 
 
 def _stream(window: "_Window", start: int, stop: int, cap: ProblemCap, payload, codec: int,
-            size: int, head: list[dict], head_framed: int, after: int) -> tuple[RecordStream, int]:
+            size: int, head: list[dict], head_framed: int, after: int, allowed: int
+            ) -> tuple[RecordStream, int, int]:
     """The records of a batch too big to hold, counted (and their problems found) in chunks
-    now, from where the first window (``head``, ending at ``after``) stopped; decoded again
-    chunk by chunk, from the start, when the output is written."""
+    now, from where the first window (``head``, ending at ``after``) stopped, up to ``allowed``
+    framed in all; decoded again chunk by chunk, from the start, when the output is written.
+    Returns the stream, the records framed, and where they end."""
     good, framed = len(head), head_framed
     first, last = (head[0], head[-1]) if head else (None, None)
     pos = after
-    while pos < stop:
-        chunk, n, pos = window.decode(pos, stop, cap, framed, STREAM_CHUNK)
+    while pos < stop and framed < allowed:
+        chunk, n, pos = window.decode(pos, stop, cap, framed, min(STREAM_CHUNK, allowed - framed))
         if chunk:
             first = chunk[0] if first is None else first
             last = chunk[-1]
@@ -151,7 +159,7 @@ def _stream(window: "_Window", start: int, stop: int, cap: ProblemCap, payload, 
     else:  # the compressed bytes are kept, not the decompressed ones: inflated again when read
         window.data = None
         data = (codec, payload, size)
-    return RecordStream(window, data, start, stop, good, first, last), framed
+    return RecordStream(window, data, start, pos, good, first, last), framed, pos
 
 
 class _Window:
