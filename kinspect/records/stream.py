@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kinspect.problems import ProblemCap
 from kinspect.records.codecs import decompress
 
 STREAM_CHUNK = 4096
@@ -89,8 +90,9 @@ class RecordStream(_Streamed):
         window.data = data
         try:
             pos, framed, stop = self._start, 0, self._stop
+            ignored = ProblemCap([], keep=0)  # the first pass reported them: now nothing is built
             while pos < stop:
-                records, n, pos = window.decode(pos, stop, [], framed, size)
+                records, n, pos = window.decode(pos, stop, ignored, framed, size)
                 framed += n
                 if records:
                     yield records if self._each is None else list(map(self._each, records))
