@@ -37,7 +37,7 @@ RATIO_FLOOR = 1 * MiB  # any batch may decompress this much, whatever its ratio
 # Any unit may decode this many records, whatever its size. Past it, a unit decodes at most
 # max_records_per_byte records per input byte: honest data holds at most about one (a zstd batch
 # of empty records), and each record costs output and time whatever its size.
-RECORDS_FLOOR = 1_000_000
+RECORDS_FLOOR = 100_000
 
 
 class Budget:

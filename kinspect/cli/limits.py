@@ -27,7 +27,7 @@ def limit_options(command):
                      help="Decompressed bytes per input byte, per file (after the first --max-batch-bytes)."),
         click.option("--max-records-per-byte", type=click.IntRange(0), default=_D.max_records_per_byte,
                      show_default=True,
-                     help="Records decoded per input byte, per file (after the first million); "
+                     help="Records decoded per input byte, per file (after the first 100,000); "
                           "past it a batch's remaining records are cut."),
     ]
 

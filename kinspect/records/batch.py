@@ -44,11 +44,12 @@ class _Bad(Exception):
 def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: int,
                  problems: list[Problem], max_output: int | Budget) -> dict:
     """``max_output``: the Budget of the unit of work, or (alone) the bound of one batch."""
-    budget = max_output if isinstance(max_output, Budget) else Budget(Limits(max_batch_bytes=max_output))
     (base_offset, batch_length, leader_epoch, _magic, crc, attributes, last_offset_delta,
      base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
      records_count) = HEADER.unpack_from(buf, pos)
     end = pos + 12 + batch_length
+    budget = (max_output if isinstance(max_output, Budget)
+              else Budget(Limits(max_batch_bytes=max_output), input_bytes=end - pos))
     where = f"{path} → batch[{index}]"
     computed = crc32c(view[pos + CRC_START:end])
     crc_valid = computed == crc

@@ -33,10 +33,11 @@ def decode_message(buf, view: memoryview, pos: int, index: int, path: str, base:
                    problems: list[Problem], max_output: int | Budget, checks: bool) -> dict:
     """Decode one top-level message occupying buf[pos:pos + 12 + message_size]; ``max_output``:
     the Budget of the unit of work, or (alone) the bound of one wrapper's decompression."""
-    budget = max_output if isinstance(max_output, Budget) else Budget(Limits(max_batch_bytes=max_output))
     where = f"{path} → batch[{index}]"
     (offset, size, crc, magic, attributes, timestamp, key, value, computed,
      error) = _read_message(buf, view, pos)
+    budget = (max_output if isinstance(max_output, Budget)
+              else Budget(Limits(max_batch_bytes=max_output), input_bytes=12 + size))
     codec = attributes & CODEC_MASK
     message = {
         "magic": magic, "offset": offset, "message_size": size, "crc": crc,
