@@ -1,13 +1,17 @@
 """Decode benchmark (not a test): kinspect decode against tshark on the same capture, in one run.
 
-    python tests/bench/bench_decode.py                       # the cached 1M-packet lab capture
+    python tests/bench/bench_decode.py                       # both cached lab captures, one after the other
     python tests/bench/bench_decode.py FILE --port 9092 --fractions 0.1,1 --repeat 3
 
-Each tool decodes the first 10%, 25%, 50% and 100% of the capture's packets (prefixes cut with
-editcap) with stdout to /dev/null; per run: wall time, the child's own CPU time and peak RSS
-(os.wait4), packets/s and MB/s of capture. Ratios are tshark's time over the tool's, so 2.0 means
-twice tshark's speed. Prints a table and writes tests/bench/results/decode-<capture>-<date>.json
-with the machine's facts. Record the capture first: sudo python tools/record_bench_capture.py
+The two capture shapes of issue 11: the MTU-1500 capture (1M packets of 1.5 KB; record it with
+sudo python tools/record_bench_capture.py) and the loopback capture (≥ 300 MB in segments of
+4-64 KB; sudo python tools/record_loopback_capture.py). On each, every tool decodes the first
+10%, 25%, 50% and 100% of the capture's packets (prefixes cut with editcap) with stdout to
+/dev/null, tools interleaved; per run: wall time, the child's own CPU time and peak RSS
+(os.wait4), packets/s and MB/s of capture, and the CPU the rest of the machine used meanwhile.
+Ratios are tshark's time over the tool's, so 2.0 means twice tshark's speed. Prints a table per
+capture and writes tests/bench/results/decode-<capture>-<date>.json (and .md) with the machine's
+facts.
 """
 
 from __future__ import annotations
@@ -28,17 +32,23 @@ sys.path.insert(0, str(REPO))
 from tests.bench.measure import machine_facts, run_child, snapshot_kinspect  # noqa: E402
 from tests.bench.prefixes import count_packets, prefix  # noqa: E402
 from tools.record_bench_capture import capture_path, manifest_path  # noqa: E402
+from tools.record_loopback_capture import NAME as LOOPBACK_NAME  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)
 PEER = "tshark"
-DEFAULT_TOOLS = (PEER, "kinspect --json", "kinspect --json -j1", "kinspect --summary")
+DEFAULT_TOOLS = (PEER, "tshark -V", "kinspect --json", "kinspect --json -j1", "kinspect --json -j2")
+SHAPES = {  # the cached captures a run without FILE measures, and how to record each
+    capture_path(): "sudo python tools/record_bench_capture.py",
+    capture_path(name=LOOPBACK_NAME): "sudo python tools/record_loopback_capture.py",
+}
 
 
 def commands(port: int) -> dict[str, callable]:
     """Tool name → argv for a capture file. tshark's is the one issue 3 names; "tshark -V" (every
     field of every packet printed, as kinspect --json prints every field) runs only when asked.
-    kinspect decodes bodies on every CPU by default; -j1 is the single-process figure; "pure-Python"
+    kinspect decodes bodies on every CPU by default; -j1 is the single-process figure, -j2 two
+    workers whatever the default would choose; "pure-Python"
     (only when asked) runs without the C accelerators of kinspect/native."""
     kinspect = [sys.executable, "-m", "kinspect", "decode"] + ([] if port == 9092 else ["--port", str(port)])
     return {
@@ -47,6 +57,7 @@ def commands(port: int) -> dict[str, callable]:
         "tshark -V": lambda f: ["tshark", "-r", str(f), "-d", f"tcp.port=={port},kafka", "-V"],
         "kinspect --json": lambda f: [*kinspect, "--json", str(f)],
         "kinspect --json -j1": lambda f: [*kinspect, "--json", "-j", "1", str(f)],
+        "kinspect --json -j2": lambda f: [*kinspect, "--json", "-j", "2", str(f)],
         "kinspect --summary": lambda f: [*kinspect, "--summary", "--json", str(f)],
         "kinspect --json -j1 pure-Python": lambda f: ["env", "KINSPECT_PURE_PYTHON=1", *kinspect, "--json",
                                                       "-j", "1", str(f)],
@@ -81,7 +92,8 @@ def measure(capture: Path, port: int, fractions, repeat: int, tools: list[str], 
                              "repeat": r, "load_average_1m": round(load, 2), "argv": _shown(argv),
                              **child.to_dict()})
                 print(f"  {fraction:>5.0%} {tool:20} {child.wall_s:8.2f} s wall {child.cpu_s:8.2f} s cpu "
-                      f"{child.peak_rss_mb:8.1f} MB {child.peak_tree_pss_mb:8.1f} MB tree  exit {child.exit_code}",
+                      f"{child.peak_rss_mb:8.1f} MB {child.peak_tree_pss_mb:8.1f} MB tree  others {child.others_cores:4.2f} CPUs  "
+                      f"exit {child.exit_code}",
                       file=sys.stderr, flush=True)
     return runs, summary_rows
 
@@ -105,7 +117,8 @@ def aggregate(runs: list[dict]) -> list[dict]:
                      "packets_per_s": round(packets / wall), "mb_per_s": round(size / 1e6 / wall, 2),
                      "packets_per_cpu_s": round(packets / cpu),
                      "peak_rss_mb": max(r["peak_rss_mb"] for r in mine),
-                     "peak_tree_pss_mb": max(r.get("peak_tree_pss_mb", 0) for r in mine)})
+                     "peak_tree_pss_mb": max(r.get("peak_tree_pss_mb", 0) for r in mine),
+                     "others_cores": round(statistics.median(r.get("others_cores", 0) for r in mine), 2)})
     peers = {r["fraction"]: r for r in rows if r["tool"] == PEER}
     for row in rows:
         peer = peers.get(row["fraction"])
@@ -139,9 +152,9 @@ def growth(rows: list[dict]) -> dict:
 COLUMNS = (("fraction", "{:>5.0%}"), ("tool", "{:<20}"), ("packets", "{:>9,}"), ("mb", "{:>8.1f}"),
            ("wall_s", "{:>8.2f}"), ("cpu_s", "{:>8.2f}"), ("packets_per_s", "{:>9,}"),
            ("mb_per_s", "{:>7.2f}"), ("peak_rss_mb", "{:>8.1f}"), ("peak_tree_pss_mb", "{:>8.1f}"), ("speed_vs_tshark_wall", "{:>6}"),
-           ("speed_vs_tshark_cpu", "{:>6}"))
+           ("speed_vs_tshark_cpu", "{:>6}"), ("others_cores", "{:>6.2f}"))
 HEADINGS = ("part", "tool", "packets", "MB", "wall s", "cpu s", "pkts/s", "MB/s", "RSS MB", "tree MB",
-            "×wall", "×cpu")
+            "×wall", "×cpu", "others")
 
 
 def table(rows: list[dict]) -> str:
@@ -153,56 +166,108 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def markdown(rows: list[dict]) -> str:
+    """The table for tests/bench/README.md: medians, ratios against tshark, the others' load."""
+    lines = ["| part | tool | wall s | cpu s | pkts/s (wall) | MB/s (wall) | peak RSS MB | tree PSS MB "
+             "| ×tshark wall | ×tshark cpu | others' CPUs |", "|" + "---|" * 11]
+    for r in rows:
+        lines.append(f"| {r['fraction']:.0%} | {r['tool']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} "
+                     f"| {r['packets_per_s']:,} | {r['mb_per_s']:.1f} | {r['peak_rss_mb']:,.0f} "
+                     f"| {r['peak_tree_pss_mb']:,.0f} | {r['speed_vs_tshark_wall']} | {r['speed_vs_tshark_cpu']} "
+                     f"| {r.get('others_cores', 0):.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("capture", nargs="?", type=Path, default=capture_path())
+    parser.add_argument("capture", nargs="*", type=Path,
+                        help="captures to measure, one after the other (default: both cached lab captures)")
     parser.add_argument("--port", type=int, help="the broker's port (default: the manifest's, else 9092)")
     parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
-    parser.add_argument("--repeat", type=int, default=1, help="runs per (fraction, tool); medians are reported")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per (fraction, tool); medians are reported")
     parser.add_argument("--tools", default=",".join(DEFAULT_TOOLS), help="comma-separated, from: " + ", ".join(commands(9092)))
     parser.add_argument("--code", default="HEAD",
                         help="the kinspect to measure: a git ref (default HEAD), or 'worktree' for the files as they are")
-    parser.add_argument("--out", type=Path, help="results JSON (default: tests/bench/results/...)")
+    parser.add_argument("--out", type=Path, help="results JSON (default: tests/bench/results/...); one capture only")
     args = parser.parse_args(argv)
-    if not args.capture.is_file():
-        parser.error(f"{args.capture} is missing: record it with sudo python tools/record_bench_capture.py")
-    manifest = _manifest(args.capture)
-    port = args.port or manifest.get("capture", {}).get("port", 9092)
+    captures = [c.resolve() for c in args.capture] or list(SHAPES)  # the tools run in the snapshot's directory
+    for capture in captures:
+        if not capture.is_file():
+            parser.error(f"{capture} is missing: record it with {SHAPES.get(capture, 'the lab')}")
+    if args.out and len(captures) > 1:
+        parser.error("--out names one results file: give one capture")
     tools = args.tools.split(",")
-    unknown = set(tools) - set(commands(port))
+    unknown = set(tools) - set(commands(9092))
     if unknown:
         parser.error(f"unknown tools {sorted(unknown)}")
     fractions = [float(f) for f in args.fractions.split(",")]
-    facts_before = machine_facts()
-    started = time.time()
+    facts = machine_facts()
     with tempfile.TemporaryDirectory(prefix="kinspect-bench-") as code:
-        facts_before["kinspect"] = snapshot_kinspect(Path(code), args.code)
-        runs, summary_rows = measure(args.capture, port, fractions, args.repeat, tools, Path(code))
+        facts["kinspect"] = snapshot_kinspect(Path(code), args.code)  # one version of the code for all captures
+        for capture in captures:
+            bench_capture(capture, args, tools, fractions, dict(facts), Path(code))
+    return 0
+
+
+def bench_capture(capture: Path, args, tools: list[str], fractions: list[float], facts: dict, code: Path) -> Path:
+    manifest = _manifest(capture)
+    port = args.port or manifest.get("capture", {}).get("port", 9092)
+    started = time.time()
+    facts["load_average"] = os.getloadavg()
+    print(f"{capture.name}: {', '.join(tools)}; parts {fractions}, {args.repeat} rounds", file=sys.stderr, flush=True)
+    runs, summary_rows = measure(capture, port, fractions, args.repeat, tools, code)
+    if not summary_rows:
+        summary_rows = _api_mix(capture, port, code)
     rows = aggregate(runs)
     result = {"benchmark": "decode", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-              "seconds": round(time.time() - started, 1), "machine": facts_before,
+              "seconds": round(time.time() - started, 1), "machine": facts,
               "load_average_after": os.getloadavg(),
-              "capture": {"file": args.capture.name, "port": port, "packets": count_packets(args.capture),
-                          "bytes": args.capture.stat().st_size, "manifest": _manifest_digest(manifest),
+              "capture": {"file": capture.name, "port": port, "packets": count_packets(capture),
+                          "bytes": capture.stat().st_size, "manifest": _manifest_digest(manifest),
                           "exchanges_by_api": [r for r in summary_rows if "count" in r and "error" not in r]},
               "commands": {tool: _shown(commands(port)[tool]("FILE")) for tool in tools},
               "rows": rows, "growth": growth(rows), "runs": runs}
-    out = args.out or RESULTS / f"decode-{args.capture.stem}-{time.strftime('%Y%m%d-%H%M', time.gmtime(started))}.json"
+    out = args.out or RESULTS / f"decode-{capture.stem}-{time.strftime('%Y%m%d-%H%M', time.gmtime(started))}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
+    growth_lines = [f"{tool}: cpu ∝ packets^{g['cpu_exponent']}, wall ∝ packets^{g['wall_exponent']}, "
+                    f"peak RSS {g['peak_rss_mb']} MB (×{g['peak_rss_growth']} from {g['packets'][0]:,} to "
+                    f"{g['packets'][1]:,} packets), tree PSS {g['peak_tree_pss_mb']} MB"
+                    for tool, g in result["growth"].items()]
+    note = ("RSS MB: peak of the largest process (wait4); tree MB: sampled peak PSS of the process and its "
+            "workers; others: CPUs the rest of the machine kept busy meanwhile (median), out of "
+            f"{facts['nproc']}")
+    out.with_suffix(".md").write_text(
+        f"# decode benchmark: {capture.name}, {result['date']}\n\n{count_packets(capture):,} packets, "
+        f"{capture.stat().st_size / 1e6:,.1f} MB; kinspect {facts['kinspect']['commit'][:7]}; medians of "
+        f"{args.repeat} interleaved runs; load average {facts['load_average'][0]:.2f} at the start, "
+        f"{result['load_average_after'][0]:.2f} at the end\n\n{markdown(rows)}\n\n"
+        + "\n".join(f"- {line}" for line in growth_lines) + f"\n\n{note}\n")
+    print(f"\n{capture.name}")
     print(table(rows))
-    for tool, g in result["growth"].items():
-        print(f"{tool}: cpu ∝ packets^{g['cpu_exponent']}, peak RSS {g['peak_rss_mb']} MB "
-              f"(×{g['peak_rss_growth']} from {g['packets'][0]:,} to {g['packets'][1]:,} packets)")
-    print("RSS MB: peak of the largest process (wait4); tree MB: sampled peak PSS of the process and its workers")
-    print(f"results: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
-    return 0
+    print("\n".join(growth_lines))
+    print(note)
+    print(f"results: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}", flush=True)
+    return out
+
+
+def _api_mix(capture: Path, port: int, code: Path) -> list[dict]:
+    """Exchanges per API in the whole capture, from one untimed `kinspect decode --summary` run."""
+    argv = [sys.executable, "-m", "kinspect", "decode", "--summary", "--json", str(capture)]
+    if port != 9092:
+        argv[4:4] = ["--port", str(port)]
+    with tempfile.TemporaryFile("w+") as out:
+        run_child(argv, stdout=out, cwd=code)
+        out.seek(0)
+        return [json.loads(line) for line in out if line.strip()]
 
 
 def _manifest(capture: Path) -> dict:
     path = capture.with_name(capture.stem + ".manifest.json")
     if capture == capture_path():
         path = manifest_path()
+    elif capture == capture_path(name=LOOPBACK_NAME):
+        path = manifest_path(name=LOOPBACK_NAME)
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
@@ -219,7 +284,8 @@ def _manifest_digest(manifest: dict) -> dict:
             "codecs": sorted(rounds[0]["produced"]) if rounds else None,
             "messages_delivered": produced, "messages_consumed": sum(r["consumed"] for r in rounds),
             "commits": sum(r["commits"] for r in rounds),
-            "value_size": rounds[0]["value_size"] if rounds else None}
+            "value_size": rounds[0]["value_size"] if rounds else None,
+            **({"wire": manifest["wire"]} if "wire" in manifest else {})}
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -26,13 +27,19 @@ class ChildRun:
     peak_rss_mb: float
     peak_tree_pss_mb: float
     exit_code: int
+    others_cpu_s: float = 0.0  # CPU time the rest of the machine used meanwhile (/proc/stat)
+
+    @property
+    def others_cores(self) -> float:
+        """How many CPUs other processes kept busy on average while this child ran."""
+        return self.others_cpu_s / self.wall_s if self.wall_s else 0.0
 
     @property
     def cpu_s(self) -> float:
         return self.user_s + self.sys_s
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "cpu_s": round(self.cpu_s, 3)}
+        return {**asdict(self), "cpu_s": round(self.cpu_s, 3), "others_cores": round(self.others_cores, 2)}
 
 
 def run_child(argv: list[str], stdout=subprocess.DEVNULL, cwd: Path = REPO) -> ChildRun:
@@ -42,7 +49,10 @@ def run_child(argv: list[str], stdout=subprocess.DEVNULL, cwd: Path = REPO) -> C
     peak_rss_mb is the kernel's high-water mark of the largest single process (wait4 counts the
     child's reaped workers' CPU time, but its maxrss is one process's); peak_tree_pss_mb is the
     sampled peak of the child and all its descendants together (proportional set size, so pages
-    that forked workers share are counted once), which is what a multi-process run costs."""
+    that forked workers share are counted once), which is what a multi-process run costs.
+    others_cpu_s is the machine's busy CPU time over the run less the child's own: on a shared
+    machine, the load the child competed with."""
+    busy_before, own_before = _machine_busy_s(), _own_cpu_s()
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                             cwd=cwd, env=child_env())
@@ -51,9 +61,25 @@ def run_child(argv: list[str], stdout=subprocess.DEVNULL, cwd: Path = REPO) -> C
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     sampler.stop()
+    others = (_machine_busy_s() - busy_before - usage.ru_utime - usage.ru_stime  # less this process's
+              - (_own_cpu_s() - own_before))                                     # sampling, too
     proc.returncode = os.waitstatus_to_exitcode(status)
     return ChildRun(round(wall, 3), round(usage.ru_utime, 3), round(usage.ru_stime, 3),
-                    round(usage.ru_maxrss / 1024, 1), round(sampler.peak_kb / 1024, 1), proc.returncode)
+                    round(usage.ru_maxrss / 1024, 1), round(sampler.peak_kb / 1024, 1), proc.returncode,
+                    round(max(0.0, others), 2))
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds all CPUs have spent not idle since boot (/proc/stat: all but idle and iowait)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(f) for f in fields]
+    busy = sum(ticks[:8]) - ticks[3] - ticks[4]  # user nice system idle iowait irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 class _TreeMemory(threading.Thread):

@@ -91,6 +91,22 @@ def sweep_orphans() -> list[str]:
 
 
 @contextmanager
+def loopback_namespace() -> Iterator[Side]:
+    """One namespace with only its own loopback, up: MTU 65536 with TSO/GSO, as on a broker
+    host's lo, but holding nothing else, so a capture of its lo sees only what runs in it.
+    Named like the lab's broker namespaces, so a killed run's is swept the same way."""
+    sweep_orphans()
+    token = secrets.token_hex(3)
+    side = Side(f"kinspect-lab-{os.getpid()}-{token}-broker", "lo", "127.0.0.1")
+    _ip("netns", "add", side.netns)
+    try:
+        _ip("-n", side.netns, "link", "set", "lo", "up")
+        yield side
+    finally:
+        subprocess.run(["ip", "netns", "del", side.netns], capture_output=True)
+
+
+@contextmanager
 def lab_network() -> Iterator[LabNetwork]:
     """Create the namespaces and veth pair; delete both on exit, whatever happened."""
     sweep_orphans()

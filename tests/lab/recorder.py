@@ -38,6 +38,7 @@ class Recorder:
     fmt: str = "pcap"
     linktype: str | None = None
     exec_prefix: list[str] = field(default_factory=list)
+    buffer_mib: int = BUFFER_MIB  # the kernel's capture buffer; 64 KB loopback segments need more
     process: subprocess.Popen | None = None
     stderr: list[str] = field(default_factory=list)
     _pump_thread: threading.Thread | None = None
@@ -49,9 +50,9 @@ class Recorder:
             # -U: write each packet as it arrives; --immediate-mode: no kernel batching, so
             # SIGINT cannot strand packets in the ring; -Z root: keep the right to write.
             argv = ["tcpdump", "-i", self.interface, "-s", "0", "-U", "--immediate-mode",
-                    "-B", str(BUFFER_MIB * 1024), "-Z", "root", "-w", str(self.output)]
+                    "-B", str(self.buffer_mib * 1024), "-Z", "root", "-w", str(self.output)]
         elif self.tool == "dumpcap":
-            argv = ["dumpcap", "-i", self.interface, "-s", "0", "-B", str(BUFFER_MIB),
+            argv = ["dumpcap", "-i", self.interface, "-s", "0", "-B", str(self.buffer_mib),
                     "-w", str(self.output)]
             if self.fmt == "pcap":
                 argv.append("-P")
