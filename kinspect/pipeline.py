@@ -19,6 +19,10 @@ from kinspect.wire.topics import TopicNames
 
 PROGRESS_EVERY = 4096  # packets between progress callbacks
 MAX_CONNECTIONS = 20_000  # TCP connections followed at once (--max-connections)
+# Notices of connections closed at once (an expiry sweep, or the capture's end) kept per kind;
+# the rest are counted in one more notice, so 200k half-open connections make a few hundred
+# lines, not one each (the counts in decode --summary stay whole)
+NOTICES_AT_ONCE = 10
 
 
 def _dispatch(session: KafkaSession, event) -> list:
@@ -30,6 +34,37 @@ def _dispatch(session: KafkaSession, event) -> list:
     if kind is StreamGap:
         return session.gap(event.flow, event.ts, event.missing)
     return session.end(event.flow, event.ts, event.reason)
+
+
+class _NoticeCap:
+    """Passes the records of connections closed at once, keeping the first NOTICES_AT_ONCE
+    notices of each kind and counting the rest (exchanges and responses all pass)."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self):
+        self.seen: dict = {}
+
+    def passed(self, records: list):
+        seen = self.seen
+        for record in records:
+            if record["type"] == "notice":
+                kind = record["kind"]
+                n = seen.get(kind, 0) + 1
+                seen[kind] = n
+                if n > NOTICES_AT_ONCE:
+                    continue
+            yield record
+
+    def counted(self, ts: float, which: str):
+        """One notice per kind past the ones kept: how many more there were (``more``)."""
+        for kind, n in self.seen.items():
+            if n > NOTICES_AT_ONCE:
+                more = n - NOTICES_AT_ONCE
+                yield {"type": "notice", "conn": "", "time": ts, "kind": kind,
+                       "what": f"{more} more {kind} notices like the ones above, of connections {which} "
+                               f"({n} in all; the first {NOTICES_AT_ONCE} are shown)",
+                       "more": more}
 
 
 class CaptureUnreadable(Exception):
@@ -69,6 +104,19 @@ class DecodeRun:
                         f"(their unanswered requests are reported; raise it with --max-connections)",
                 "directions": directions}
 
+    def _expiry(self, session: KafkaSession, events: list, ts: float) -> Iterator[dict]:
+        """The records of a packet whose stream made the reassembler expire the idle longest:
+        their notices capped per kind, then one notice for the sweep."""
+        cap = _NoticeCap()
+        expired = 0
+        for event in events:
+            if type(event) is StreamEnd and event.reason == "expired":
+                expired += 1
+            yield from cap.passed(_dispatch(session, event))
+        yield from cap.counted(ts, "closed at once when they expired")
+        if expired:
+            yield self._expired_notice(ts, expired)
+
     @property
     def size(self) -> int | None:
         return self._capture.size if self._capture is not None else None
@@ -95,7 +143,7 @@ class DecodeRun:
         session = self.session
         reassembler = TcpReassembler(max_streams=2 * self.max_connections)
         last_ts = 0.0
-        expired = 0
+        sweeps = 0
         packets = tcp_packets = 0
         linktype_seen, decode = None, None
         with capture:
@@ -113,21 +161,23 @@ class DecodeRun:
                 tcp_packets += 1
                 last_ts = ts
                 src, dst, sport, dport, seq, flags, payload, ack = segment
-                for event in reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload, ack):
+                events = reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload, ack)
+                if reassembler.sweeps != sweeps:  # past --max-connections: the idle longest expired
+                    sweeps = reassembler.sweeps
+                    yield from self._expiry(session, events, ts)
+                    continue
+                for event in events:
                     if type(event) is StreamData:  # nearly every event: no _dispatch call
                         out = session.data(event[0], ts, event[2])
                         if out:
                             yield from out
                     else:
-                        if type(event) is StreamEnd and event.reason == "expired":
-                            expired += 1
                         yield from _dispatch(session, event)
-                if expired:
-                    yield self._expired_notice(ts, expired)
-                    expired = 0
+            cap = _NoticeCap()
             for event in reassembler.finish(last_ts):
-                yield from _dispatch(session, event)
-            yield from session.finish(last_ts)
+                yield from cap.passed(_dispatch(session, event))
+            yield from cap.passed(session.finish(last_ts))
+            yield from cap.counted(last_ts, "still open when the capture ended")
             self.capture_problems = list(capture.problems)
         self.packets, self.tcp_packets = packets, tcp_packets
         if tcp_packets == 0 and self.unsupported_links:

@@ -81,7 +81,8 @@ class Summary:
     def add(self, record: dict) -> None:
         kind = record.get("type")
         if kind == "notice":
-            self.notices[record.get("kind", "notice")] += 1
+            # a notice standing for more of its kind (pipeline.NOTICES_AT_ONCE) counts them all
+            self.notices[record.get("kind", "notice")] += record.get("more", 1)
             if record.get("kind") in BOUND_NOTICES:
                 self.bounds.setdefault(record["kind"], record.get("what", ""))
             return

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
+from operator import attrgetter
 from typing import NamedTuple
 
 FIN, SYN, RST = 1, 2, 4
@@ -31,6 +32,7 @@ HALF = 0x80000000
 
 Flow = tuple  # (src_ip, sport, dst_ip, dport)
 _new = tuple.__new__
+_LAST_TS = attrgetter("last_ts")
 
 
 class StreamStart(NamedTuple):
@@ -65,8 +67,11 @@ class _Direction:
         self.seq0 = seq0  # raw sequence number of stream position 0
         self.next = 0  # position of the next byte to deliver
         self.expect = seq0  # raw sequence number of that byte
-        self.pending: dict[int, bytes] = {}  # position → out-of-order bytes
-        self.starts: list[int] = []  # the keys of pending as a heap: the first hole in O(log n)
+        # position → out-of-order bytes (an empty dict is not tracked by the cyclic GC)
+        self.pending: dict[int, bytes] = {}
+        # the keys of pending as a heap: the first hole in O(log n); made when first needed, as
+        # every object a direction holds costs each full GC collection (200k half-open streams)
+        self.starts: list[int] | None = None
         self.pending_bytes = 0
         self.fin_at: int | None = None  # position of a FIN waiting for the bytes before it
         self.closed = False
@@ -94,11 +99,14 @@ class TcpReassembler:
         # many tiny segments cost more memory than their bytes say: bound their number too
         self.max_pending_segments = max(1024, max_buffered >> 8)
         self.remember_closed = remember_closed
-        self._streams: dict[Flow, _Direction] = {}
-        # in the order they ended; an OrderedDict, whose oldest entry comes out in O(1) where a
-        # dict's first key costs a scan over every slot deleted before it
-        self._closed: OrderedDict[Flow, _Direction] = OrderedDict()
+        self._streams: dict[Flow, _Direction] = {}  # the open directions
+        # flow → seq0 of the directions that ended, in the order they ended: only their initial
+        # sequence is kept (not the _Direction: an expiry sweep scans the open ones alone, and
+        # the cyclic GC has 65k fewer objects to visit). An OrderedDict, whose oldest entry comes
+        # out in O(1) where a dict's first key costs a scan over every slot deleted before it.
+        self._closed: OrderedDict[Flow, int] = OrderedDict()
         self._holey: set = set()  # flows holding out-of-order bytes behind a hole
+        self.sweeps = 0  # times the idle longest expired (max_streams): their ends came at once
 
     def segment(self, ts, src, sport, dst, dport, seq, flags, payload, ack=None) -> list:
         """One captured segment. ``ack`` (the raw acknowledgment number, when the ACK flag
@@ -109,7 +117,7 @@ class TcpReassembler:
         holey = self._holey
         # the common cases first, here (one call per packet): a pure ACK, or the next in-order
         # bytes of a plain stream whose reverse direction has no hole this segment may settle
-        if d is not None and not (flags & (SYN | FIN | RST) or d.closed):
+        if d is not None and not flags & (SYN | FIN | RST):
             if not payload:
                 d.last_ts = ts
                 return []
@@ -141,17 +149,20 @@ class TcpReassembler:
         return events
 
     def _other_segment(self, d, events: list, ts, flow, seq, flags, payload) -> _Direction | None:
-        if d is None or d.closed or (flags & SYN and d.seq0 != (seq + 1) & MASK):
+        if d is None or (flags & SYN and d.seq0 != (seq + 1) & MASK):
             if d is None:
-                if not (payload or flags & (SYN | FIN | RST)):
+                ended = self._closed.get(flow)
+                if ended is not None:
+                    if not flags & SYN or ended == (seq + 1) & MASK:
+                        # a late segment of a stream that already ended, or a late copy of its
+                        # SYN (a capture of two interfaces may write one's copy of a whole
+                        # connection after the other's): a new connection on the same ports
+                        # has a new initial sequence
+                        return None
+                elif not (payload or flags & (SYN | FIN | RST)):
                     return None  # a pure ACK starts nothing
-            elif not d.closed:
+            else:
                 self._end(d, flow, ts, "reused", events)  # a new connection on the same ports
-            elif not flags & SYN or d.seq0 == (seq + 1) & MASK:
-                # a late segment of a stream that already ended, or a late copy of its SYN (a
-                # capture of two interfaces may write one's copy of a whole connection after
-                # the other's): a new connection on the same ports has a new initial sequence
-                return None
             d = self._streams[flow] = _Direction((seq + 1) & MASK if flags & SYN else seq, ts)
             events.append(StreamStart(flow, ts, bool(flags & SYN)))
             self._open += 1
@@ -177,7 +188,7 @@ class TcpReassembler:
             src, sport, dst, dport = flow
             back = (dst, dport, src, sport)
             reverse = self._streams.get(back)
-            if reverse is not None and not reverse.closed:
+            if reverse is not None:
                 self._end(reverse, back, ts, "rst", events)
             return d
         if flags & FIN and d.fin_at is None:
@@ -190,8 +201,7 @@ class TcpReassembler:
         """The capture ended: declare the remaining holes and end every open stream."""
         events: list = []
         for flow, d in list(self._streams.items()):
-            if not d.closed:
-                self._end(d, flow, d.last_ts if ts is None else ts, "capture_end", events)
+            self._end(d, flow, d.last_ts if ts is None else ts, "capture_end", events)
         self._streams.clear()
         self._closed.clear()
         self._held = self._held_segments = 0
@@ -201,7 +211,7 @@ class TcpReassembler:
         """The receiver acknowledged up to ``ack``: holes below it were lost by the capture."""
         d = self._streams.get(flow)
         events: list = []
-        if d is None or d.closed or not d.pending:
+        if d is None or not d.pending:
             self._holey.discard(flow)
             return events
         acked = d.position(ack)
@@ -223,6 +233,8 @@ class TcpReassembler:
         self._holey.add(flow)
         held = d.pending.get(start)
         if held is None:
+            if d.starts is None:
+                d.starts = []
             heapq.heappush(d.starts, start)
             self._held_segments += 1
         if held is None or len(held) < len(payload):
@@ -266,9 +278,20 @@ class TcpReassembler:
 
     def _expire(self, ts, events: list, keep) -> None:
         """Too many directions open: end the eighth that has been idle longest (not ``keep``)."""
-        idle = ((d.last_ts, flow) for flow, d in self._streams.items() if not d.closed and flow != keep)
-        for _, flow in heapq.nsmallest(max(1, self.max_streams // 8), idle):
-            self._end(self._streams[flow], flow, ts, "expired", events)
+        self.sweeps += 1
+        streams = self._streams
+        count = max(1, self.max_streams // 8)
+        # the count smallest (last_ts, flow) but keep's, as heapq.nsmallest would give them,
+        # for a third of its time: only the times up to the (count + 1)th smallest are paired
+        times = list(map(_LAST_TS, streams.values()))
+        if len(times) > count + 1:
+            cut = sorted(times)[count]
+            idle = [(t, flow) for t, flow in zip(times, streams) if t <= cut]
+        else:
+            idle = list(zip(times, streams))
+        idle.sort()
+        for _, flow in [pair for pair in idle[:count + 1] if pair[1] != keep][:count]:
+            self._end(streams[flow], flow, ts, "expired", events)
 
     def _end(self, d: _Direction, flow, ts, reason: str, events: list) -> None:
         if d.pending:
@@ -281,10 +304,10 @@ class TcpReassembler:
         d.closed = True
         self._open -= 1
         events.append(StreamEnd(flow, ts, reason))
+        if self._streams.get(flow) is d:
+            del self._streams[flow]
         closed = self._closed
         closed.pop(flow, None)
-        closed[flow] = d
+        closed[flow] = d.seq0
         if len(closed) > self.remember_closed:
-            oldest, forgotten = closed.popitem(last=False)
-            if self._streams.get(oldest) is forgotten:
-                del self._streams[oldest]
+            closed.popitem(last=False)

@@ -7,6 +7,7 @@ schema. Output records are plain dicts following DESIGN.md's JSON Lines contract
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections import OrderedDict
 
@@ -122,6 +123,18 @@ def complete(exchange: dict, topics: TopicNames, budget: Budget | None = None) -
     return exchange
 
 
+# No request waiting: shared by every connection until its first request (never written to)
+_NO_PENDING: OrderedDict = OrderedDict()
+
+
+@functools.lru_cache(maxsize=16)
+def _request_predicate(max_frame: int):
+    """Whether a request frame may start at buf[pos:end] (for resynchronising), one per max_frame."""
+    def plausible(buf, pos: int, end: int):
+        return plausible_request(buf, pos, end, max_frame)
+    return plausible
+
+
 class Connection:
     """Decodes one TCP connection known to carry Kafka. Methods return lists of output records."""
 
@@ -134,15 +147,29 @@ class Connection:
         ``reserved`` likewise bounds the frames being collected (see FrameBuffer)."""
         self.label = label
         self.held = [0] if held is None else held
+        self.max_frame = max_frame
         self.max_held = 2 * max_frame
         self.decode_bodies = decode_bodies
         self.show_secrets = show_secrets
         self.sasl: RawSasl | None = None  # after a SaslHandshake v0 (see wire/sasl.py)
-        self.requests = FrameBuffer(self._plausible_request, max_frame, not client_syn, reserved)
-        self.responses = FrameBuffer(self._plausible_response, max_frame, not server_syn, reserved)
+        self.reserved = reserved
+        # Each object a connection holds costs every full collection of the cyclic GC (200k
+        # half-open connections: half the run), so the requests' predicate is shared, and the
+        # responses' buffer and the pending requests are made when first needed.
+        self.requests = FrameBuffer(_request_predicate(max_frame), max_frame, not client_syn, reserved)
+        self._responses: FrameBuffer | None = None
+        self._server_hunting = not server_syn
         # by correlation id, oldest first: an OrderedDict gives up its oldest in O(1)
-        self.pending: OrderedDict[int, tuple[dict, int]] = OrderedDict()
-        self.ended = [False, False]
+        self.pending: OrderedDict[int, tuple[dict, int]] = _NO_PENDING
+        self.client_flow = None  # the client side's flow, and which sides ended (1 client, 2 server):
+        self.ended = 0           # KafkaSession's, which routes both flows to this connection
+
+    @property
+    def responses(self) -> FrameBuffer:
+        if self._responses is None:
+            self._responses = FrameBuffer(self._plausible_response, self.max_frame, self._server_hunting,
+                                          self.reserved)
+        return self._responses
 
     # -- feeding -------------------------------------------------------------------------------
 
@@ -163,13 +190,16 @@ class Connection:
     def close(self, ts: float) -> list:
         """Both directions are over (or the capture is): flush and report unanswered requests."""
         out = self._frames(self.requests.flush(ts), self._request)
-        out += self._frames(self.responses.flush(ts), self._response)
-        for exchange, _ in self.pending.values():
-            exchange["problems"].append(_problem("no response seen before the connection or capture "
-                                                 "ended", None, INFO))
-            self.held[0] -= exchange["request_size"]
-            out.append(exchange)
-        self.pending.clear()
+        if self._responses is not None:
+            out += self._frames(self._responses.flush(ts), self._response)
+            self._responses = None  # its predicate, a bound method, made a cycle: freed now, no GC
+        if self.pending:
+            for exchange, _ in self.pending.values():
+                exchange["problems"].append(_problem("no response seen before the connection or capture "
+                                                     "ended", None, INFO))
+                self.held[0] -= exchange["request_size"]
+                out.append(exchange)
+            self.pending.clear()
         return out
 
     def _frames(self, items: list, handle, gap=None) -> list:
@@ -194,14 +224,11 @@ class Connection:
 
     # -- plausibility while resynchronising ----------------------------------------------------
 
-    def _plausible_request(self, buf, pos: int, end: int):
-        return plausible_request(buf, pos, end, self.requests.max_frame)
-
     def _plausible_response(self, buf, pos: int, end: int):
         if end - pos < 8:
             return None
         size, correlation_id = _I32X2.unpack_from(buf, pos)
-        if size < 4 or size > self.responses.max_frame:
+        if size < 4 or size > self.max_frame:
             return False
         if correlation_id in self.pending:
             return True
@@ -213,7 +240,7 @@ class Connection:
         if nxt + 8 > end:
             return None
         size2, correlation_id2 = _I32X2.unpack_from(buf, nxt)
-        return 4 <= size2 <= self.responses.max_frame and (
+        return 4 <= size2 <= self.max_frame and (
             correlation_id2 in self.pending or 0 < correlation_id2 - correlation_id <= 64)
 
     # -- requests and responses ----------------------------------------------------------------
@@ -263,6 +290,8 @@ class Connection:
             previous[0]["problems"].append(_problem("correlation id reused before a response was seen",
                                                     None, WARNING))
             out.append(previous[0])
+        if self.pending is _NO_PENDING:
+            self.pending = OrderedDict()
         if len(self.pending) >= MAX_PENDING:
             out.append(self._oldest())
         self.pending[header.correlation_id] = (exchange, apis.response_header_version(api_key, api_version))

@@ -156,16 +156,18 @@ class FrameBuffer:
 
     def flush(self, ts: float) -> list:
         """End of stream: report what is left unframed."""
-        self._unite_parts()
+        if self._parts is not None:
+            self._unite_parts()
         out: list = []
         if self._damaged is not None:
             self._damaged[5] += self._skip
             out.append(Frame(*self._damaged))
             self._damaged = None
-        if self.buffered:
-            out.append(Skipped(self._offset, self.buffered, ts, "stream ended inside a frame"))
+        have = len(self._buf) - self._pos
+        if have:
+            out.append(Skipped(self._offset, have, ts, "stream ended inside a frame"))
+            self._offset += have
         self._skip = 0
-        self._offset += self.buffered
         self._reset_buffer()
         return out
 

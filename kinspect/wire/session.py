@@ -51,7 +51,9 @@ class KafkaSession:
         self.max_frame = max_frame
         self.decode_bodies = decode_bodies
         self.show_secrets = show_secrets  # else secrets are redacted (wire/secrets.py)
-        self.routes: dict = {}       # flow -> (Connection, is_client_side)
+        # flow (either direction) -> Connection; its client_flow tells the sides apart (a tuple
+        # (conn, side) per flow would be two more objects per connection for the cyclic GC)
+        self.routes: dict = {}
         self.undecided: OrderedDict = OrderedDict()  # frozenset of both flows -> _Undecided, oldest first
         self.ignored: set = set()    # flows decided not to be Kafka
         self.syn_seen: dict = {}     # flow -> syn flag of its StreamStart
@@ -71,38 +73,35 @@ class KafkaSession:
         return out
 
     def data(self, flow, ts: float, data) -> list:
-        route = self.routes.get(flow)
-        if route is not None:
-            conn, is_client = route
-            return conn.client_data(data, ts) if is_client else conn.server_data(data, ts)
+        conn = self.routes.get(flow)
+        if conn is not None:
+            return conn.client_data(data, ts) if flow == conn.client_flow else conn.server_data(data, ts)
         if flow in self.ignored:
             return []
         return self._detect(flow, ts, data)
 
     def gap(self, flow, ts: float, missing: int) -> list:
-        route = self.routes.get(flow)
-        if route is None:
+        conn = self.routes.get(flow)
+        if conn is None:
             key = frozenset((flow, _reverse(flow)))
             pending = self.undecided.get(key)
             if pending is not None:
                 pending.chunks.append((flow, ts, None, missing))
             return []
-        conn, is_client = route
-        return conn.client_gap(missing, ts) if is_client else conn.server_gap(missing, ts)
+        return conn.client_gap(missing, ts) if flow == conn.client_flow else conn.server_gap(missing, ts)
 
     def end(self, flow, ts: float, reason: str) -> list:
         """A direction ended; "expired" (reassembly's bound on open streams) closes both."""
         self.syn_seen.pop(flow, None)
         self.ignored.discard(flow)
-        route = self.routes.get(flow)
-        if route is None:
+        conn = self.routes.get(flow)
+        if conn is None:
             pending = self.undecided.pop(frozenset((flow, _reverse(flow))), None)
             if pending is not None:  # it will never be decided now
                 self.undecided_bytes -= sum(pending.sizes.values())
             return []
-        conn, is_client = route
-        conn.ended[0 if is_client else 1] = True
-        if all(conn.ended) or reason == "expired":
+        conn.ended |= 1 if flow == conn.client_flow else 2
+        if conn.ended == 3 or reason == "expired":
             return self._close(flow, ts)
         return []
 
@@ -128,9 +127,8 @@ class KafkaSession:
     def _detect(self, flow, ts: float, data) -> list:
         side = self._port_side(flow)
         if side is not None:
-            client = flow if side else _reverse(flow)
-            self._connect(client)
-            return self.data(flow, ts, data)
+            conn = self._connect(flow if side else _reverse(flow))
+            return conn.client_data(data, ts) if side else conn.server_data(data, ts)
         key = frozenset((flow, _reverse(flow)))
         pending = self.undecided.get(key)
         if pending is None:
@@ -179,14 +177,16 @@ class KafkaSession:
                           client_syn=self.syn_seen.get(client_flow, False),
                           server_syn=self.syn_seen.get(server_flow, False),
                           decode_bodies=self.decode_bodies, show_secrets=self.show_secrets)
-        self.routes[client_flow] = (conn, True)
-        self.routes[server_flow] = (conn, False)
+        # a flow that is its own reverse (same address and port on both ends) counts as the
+        # server's, as it did when each flow's route said which side it was
+        conn.client_flow = client_flow if client_flow != server_flow else None
+        self.routes[client_flow] = self.routes[server_flow] = conn
         self.kafka_connections += 1
         return conn
 
     def _close(self, flow, ts: float) -> list:
-        conn, _ = self.routes.pop(flow)
+        conn = self.routes.pop(flow)
         other = _reverse(flow)
-        if self.routes.get(other, (None,))[0] is conn:
+        if self.routes.get(other) is conn:
             del self.routes[other]
         return conn.close(ts)

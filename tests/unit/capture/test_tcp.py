@@ -232,7 +232,7 @@ def test_closed_streams_are_remembered_up_to_a_bound():
     for flow in flows:
         r.segment(1.0, *flow, 100, SYN, b"")
         r.segment(2.0, *flow, 101, ACK | FIN, b"bye")
-    assert len(r._streams) == 2  # the first one is forgotten
+    assert len(r._closed) == 2 and not r._streams  # the first one is forgotten
     assert r.segment(3.0, *flows[2], 101, ACK | FIN, b"bye") == []  # remembered: a late copy
     late = r.segment(3.0, *flows[0], 101, ACK | FIN, b"bye")  # forgotten: looks like a new stream
     assert [type(e) for e in late] == [StreamStart, StreamData, StreamEnd]
@@ -492,3 +492,35 @@ def test_out_of_order_bytes_across_all_directions_are_bounded():
             r.segment(1.0, CLIENT, 1000 + port, SERVER, 9092, 100 + 1000 * k, ACK, b"x" * 1000)
         assert r._held <= r.max_held + r.max_buffered
     assert r._held == sum(d.pending_bytes for d in r._streams.values())
+
+
+def test_expiry_takes_the_idle_longest_as_nsmallest_would_ties_by_flow():
+    rng = random.Random(7)
+    r = TcpReassembler(max_streams=64)
+    opened = {}
+    for i in range(64):  # times drawn from few values: many ties, broken by the flow
+        flow = (bytes([10, 1, 0, i]), 1000 + rng.randrange(4), SERVER, 9092)
+        if flow in opened:
+            continue
+        ts = float(rng.randrange(5))
+        opened[flow] = ts
+        r.segment(ts, *flow, 1, SYN, b"")
+    late = (bytes([10, 2, 0, 0]), 5000, SERVER, 9092)
+    while len(opened) < 64:  # fill up to the bound exactly
+        late = (late[0], late[1] + 1, SERVER, 9092)
+        opened[late] = 2.0
+        r.segment(2.0, *late, 1, SYN, b"")
+    newest = (CLIENT, 9, SERVER, 9092)
+    events = r.segment(1.0, *newest, 1, SYN, b"")  # one too many: an eighth expire, never itself
+    expired = [e.flow for e in events if type(e) is StreamEnd]
+    assert expired == [flow for _, flow in sorted((ts, flow) for flow, ts in opened.items())[:8]]
+    assert newest in r._streams and r.sweeps == 1 and r._open == 64 - 8 + 1
+
+
+def test_an_open_direction_holds_no_list_until_bytes_wait_behind_a_hole():
+    c = Conn()
+    c.handshake()
+    c.send(C2S, 1001, b"in order")
+    assert c.r._streams[C2S].starts is None  # a list per direction costs every full GC pass
+    c.send(C2S, 1100, b"behind a hole")
+    assert c.r._streams[C2S].starts == [99]

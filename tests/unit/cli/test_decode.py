@@ -53,6 +53,36 @@ def test_text_mode_one_line_per_exchange():
     assert "\x1b[" not in result.stdout  # plain text when not a terminal
 
 
+@pytest.mark.parametrize("make", ["demo", "escapes", "non-utf8", "half-open"])
+@pytest.mark.parametrize("verbose", [False, True])
+def test_piped_text_is_what_rich_prints_without_a_terminal(tmp_path, make, verbose):
+    """Piped, decode writes its lines itself (rich's print cost ~100 µs a line): the same bytes."""
+    import io
+
+    from kinspect.cli.output import Output
+    from kinspect.pipeline import DecodeRun
+    from kinspect.render.text import exchange_line, problem_lines, tree_lines
+    from tests.hostile import inputs
+
+    path = {"demo": lambda: DEMO, "escapes": lambda: inputs.escapes_capture(tmp_path),
+            "non-utf8": lambda: inputs.non_utf8_strings_capture(tmp_path),
+            "half-open": lambda: inputs.half_open_partial(tmp_path, count=30)}[make]()
+    rich = Output(False, io.StringIO())
+    assert not rich.interactive
+    for record in DecodeRun(str(path)).records():  # each line through rich, as decode did
+        rich.text(exchange_line(record))
+        for line in problem_lines(record):
+            rich.text(line)
+        if verbose and record["type"] == "exchange":
+            for side in ("request", "response"):
+                if record[side] is not None:
+                    rich.text(f"  {side}:")
+                    for line in tree_lines(record[side]):
+                        rich.text(line)
+    result = run(*(["-v"] if verbose else []), path)
+    assert result.stdout == rich.stream.getvalue() and result.stdout.count("\n") >= 2
+
+
 def test_filters():
     produce = json_lines(run("--json", "--api", "produce", DEMO).stdout)
     assert produce and {r["api_name"] for r in produce} == {"Produce"}

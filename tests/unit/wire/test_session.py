@@ -87,3 +87,87 @@ def test_connections_held_back_for_detection_are_bounded(monkeypatch):
         s.data((b"\x0a\x00\x00\x01", 2000 + port, b"\x0a\x00\x00\x02", 3000), 1.0, b"\xff" * 1000)
     assert s.undecided_bytes <= 10_000 and len(s.undecided) <= 10
     assert sum(sum(p.sizes.values()) for p in s.undecided.values()) == s.undecided_bytes
+
+
+def _half_open(tmp_path, count):
+    from tests.hostile import inputs
+
+    return inputs.half_open_partial(tmp_path, count=count)  # a SYN and 40 bytes of a request each
+
+
+def test_notices_of_connections_closed_at_once_are_the_first_ten_of_a_kind_and_a_count(tmp_path):
+    from kinspect.summary import Summary
+
+    path = _half_open(tmp_path, 1000)
+    records = list(DecodeRun(path, max_connections=200).records())  # 400 directions: sweeps of 50
+    notices = [r for r in records if r["type"] == "notice"]
+    sweeps = [i for i, r in enumerate(notices) if r["kind"] == "expired"]
+    assert len(sweeps) == (1000 - 400 + 49) // 50 and all(notices[i]["directions"] == 50 for i in sweeps)
+    first = notices[:sweeps[0] + 1]  # the first sweep's: 10 shown, 40 counted, then the sweep's own
+    assert [r["kind"] for r in first] == ["resync"] * 11 + ["expired"]
+    assert all(r["what"] == "stream ended inside a frame (40 bytes)" and r["conn"] for r in first[:10])
+    assert first[10]["more"] == 40 and first[10]["conn"] == "" and first[10]["what"].startswith(
+        "40 more resync notices like the ones above, of connections closed at once when they expired "
+        "(50 in all; the first 10 are shown)")
+    end = notices[sweeps[-1] + 1:]  # the capture's end: 400 still open
+    assert len(end) == 11 and end[10]["more"] == 390 and "still open when the capture ended" in end[10]["what"]
+    totals = Summary()
+    for record in records:
+        totals.add(record)
+    assert totals.notices == {"resync": 1000, "expired": len(sweeps)}  # the counts stay whole
+
+
+def test_few_connections_closed_at_once_keep_a_notice_each(tmp_path):
+    records = list(DecodeRun(_half_open(tmp_path, 10)).records())
+    assert [r["conn"] for r in records] == [f"10.1.0.{i}:{1024 + i}-10.0.0.2:9092" for i in range(10)]
+    assert not any("more" in r for r in records)
+
+
+def test_a_half_open_connection_holds_three_objects_for_the_cyclic_gc():
+    """Every object a connection holds is visited by each full GC pass: with 200k half-open
+    connections these passes took half the run when each held eleven."""
+    import gc
+
+    from kinspect.capture.tcp import TcpReassembler
+    from kinspect.pipeline import _dispatch
+    from kinspect.wire.session import KafkaSession
+
+    reassembler, session = TcpReassembler(max_streams=1 << 20), KafkaSession()
+    partial = b"\x00\x00\x03\xe8" + bytes(36)  # a 1000-byte frame's first 40 bytes
+
+    def connect(i):
+        client = bytes([10, 1, i >> 8, i & 255])
+        for flags, seq, payload in ((0x02, 1000, b""), (0x18, 1001, partial)):
+            for event in reassembler.segment(0.0, client, 1024 + i, b"\x0a\x00\x00\x02", 9092, seq, flags, payload):
+                assert not _dispatch(session, event)
+
+    connect(0)
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(1, 1001):
+        connect(i)
+    gc.collect()
+    assert (len(gc.get_objects()) - before) / 1000 <= 3.05  # _Direction, Connection, FrameBuffer
+    assert len(session.routes) == 2002
+
+
+@pytest.mark.parametrize("name", ["librdkafka-produce-consume.pcapng", "kafka39-legacy.pcap", "half-open"])
+def test_a_decode_run_leaves_no_reference_cycles(tmp_path, name):
+    """Nothing a run holds waits for the cyclic GC to be freed (cli.GC_THRESHOLD relies on it):
+    a connection's objects go when it closes, whatever the number of connections."""
+    import gc
+
+    from tests.conftest import PCAPS
+
+    path = _half_open(tmp_path, 300) if name == "half-open" else PCAPS / name
+    list(DecodeRun(str(path), max_connections=50).records())  # warm: imports, caches
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        records = list(DecodeRun(str(path), max_connections=50).records())
+        del records
+        assert gc.collect() == 0
+    finally:
+        if enabled:
+            gc.enable()
