@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -68,12 +69,12 @@ class PacketCounter:
         return self.count
 
 
-def run_round(prefix: list[str], bootstrap: str, number: int, args, log_dir: Path) -> dict:
+def run_round(prefix: list[str], bootstrap: str, topic: str, number: int, args, log_dir: Path,
+              extra: list[str] = ()) -> dict:
+    """One round of tests/bench/load_client.py (``extra``: more of its options): its manifest."""
     argv = [*prefix, sys.executable, "-m", "tests.bench.load_client", "--bootstrap", bootstrap,
-            "--topic", f"bench-{number}", "--messages", str(args.messages),
-            "--value-size", str(args.value_size), "--seed", str(number)]
-    if args.rate:
-        argv += ["--rate", str(args.rate)]
+            "--topic", topic, "--messages", str(args.messages),
+            "--value-size", str(args.value_size), "--seed", str(number), *extra]
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800)
     (log_dir / f"round-{number}.log").write_text(proc.stderr)
     if proc.returncode != 0:
@@ -95,48 +96,66 @@ def record_once(capture: Path, args, log_dir: Path) -> dict:
         with recorder:
             while (seen := count_packets()) < args.packets:
                 print(f"round {len(rounds)}: {seen:,} packets so far", file=sys.stderr, flush=True)
-                rounds.append(run_round(net.client.exec_prefix(), broker.bootstrap, len(rounds),
-                                        args, log_dir))
+                number = len(rounds)
+                rounds.append(run_round(net.client.exec_prefix(), broker.bootstrap, f"bench-{number}",
+                                        number, args, log_dir,
+                                        ["--rate", str(args.rate)] if args.rate else []))
         capture_argv = [capture.name if a == str(capture) else a for a in recorder.argv()]
     return {"broker": {"name": "tansu", "version": tansu_version(), "bootstrap": broker.bootstrap,
                        "storage": "memory://tansu/"},
-            "capture": {"tool": _tool_version(args.tool), "argv": capture_argv, "network": "veth",
+            "capture": {"tool": tool_version(args.tool), "argv": capture_argv, "network": "veth",
                         "interface": net.client.interface, "mtu": net.mtu, "bpf": recorder.bpf,
                         "format": "pcap", "encapsulation": "ether", "port": broker.port},
             "rounds": rounds}
 
 
-def _tool_version(tool: str) -> str:
+def tool_version(tool: str) -> str:
     out = subprocess.run([tool, "--version"], capture_output=True, text=True)
     return (out.stdout or out.stderr).splitlines()[0].strip()
 
 
-def cached(cache: Path, name: str, packets: int) -> dict | None:
-    """The cached capture's manifest, if the capture is there and big enough."""
+def cached(cache: Path, name: str, enough: Callable[[dict], bool]) -> dict | None:
+    """The cached capture's manifest, if the capture is there and ``enough(file_info)``."""
     if not capture_path(cache, name).is_file() or not manifest_path(cache, name).is_file():
         return None
     manifest = json.loads(manifest_path(cache, name).read_text())
-    if manifest["file_info"]["packets"] < packets:
-        return None
+    return manifest if enough(manifest["file_info"]) else None
+
+
+def record_until_no_drops(cache: Path, name: str, attempts: int,
+                          record_once: Callable[[Path, Path], dict]) -> tuple[dict, Path, int, float]:
+    """``record_once(partial, log_dir)`` until no packets drop: (what it returned, the partial
+    recording, the attempt that succeeded, its seconds)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = cache / f"{name}.partial.pcap"
+    log_dir = cache / f"{name}.logs"
+    log_dir.mkdir(exist_ok=True)
+    for attempt in range(1, attempts + 1):
+        partial.unlink(missing_ok=True)
+        started = time.time()
+        try:
+            return record_once(partial, log_dir), partial, attempt, round(time.time() - started, 1)
+        except PacketsDropped as exc:
+            print(f"attempt {attempt}: {exc}", file=sys.stderr)
+            partial.unlink(missing_ok=True)
+            if attempt == attempts:
+                raise
+    raise ValueError("attempts must be at least 1")
+
+
+def keep(cache: Path, name: str, partial: Path, manifest: dict) -> dict:
+    """The recording moved to its cached name, and its manifest written beside it."""
+    argv = manifest["capture"]["argv"]
+    manifest["capture"]["argv"] = [manifest["file"] if a == partial.name else a for a in argv]
+    partial.rename(capture_path(cache, name))
+    manifest_path(cache, name).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
 
 def record(args) -> dict:
     cache, name = args.cache, args.name
-    cache.mkdir(parents=True, exist_ok=True)
-    partial = cache / f"{name}.partial.pcap"
-    log_dir = cache / f"{name}.logs"
-    log_dir.mkdir(exist_ok=True)
-    for attempt in range(1, args.attempts + 1):
-        started = time.time()
-        try:
-            manifest = record_once(partial, args, log_dir)
-            break
-        except PacketsDropped as exc:
-            print(f"attempt {attempt}: {exc}", file=sys.stderr)
-            partial.unlink(missing_ok=True)
-            if attempt == args.attempts:
-                raise
+    manifest, partial, _, seconds = record_until_no_drops(
+        cache, name, args.attempts, lambda partial, log_dir: record_once(partial, args, log_dir))
     info = capinfo.describe(partial)
     if info.packets < args.packets:
         raise RuntimeError(f"capinfos counts {info.packets} packets, fewer than {args.packets}")
@@ -144,13 +163,9 @@ def record(args) -> dict:
                 "summary": "librdkafka producers (none, gzip, snappy, lz4, zstd at once) and a "
                            "committing consumer group, in rounds, over an MTU 1500 veth",
                 "command": "python tools/record_bench_capture.py" + (" --force" if args.force else ""),
-                "recorded_seconds": round(time.time() - started, 1),
+                "recorded_seconds": seconds,
                 "file_info": info.to_dict(), **manifest}
-    argv = manifest["capture"]["argv"]
-    manifest["capture"]["argv"] = [manifest["file"] if a == partial.name else a for a in argv]
-    partial.rename(capture_path(cache, name))
-    manifest_path(cache, name).write_text(json.dumps(manifest, indent=1) + "\n")
-    return manifest
+    return keep(cache, name, partial, manifest)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attempts", type=int, default=3, help="recordings to try when packets drop")
     parser.add_argument("--force", action="store_true", help="record even when a cached capture exists")
     args = parser.parse_args(argv)
-    manifest = None if args.force else cached(args.cache, args.name, args.packets)
+    manifest = None if args.force else cached(args.cache, args.name, lambda info: info["packets"] >= args.packets)
     if manifest is None:
         if os.geteuid() != 0:
             parser.error("needs root: network namespaces and packet capture")

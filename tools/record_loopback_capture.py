@@ -23,12 +23,10 @@ Needs root, Java 17, mvn (first run: Kafka's jars), dumpcap, capinfos, tshark, i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
-import time
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
@@ -41,26 +39,14 @@ from tests.lab.api_names import API_NAMES  # noqa: E402
 from tests.lab.enter_netns import entered  # noqa: E402
 from tests.lab.kafka import KAFKA_4, KafkaBroker  # noqa: E402
 from tests.lab.netns import loopback_namespace  # noqa: E402
-from tests.lab.recorder import PacketsDropped, Recorder  # noqa: E402
-from tools.record_bench_capture import CACHE, capture_path, manifest_path  # noqa: E402
+from tests.lab.recorder import Recorder  # noqa: E402
+from tools.record_bench_capture import (CACHE, cached, capture_path, keep,  # noqa: E402
+                                        record_until_no_drops, run_round, tool_version)
 
 NAME = "bench-loopback"
 PORT = 9092  # the namespace is the broker's own: every port is free, and 9092 is both tools' default
 CODECS = "none,lz4,zstd"
 SEGMENT_BUCKETS = (0, 1, 1024, 4096, 16384, 32768, 65536)  # lower bounds of tcp.len buckets
-
-
-def run_round(prefix: list[str], bootstrap: str, number: int, args, log_dir: Path) -> dict:
-    argv = [*prefix, sys.executable, "-m", "tests.bench.load_client", "--bootstrap", bootstrap,
-            "--topic", f"loopback-{number}", "--codecs", args.codecs, "--messages", str(args.messages),
-            "--value-size", str(args.value_size), "--seed", str(number), "--rate", str(args.rate)]
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800)
-    (log_dir / f"round-{number}.log").write_text(proc.stderr)
-    if proc.returncode != 0:
-        raise RuntimeError(f"load round {number} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    manifest = json.loads(proc.stdout)
-    manifest["command"] = ["python" if a == sys.executable else a for a in argv]
-    return manifest
 
 
 def record_once(capture: Path, args, log_dir: Path) -> dict:
@@ -77,7 +63,10 @@ def record_once(capture: Path, args, log_dir: Path) -> dict:
         with recorder:
             while (size := _size(capture)) < args.bytes:
                 print(f"round {len(rounds)}: {size / 1e6:,.1f} MB so far", file=sys.stderr, flush=True)
-                rounds.append(run_round(side.exec_prefix(), broker.bootstrap, len(rounds), args, log_dir))
+                number = len(rounds)
+                rounds.append(run_round(side.exec_prefix(), broker.bootstrap, f"loopback-{number}",
+                                        number, args, log_dir,
+                                        ["--codecs", args.codecs, "--rate", str(args.rate)]))
         capture_argv = [capture.name if a == str(capture) else a for a in recorder.argv()]
         statistics_lines = [line for line in recorder.stderr if "Packets" in line]
         broker_settings = {k: str(v) for k, v in broker.settings.items() if k != "log.dirs"}
@@ -85,7 +74,7 @@ def record_once(capture: Path, args, log_dir: Path) -> dict:
                        "bootstrap": broker.bootstrap, "metadata": "kraft",
                        "storage": "KRaft (combined broker and controller), log dir on disk",
                        "config": broker_settings, "java": _java_version()},
-            "capture": {"tool": _tool_version("dumpcap"), "argv": capture_argv,
+            "capture": {"tool": tool_version("dumpcap"), "argv": capture_argv,
                         "network": "loopback (a lab namespace of its own)", "interface": "lo",
                         "mtu": mtu, "link": offloads, "bpf": recorder.bpf, "format": "pcap",
                         "encapsulation": "ether", "port": broker.port,
@@ -103,11 +92,6 @@ def _link_details(prefix: list[str]) -> str:
     words = out.split()
     return " ".join(f"{k} {words[i + 1]}" for i, k in enumerate(words[:-1])
                     if k in ("mtu", "gso_max_size", "gso_max_segs", "tso_max_size", "gro_max_size"))
-
-
-def _tool_version(tool: str) -> str:
-    out = subprocess.run([tool, "--version"], capture_output=True, text=True)
-    return (out.stdout or out.stderr).splitlines()[0].strip()
 
 
 def _java_version() -> str:
@@ -151,7 +135,7 @@ def wire_facts(capture: Path, port: int) -> dict:
                              **{d: _distribution(v) for d, v in by_direction.items()}},
             "kafka_requests_by_api_version": dict(sorted(requests.items(), key=lambda kv: -kv[1])),
             "kafka_responses_by_api": dict(sorted(responses.items(), key=lambda kv: -kv[1])),
-            "tshark": _tool_version("tshark")}
+            "tshark": tool_version("tshark")}
 
 
 def _api(key: str) -> str:
@@ -175,34 +159,10 @@ def _distribution(lengths: list[int]) -> dict:
             "buckets": {names[b]: buckets[b] for b in SEGMENT_BUCKETS if buckets[b]}}
 
 
-def cached(cache: Path, name: str, size: int) -> dict | None:
-    """The cached capture's manifest, if the capture is there and big enough."""
-    if not capture_path(cache, name).is_file() or not manifest_path(cache, name).is_file():
-        return None
-    manifest = json.loads(manifest_path(cache, name).read_text())
-    if manifest["file_info"]["size_bytes"] < size:
-        return None
-    return manifest
-
-
 def record(args) -> dict:
     cache, name = args.cache, args.name
-    cache.mkdir(parents=True, exist_ok=True)
-    partial = cache / f"{name}.partial.pcap"
-    log_dir = cache / f"{name}.logs"
-    log_dir.mkdir(exist_ok=True)
-    for attempt in range(1, args.attempts + 1):
-        partial.unlink(missing_ok=True)
-        started = time.time()
-        try:
-            manifest = record_once(partial, args, log_dir)
-            break
-        except PacketsDropped as exc:
-            print(f"attempt {attempt}: {exc}", file=sys.stderr)
-            partial.unlink(missing_ok=True)
-            if attempt == args.attempts:
-                raise
-    recorded = round(time.time() - started, 1)
+    manifest, partial, attempt, recorded = record_until_no_drops(
+        cache, name, args.attempts, lambda partial, log_dir: record_once(partial, args, log_dir))
     info = capinfo.describe(partial)
     if info.size_bytes < args.bytes:
         raise RuntimeError(f"{partial} holds {info.size_bytes:,} bytes, fewer than {args.bytes:,}")
@@ -221,11 +181,7 @@ def record(args) -> dict:
                             "messages_consumed": sum(r["consumed"] for r in rounds),
                             "commits": sum(r["commits"] for r in rounds)},
                 **manifest, "wire": wire_facts(partial, manifest["capture"]["port"])}
-    argv = manifest["capture"]["argv"]
-    manifest["capture"]["argv"] = [manifest["file"] if a == partial.name else a for a in argv]
-    partial.rename(capture_path(cache, name))
-    manifest_path(cache, name).write_text(json.dumps(manifest, indent=1) + "\n")
-    return manifest
+    return keep(cache, name, partial, manifest)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attempts", type=int, default=3, help="recordings to try when packets drop")
     parser.add_argument("--force", action="store_true", help="record even when a cached capture exists")
     args = parser.parse_args(argv)
-    manifest = None if args.force else cached(args.cache, args.name, args.bytes)
+    manifest = None if args.force else cached(args.cache, args.name, lambda info: info["size_bytes"] >= args.bytes)
     if manifest is None:
         if os.geteuid() != 0:
             parser.error("needs root: a network namespace and packet capture")
