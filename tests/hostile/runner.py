@@ -36,12 +36,15 @@ SNAPSHOT = os.environ.get("KINSPECT_HOSTILE_SNAPSHOT")
 KEEP = 64 * 1024  # bytes of head and of tail kept of each stream
 # C0 controls and DEL, except tab and newline: what must never reach a terminal raw
 CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
+_NOT_CONTROL = bytes(b for b in range(256) if not CONTROL.match(bytes((b,))))
 # on a terminal rich styles text (SGR: ESC [ ... m), draws progress (hide/show the cursor,
 # erase the line, cursor up, CR) and the terminal ends lines with CR LF: none of it is input
 TERMINAL_STYLING = re.compile(rb"\x1b\[[0-9;]*m|\x1b\[\?25[lh]|\x1b\[2K|\x1b\[[0-9]*A|\r")
 BOUND_WORDS = re.compile(rb"\b(?:[Bb]ound|[Ll]imit)s?\b")
 OPTION = re.compile(rb"--max-[a-z][a-z-]*")
 CRASH = re.compile(rb"Traceback \(most recent call last\)|Fatal Python error|Segmentation fault")
+_BOUND_STEMS = (b"ound", b"imit")
+_CRASH_STEMS = (b"Traceback", b"Fatal Python", b"Segmentation")
 
 
 @dataclass
@@ -81,21 +84,24 @@ class StreamScan:
         start = self._scanned
         self._scanned += len(lines)
         plain = TERMINAL_STYLING.sub(b"", lines) if terminal else lines
-        if len(self.controls) < 5:
+        # each regex runs only where a byte scan (many times faster) says it can match: the
+        # runner must read gigabytes of output faster than kinspect writes them
+        if len(self.controls) < 5 and plain.translate(None, _NOT_CONTROL):
             for match in CONTROL.finditer(plain):
                 at = match.start()
                 self.controls.append((start + at, plain[max(0, at - 40):at + 40]))
                 if len(self.controls) >= 5:
                     break
-        self.options.update(m.decode() for m in OPTION.findall(lines))
-        if len(self.bound_lines) < 5:
+        if b"--max-" in lines:
+            self.options.update(m.decode() for m in OPTION.findall(lines))
+        if len(self.bound_lines) < 5 and any(word in lines for word in _BOUND_STEMS):
             for match in BOUND_WORDS.finditer(lines):
                 line = _line_around(lines, match.start())
                 if not OPTION.search(line):
                     self.bound_lines.append(line[:300])
                     if len(self.bound_lines) >= 5:
                         break
-        if not self.crash and CRASH.search(lines):
+        if not self.crash and any(word in lines for word in _CRASH_STEMS) and CRASH.search(lines):
             self.crash = True
 
 
