@@ -86,7 +86,7 @@ def measure(argv: list[str], repeat: int, cwd: Path | None = None) -> dict:
 def kinspect(command: str, *args: str) -> list[str]:
     """`kinspect COMMAND ...` (through the module if the command is not registered yet)."""
     from kinspect.cli import cli
-    if command in cli.commands:
+    if cli.get_command(None, command) is not None:
         return [sys.executable, "-m", "kinspect", command, *args]
     code = (f"import sys; from kinspect.cli.{command} import {command}; "
             f"{command}.main(sys.argv[1:], prog_name='kinspect {command}')")
