@@ -43,10 +43,14 @@ RECORDS_FLOOR = 100_000
 class Budget:
     """What is left of the bounds for one unit of work (see the module's docstring)."""
 
-    __slots__ = ("limits", "inflate_left", "records_left", "decode_left")
+    __slots__ = ("limits", "inflate_left", "records_left", "decode_left", "pack_records")
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS, input_bytes: int = 0):
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, input_bytes: int = 0,
+                 pack_records: bool = False):
+        """``pack_records``: regular batches may keep their records as bytes (PackedRecords),
+        for an output that writes them straight from there (decode --json, --summary)."""
         self.limits = limits
+        self.pack_records = pack_records
         # one whole batch is always allowed, so small inputs decompress as they always have
         self.inflate_left = limits.max_batch_bytes + limits.max_file_ratio * input_bytes
         self.records_left = limits.eager_records
@@ -55,7 +59,7 @@ class Budget:
     def copy(self) -> Budget:
         twin = Budget.__new__(Budget)
         twin.limits, twin.inflate_left, twin.records_left = self.limits, self.inflate_left, self.records_left
-        twin.decode_left = self.decode_left
+        twin.decode_left, twin.pack_records = self.decode_left, self.pack_records
         return twin
 
     def grant(self, input_bytes: int) -> None:

@@ -115,7 +115,7 @@ def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int,
     yielded are None; without one, JSON outputs are the lines' bytes."""
     if jobs <= 1:
         topics = run.topics
-        budget = Budget(run.limits)
+        budget = Budget(run.limits, pack_records=mode != RECORD)
         for record in run.raw_records(progress):
             budget.next_unit()  # the record before this one is written out
             output, error = finish(record, topics, keep, mode, budget)
@@ -153,7 +153,8 @@ def _work(task) -> list:
     topics = _worker["topics"]
     topics.names = names
     keep, mode = _worker["keep"], _worker["mode"]
-    budget = Budget(_worker["limits"])  # the chunk's output is held until its turn: one unit
+    # the chunk's output is held until its turn: one unit
+    budget = Budget(_worker["limits"], pack_records=mode != RECORD)
     results = []
     for number, record in enumerate(chunk):
         chunk[number] = None  # decoded records die once encoded: held, they cost +40% CPU in cache misses

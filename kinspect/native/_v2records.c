@@ -284,6 +284,429 @@ done:
     return result;
 }
 
+/* -- packed records: scan() and to_json() --------------------------------------------------
+ *
+ * decode --json and --summary keep a regular batch's records as their bytes (records/packed.py):
+ * scan() says whether a batch qualifies and gives what the checks need; to_json() writes the
+ * records' JSON text straight from the bytes, byte for byte what orjson writes for the dicts
+ * decode() builds (render/jsonl.py: bytes as text when UTF-8, else {"b64": ...}).
+ */
+
+/* A length-prefixed span: data, or NULL with size -1 (null). -1 when the length is invalid. */
+static inline int
+read_span(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t limit, const unsigned char **data,
+          Py_ssize_t *size)
+{
+    int64_t n;
+    if (read_varint(p, pos, limit, 5, &n))
+        return -1;
+    if (n == -1) {
+        *data = NULL;
+        *size = -1;
+        return 0;
+    }
+    if (n < 0 || n > limit - *pos)
+        return -1;
+    *data = p + *pos;
+    *size = (Py_ssize_t)n;
+    *pos += (Py_ssize_t)n;
+    return 0;
+}
+
+/* One header from p[*pos..limit): the key (never null) and the value. */
+static inline int
+read_header(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t limit, const unsigned char **key,
+            Py_ssize_t *key_size, const unsigned char **value, Py_ssize_t *value_size)
+{
+    return read_span(p, pos, limit, key, key_size) || *key == NULL ||
+           read_span(p, pos, limit, value, value_size) ? -1 : 0;
+}
+
+typedef struct {
+    int64_t timestamp_delta, offset_delta, header_count;
+    const unsigned char *key, *value;  /* NULL: null */
+    Py_ssize_t key_size, value_size;
+    Py_ssize_t headers_at, end;        /* the first header; the byte after the record */
+} Frame;
+
+/* One record framed exactly as decode() reads it: 0, or -1 where decode() would give up. */
+static int
+frame_record(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, Frame *f)
+{
+    int64_t length;
+    if (read_varint(p, &pos, end, 5, &length) || length < 6 || length > end - pos)
+        return -1;
+    f->end = pos + (Py_ssize_t)length;
+    pos += 1;  /* attributes */
+    if (read_varint(p, &pos, f->end, 10, &f->timestamp_delta) ||
+        read_varint(p, &pos, f->end, 5, &f->offset_delta) ||
+        read_span(p, &pos, f->end, &f->key, &f->key_size) ||
+        read_span(p, &pos, f->end, &f->value, &f->value_size) ||
+        read_varint(p, &pos, f->end, 5, &f->header_count) ||
+        f->header_count < 0 || f->header_count > (f->end - pos) / 2)
+        return -1;
+    f->headers_at = pos;
+    for (int64_t n = 0; n < f->header_count; n++) {
+        const unsigned char *key, *value;
+        Py_ssize_t key_size, value_size;
+        if (read_header(p, &pos, f->end, &key, &key_size, &value, &value_size))
+            return -1;
+    }
+    return pos == f->end ? 0 : -1;
+}
+
+/* Valid UTF-8 as Python's strict decoder has it: no overlongs, surrogates or code points past
+ * U+10FFFF. */
+static int
+utf8_valid(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        while (i + 8 <= n) {
+            uint64_t word;
+            memcpy(&word, s + i, 8);
+            if (word & 0x8080808080808080ULL)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c < 0xC2) {
+            return 0;
+        } else if (c < 0xE0) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80)
+                return 0;
+            i += 2;
+        } else if (c < 0xF0) {
+            if (i + 2 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 ||
+                (c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F))
+                return 0;
+            i += 3;
+        } else if (c < 0xF5) {
+            if (i + 3 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 ||
+                (s[i + 3] & 0xC0) != 0x80 || (c == 0xF0 && s[i + 1] < 0x90) ||
+                (c == 0xF4 && s[i + 1] > 0x8F))
+                return 0;
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The arguments scan() and to_json() share: data, pos, end, base_offset, base_timestamp,
+ * fixed_timestamp (None: each record's own). */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t pos, end;
+    long long base_offset, base_timestamp, fixed_timestamp;
+    int fixed;
+} Packed;
+
+/* 1: read; 0: arguments C leaves to Python (numbers past 64 bits, a window outside data). */
+static int
+read_packed_args(PyObject *const *args, Packed *b)
+{
+    b->p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    b->pos = PyLong_AsSsize_t(args[1]);
+    b->end = PyLong_AsSsize_t(args[2]);
+    b->base_offset = PyLong_AsLongLong(args[3]);
+    b->base_timestamp = PyLong_AsLongLong(args[4]);
+    b->fixed = args[5] != Py_None;
+    b->fixed_timestamp = b->fixed ? PyLong_AsLongLong(args[5]) : 0;
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return b->pos >= 0 && b->end <= PyBytes_GET_SIZE(args[0]) && b->pos <= b->end;
+}
+
+/* Record number ``count`` at b->pos, framed, with its offset and timestamp: 0, or -1 when the
+ * batch can't be packed (irregular, a header key not UTF-8, a delta not ``count``). */
+static int
+next_packed(const Packed *b, Py_ssize_t count, Frame *f, long long *offset, long long *timestamp)
+{
+    if (frame_record(b->p, b->pos, b->end, f) || f->offset_delta != count ||
+        __builtin_add_overflow(b->base_offset, f->offset_delta, offset))
+        return -1;
+    *timestamp = b->fixed_timestamp;
+    if (!b->fixed && __builtin_add_overflow(b->base_timestamp, f->timestamp_delta, timestamp))
+        return -1;
+    Py_ssize_t at = f->headers_at;
+    for (int64_t n = 0; n < f->header_count; n++) {
+        const unsigned char *key = NULL, *value = NULL;
+        Py_ssize_t key_size = 0, value_size = 0;
+        if (read_header(b->p, &at, f->end, &key, &key_size, &value, &value_size) ||
+            !utf8_valid(key, key_size))
+            return -1;
+    }
+    return 0;
+}
+
+/* scan(data, pos, end, base_offset, base_timestamp, fixed_timestamp, limit)
+ *     -> (count, largest timestamp or None) | None
+ * Not None when decode() would decode every record of data[pos:end] in one call of ``limit``,
+ * every header key is UTF-8 and the offset deltas are 0, 1, 2, ...; the largest timestamp is
+ * None with a fixed one, or without records. */
+static PyObject *
+scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "scan(data: bytes, pos, end, base_offset, base_timestamp, "
+                                         "fixed_timestamp, limit)");
+        return NULL;
+    }
+    Packed b;
+    Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
+    if (!read_packed_args(args, &b))
+        Py_RETURN_NONE;
+    Py_ssize_t count = 0;
+    long long largest = 0, offset, timestamp;
+    while (b.pos < b.end) {
+        Frame f;
+        if (count >= limit || next_packed(&b, count, &f, &offset, &timestamp))
+            Py_RETURN_NONE;
+        if (count == 0 || timestamp > largest)
+            largest = timestamp;
+        b.pos = f.end;
+        count++;
+    }
+    if (b.fixed || count == 0)
+        return Py_BuildValue("(nO)", count, Py_None);
+    return Py_BuildValue("(nL)", count, largest);
+}
+
+/* The JSON text being written: a bytes object grown as needed, shrunk to fit at the end. */
+typedef struct {
+    PyObject *bytes;
+    char *at, *limit;
+} Out;
+
+static int
+reserve(Out *out, Py_ssize_t more)
+{
+    if (out->limit - out->at >= more)
+        return 0;
+    char *start = PyBytes_AS_STRING(out->bytes);
+    Py_ssize_t used = out->at - start, size = out->limit - start;
+    Py_ssize_t want = size * 2 > used + more ? size * 2 : used + more + 4096;
+    if (_PyBytes_Resize(&out->bytes, want))
+        return -1;
+    start = PyBytes_AS_STRING(out->bytes);
+    out->at = start + used;
+    out->limit = start + want;
+    return 0;
+}
+
+#define PUT(out, text) (memcpy((out)->at, text, sizeof(text) - 1), (out)->at += sizeof(text) - 1)
+
+static void
+put_int(Out *out, long long value)
+{
+    char digits[24];
+    int n = 0;
+    unsigned long long magnitude = value < 0 ? 0ULL - (unsigned long long)value : (unsigned long long)value;
+    do {
+        digits[n++] = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude);
+    if (value < 0)
+        *out->at++ = '-';
+    while (n)
+        *out->at++ = digits[--n];
+}
+
+/* How orjson writes each byte inside a string: 0 as it is, else the character after the
+ * backslash ('u': \u00XX). */
+static char escapes[256];
+static const char hex_digits[] = "0123456789abcdef";
+
+/* Whether any of the 8 bytes is a control character, '"' or '\\'. */
+static inline int
+needs_escape(uint64_t word)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = word ^ (ones * '"'), backslash = word ^ (ones * '\\');
+    return (((word - ones * 0x20) & ~word) | ((quote - ones) & ~quote) |
+            ((backslash - ones) & ~backslash)) & highs ? 1 : 0;
+}
+
+#define ESCAPE_BLOCK 65536
+
+static int
+put_string(Out *out, const unsigned char *s, Py_ssize_t n)
+{
+    if (reserve(out, 2))
+        return -1;
+    *out->at++ = '"';
+    while (n > 0) {
+        Py_ssize_t block = n < ESCAPE_BLOCK ? n : ESCAPE_BLOCK;
+        if (reserve(out, block * 6 + 1))
+            return -1;
+        char *at = out->at;
+        Py_ssize_t i = 0;
+        while (i < block) {
+            while (i + 8 <= block) {
+                uint64_t word;
+                memcpy(&word, s + i, 8);
+                if (needs_escape(word))
+                    break;
+                memcpy(at, &word, 8);
+                at += 8;
+                i += 8;
+            }
+            if (i >= block)
+                break;
+            unsigned char c = s[i++];
+            char e = escapes[c];
+            if (!e) {
+                *at++ = (char)c;
+            } else if (e == 'u') {
+                memcpy(at, "\\u00", 4);
+                at[4] = hex_digits[c >> 4];
+                at[5] = hex_digits[c & 15];
+                at += 6;
+            } else {
+                at[0] = '\\';
+                at[1] = e;
+                at += 2;
+            }
+        }
+        out->at = at;
+        s += block;
+        n -= block;
+    }
+    *out->at++ = '"';
+    return 0;
+}
+
+static const char base64_digits[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int
+put_base64(Out *out, const unsigned char *s, Py_ssize_t n)
+{
+    if (reserve(out, (n + 2) / 3 * 4 + 12))
+        return -1;
+    PUT(out, "{\"b64\":\"");
+    char *at = out->at;
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        unsigned int v = (unsigned int)s[i] << 16 | (unsigned int)s[i + 1] << 8 | s[i + 2];
+        at[0] = base64_digits[v >> 18];
+        at[1] = base64_digits[(v >> 12) & 63];
+        at[2] = base64_digits[(v >> 6) & 63];
+        at[3] = base64_digits[v & 63];
+        at += 4;
+    }
+    if (i < n) {
+        unsigned int v = (unsigned int)s[i] << 16 | (i + 1 < n ? (unsigned int)s[i + 1] << 8 : 0);
+        at[0] = base64_digits[v >> 18];
+        at[1] = base64_digits[(v >> 12) & 63];
+        at[2] = i + 1 < n ? base64_digits[(v >> 6) & 63] : '=';
+        at[3] = '=';
+        at += 4;
+    }
+    out->at = at;
+    PUT(out, "\"}");
+    return 0;
+}
+
+/* bytes or None as render/jsonl.py writes them: null, a string when UTF-8, else {"b64": ...} */
+static int
+put_bytes(Out *out, const unsigned char *s, Py_ssize_t n)
+{
+    if (s == NULL) {
+        if (reserve(out, 4))
+            return -1;
+        PUT(out, "null");
+        return 0;
+    }
+    return utf8_valid(s, n) ? put_string(out, s, n) : put_base64(out, s, n);
+}
+
+/* to_json(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> bytes | None
+ * The JSON array of the records of data[pos:end], or None where scan() would give None for
+ * the offsets, lengths and header keys. */
+static PyObject *
+to_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "to_json(data: bytes, pos, end, base_offset, base_timestamp, "
+                                         "fixed_timestamp)");
+        return NULL;
+    }
+    Packed b;
+    if (!read_packed_args(args, &b))
+        Py_RETURN_NONE;
+    const unsigned char *p = b.p;
+    Py_ssize_t size = (b.end - b.pos) + (b.end - b.pos) / 4 + 4096;
+    Out out = {PyBytes_FromStringAndSize(NULL, size), NULL, NULL};
+    if (out.bytes == NULL)
+        return NULL;
+    out.at = PyBytes_AS_STRING(out.bytes);
+    out.limit = out.at + size;
+    *out.at++ = '[';
+    for (Py_ssize_t count = 0; b.pos < b.end; count++) {
+        Frame f;
+        long long offset, timestamp;
+        if (next_packed(&b, count, &f, &offset, &timestamp))
+            goto irregular;
+        if (reserve(&out, 80))
+            goto error;
+        if (count)
+            *out.at++ = ',';
+        PUT(&out, "{\"offset\":");
+        put_int(&out, offset);
+        PUT(&out, ",\"timestamp\":");
+        put_int(&out, timestamp);
+        PUT(&out, ",\"key\":");
+        if (put_bytes(&out, f.key, f.key_size) || reserve(&out, 16))
+            goto error;
+        PUT(&out, ",\"value\":");
+        if (put_bytes(&out, f.value, f.value_size) || reserve(&out, 16))
+            goto error;
+        PUT(&out, ",\"headers\":[");
+        Py_ssize_t at = f.headers_at;
+        for (int64_t n = 0; n < f.header_count; n++) {
+            const unsigned char *key = NULL, *value = NULL;
+            Py_ssize_t key_size = 0, value_size = 0;
+            read_header(p, &at, f.end, &key, &key_size, &value, &value_size);  /* read before */
+            if (reserve(&out, 16))
+                goto error;
+            if (n)
+                *out.at++ = ',';
+            PUT(&out, "{\"key\":");
+            if (put_string(&out, key, key_size) || reserve(&out, 16))
+                goto error;
+            PUT(&out, ",\"value\":");
+            if (put_bytes(&out, value, value_size) || reserve(&out, 4))
+                goto error;
+            *out.at++ = '}';
+        }
+        if (reserve(&out, 4))
+            goto error;
+        PUT(&out, "]}");
+        b.pos = f.end;
+    }
+    if (reserve(&out, 1))
+        goto error;
+    *out.at++ = ']';
+    if (_PyBytes_Resize(&out.bytes, out.at - PyBytes_AS_STRING(out.bytes)))
+        return NULL;
+    return out.bytes;
+irregular:
+    Py_DECREF(out.bytes);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(out.bytes);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
      "decode(data, pos, end, base_offset, base_timestamp, fixed_timestamp[, limit[, bad_keys[, keep]]])"
@@ -293,6 +716,14 @@ static PyMethodDef methods[] = {
      "is not UTF-8 is decoded with errors=\"replace\", the first keep of them are appended as\n"
      "(record index in this call, header number, record position), and the result is\n"
      "(records, position after, bad keys in all)."},
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
+     "scan(data, pos, end, base_offset, base_timestamp, fixed_timestamp, limit)"
+     " -> (count, largest timestamp) | None\n\n"
+     "Whether the records of data[pos:end] can be kept packed: regular, at most limit of them,\n"
+     "UTF-8 header keys, offset deltas 0, 1, 2, ..."},
+    {"to_json", (PyCFunction)(void (*)(void))to_json, METH_FASTCALL,
+     "to_json(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> bytes | None\n\n"
+     "The JSON array of packed records, as orjson writes the dicts decode() builds."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -318,5 +749,14 @@ PyInit__v2records(void)
     header_template = Py_BuildValue("{OOOO}", k_key, Py_None, k_value, Py_None);
     if (record_template == NULL || header_template == NULL)
         return NULL;
+    for (int c = 0; c < 0x20; c++)
+        escapes[c] = 'u';
+    escapes['\b'] = 'b';
+    escapes['\t'] = 't';
+    escapes['\n'] = 'n';
+    escapes['\f'] = 'f';
+    escapes['\r'] = 'r';
+    escapes['"'] = '"';
+    escapes['\\'] = '\\';
     return PyModule_Create(&module_def);
 }

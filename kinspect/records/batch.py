@@ -18,6 +18,7 @@ from kinspect.limits import Budget, Limits
 from kinspect.problems import ERROR, WARNING, Problem, ProblemCap
 from kinspect.records.codecs import codec_name, decompress
 from kinspect.records.control import decode_control
+from kinspect.records.packed import scan as pack
 from kinspect.records.stream import STREAM_CHUNK, RecordStream
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -94,9 +95,15 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
     allowed = budget.decode_allowed()
     limit = min(budget.records_left + 1, allowed)
     cap, bad_keys = ProblemCap(problems), []
-    got = None if _fast is None else _fast(data, start, stop, base_offset, base_timestamp,
-                                           fixed_timestamp, limit, bad_keys, cap.room("headers"))
-    if got is not None and got[1] >= stop:  # the common case: regular, and few enough to hold
+    packed = (pack(data, start, stop, base_offset, base_timestamp, fixed_timestamp, limit)
+              if budget.pack_records and not attributes & CONTROL_BIT else None)
+    got = None if _fast is None or packed is not None else _fast(
+        data, start, stop, base_offset, base_timestamp, fixed_timestamp, limit, bad_keys,
+        cap.room("headers"))
+    if packed is not None:  # regular, kept as bytes for an output that writes them from there
+        records, framed, after = packed, len(packed), stop
+        budget.held(framed)
+    elif got is not None and got[1] >= stop:  # the common case: regular, and few enough to hold
         records = got[0]
         framed, after = len(records), stop
         budget.held(framed)

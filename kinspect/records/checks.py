@@ -13,6 +13,7 @@ from itertools import accumulate, compress, islice, repeat
 from operator import add, gt, itemgetter, le, sub
 
 from kinspect.problems import ERROR, INFO, WARNING, Problem, ProblemCap
+from kinspect.records.packed import PackedRecords
 
 # v2 header field positions, relative to the batch start
 _ATTRIBUTES_AT = 21
@@ -58,7 +59,12 @@ def _records(batch: dict, where: str, problems: ProblemCap) -> None:
     records = batch["records"]
     create_time = batch["timestamp_type"] == "CreateTime"
     largest = None
-    if records:
+    if type(records) is PackedRecords:  # packed only with offset deltas 0, 1, 2, ...
+        if records:
+            _offset_delta_summary(batch, where, batch["position"] + _RECORDS_AT, len(records) - 1,
+                                  0, problems)
+            largest = records.largest_timestamp if create_time else None
+    elif records:
         base = batch["base_offset"]
         at = batch["position"] + _RECORDS_AT
         previous, gaps, index = -1, 0, 0

@@ -16,6 +16,7 @@ from functools import partial
 import orjson
 
 from kinspect import native
+from kinspect.records.packed import PackedRecords
 from kinspect.records.stream import BatchStream, RecordStream
 
 # Nearly every dict has str keys; OPT_NON_STR_KEYS (for the few that don't) costs a fifth of
@@ -44,6 +45,9 @@ def _default(value):
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             return {"b64": base64.b64encode(raw).decode("ascii")}
+    if type(value) is PackedRecords:
+        text = value.to_json()
+        return value.records() if text is None else orjson.Fragment(text)
     if isinstance(value, (RecordStream, BatchStream)):  # a legacy wrapper's stream is a RecordStream
         if _preview:
             shown = _preview[0]
@@ -58,6 +62,11 @@ def _default(value):
     if isinstance(value, int):  # an int subclass
         return int(value)
     return str(value)
+
+
+def _std_default(value):
+    """_default for the standard library's encoder, which knows no orjson.Fragment."""
+    return value.records() if type(value) is PackedRecords else _default(value)
 
 
 # Record keys and values are most of what orjson hands to `default`: C turns them into text.
@@ -120,7 +129,7 @@ def _dump(record, newline: bool) -> bytes:
     try:  # a dict with int (or other non-str) keys
         return orjson.dumps(record, default=_fast_default, option=option | orjson.OPT_NON_STR_KEYS)
     except TypeError:  # integers beyond 64 bits, or surrogates: the standard library takes them
-        text = json.dumps(record, default=_default, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(record, default=_std_default, ensure_ascii=False, separators=(",", ":"))
         line = text + "\n" if newline else text
         try:
             return line.encode()

@@ -1,0 +1,70 @@
+"""A regular v2 batch's records kept as their bytes, until an output writes them.
+
+Outputs that never show records as objects (decode --json writes them as JSON text, --summary
+not at all) ask for them this way (Budget.pack_records). A batch qualifies when the C fast
+path finds every record regular, every header key UTF-8 and the offset deltas 0, 1, 2, ...
+(``native.v2records.scan``): then there is no problem to report record by record, and the
+checks need only the count and the largest timestamp, which the scan gives. render/jsonl.py
+writes the JSON text straight from the bytes (``native.v2records.to_json``); anything else
+that reads the records gets the dicts ``decode`` builds, the same as an unpacked batch holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kinspect import native
+
+
+class PackedRecords:
+    __slots__ = ("data", "start", "stop", "base_offset", "base_timestamp", "fixed_timestamp",
+                 "count", "largest_timestamp")
+
+    def __init__(self, data: bytes, start: int, stop: int, base_offset: int, base_timestamp: int,
+                 fixed_timestamp: int | None, count: int, largest_timestamp: int | None):
+        """The records of ``data[start:stop]``; ``largest_timestamp`` is None with a fixed one."""
+        self.data, self.start, self.stop = data, start, stop
+        self.base_offset, self.base_timestamp = base_offset, base_timestamp
+        self.fixed_timestamp, self.count = fixed_timestamp, count
+        self.largest_timestamp = largest_timestamp
+
+    def to_json(self) -> bytes | None:
+        """The records as a JSON array, as render/jsonl.py writes their dicts."""
+        return native.v2records.to_json(self.data, self.start, self.stop, self.base_offset,
+                                        self.base_timestamp, self.fixed_timestamp)
+
+    def records(self) -> list[dict]:
+        """The records as dicts, as decode_batch holds those of a batch it does not pack."""
+        got = native.v2records.decode(self.data, self.start, self.stop, self.base_offset,
+                                      self.base_timestamp, self.fixed_timestamp, self.count, [], 0)
+        return got[0]
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def __iter__(self) -> Iterator[dict]:
+        return iter(self.records())
+
+    def __getitem__(self, index):
+        return self.records()[index]
+
+    def __repr__(self) -> str:
+        return f"<PackedRecords of {self.count} records>"
+
+
+def scan(data: bytes, start: int, stop: int, base_offset: int, base_timestamp: int,
+         fixed_timestamp: int | None, limit: int) -> PackedRecords | None:
+    """The records of data[start:stop] packed, or None when they don't qualify (see the
+    module's docstring) or there are more than ``limit``."""
+    if native.v2records is None or type(data) is not bytes:
+        return None
+    got = native.v2records.scan(data, start, stop, base_offset, base_timestamp, fixed_timestamp,
+                                limit)
+    if got is None:
+        return None
+    count, largest = got
+    return PackedRecords(data, start, stop, base_offset, base_timestamp, fixed_timestamp, count,
+                         largest)
