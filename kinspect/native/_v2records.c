@@ -355,45 +355,40 @@ frame_record(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, Frame *f)
     return pos == f->end ? 0 : -1;
 }
 
-/* Valid UTF-8 as Python's strict decoder has it: no overlongs, surrogates or code points past
+/* The length of the UTF-8 sequence at s[0] (s[0] >= 0x80; ``left`` bytes from s), or 0 when it
+ * is not valid as Python's strict decoder has it: no overlongs, surrogates or code points past
  * U+10FFFF. */
+static inline int
+utf8_sequence(const unsigned char *s, Py_ssize_t left)
+{
+    unsigned char c = s[0];
+    if (c < 0xC2)
+        return 0;
+    if (c < 0xE0)
+        return left >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c < 0xF0)
+        return left >= 3 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 &&
+               (c != 0xE0 || s[1] >= 0xA0) && (c != 0xED || s[1] <= 0x9F) ? 3 : 0;
+    if (c < 0xF5)
+        return left >= 4 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 &&
+               (s[3] & 0xC0) == 0x80 && (c != 0xF0 || s[1] >= 0x90) &&
+               (c != 0xF4 || s[1] <= 0x8F) ? 4 : 0;
+    return 0;
+}
+
 static int
 utf8_valid(const unsigned char *s, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
     while (i < n) {
-        while (i + 8 <= n) {
-            uint64_t word;
-            memcpy(&word, s + i, 8);
-            if (word & 0x8080808080808080ULL)
-                break;
-            i += 8;
-        }
-        if (i >= n)
-            break;
-        unsigned char c = s[i];
-        if (c < 0x80) {
+        if (s[i] < 0x80) {
             i++;
-        } else if (c < 0xC2) {
-            return 0;
-        } else if (c < 0xE0) {
-            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80)
-                return 0;
-            i += 2;
-        } else if (c < 0xF0) {
-            if (i + 2 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 ||
-                (c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F))
-                return 0;
-            i += 3;
-        } else if (c < 0xF5) {
-            if (i + 3 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 ||
-                (s[i + 3] & 0xC0) != 0x80 || (c == 0xF0 && s[i + 1] < 0x90) ||
-                (c == 0xF4 && s[i + 1] > 0x8F))
-                return 0;
-            i += 4;
-        } else {
-            return 0;
+            continue;
         }
+        int length = utf8_sequence(s + i, n - i);
+        if (!length)
+            return 0;
+        i += length;
     }
     return 1;
 }
@@ -525,43 +520,63 @@ put_int(Out *out, long long value)
 static char escapes[256];
 static const char hex_digits[] = "0123456789abcdef";
 
-/* Whether any of the 8 bytes is a control character, '"' or '\\'. */
-static inline int
-needs_escape(uint64_t word)
+/* The high bit of each of the 8 bytes (little-endian) that is a control character, '"', '\\'
+ * or not ASCII; bits above the first may be set wrongly, never the first. */
+static inline uint64_t
+special_bytes(uint64_t word)
 {
     const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
     uint64_t quote = word ^ (ones * '"'), backslash = word ^ (ones * '\\');
     return (((word - ones * 0x20) & ~word) | ((quote - ones) & ~quote) |
-            ((backslash - ones) & ~backslash)) & highs ? 1 : 0;
+            ((backslash - ones) & ~backslash) | word) & highs;
 }
 
 #define ESCAPE_BLOCK 65536
 
+/* A JSON string of s[0..n) when it is UTF-8: 1; else 0, nothing written; -1: out of memory.
+ * One pass: 8 bytes at a time up to the first that needs a look, which is escaped, or checked
+ * as the start of a UTF-8 sequence and copied whole. */
 static int
-put_string(Out *out, const unsigned char *s, Py_ssize_t n)
+put_text(Out *out, const unsigned char *s, Py_ssize_t n)
 {
+    Py_ssize_t rewind = out->at - PyBytes_AS_STRING(out->bytes), i = 0;
     if (reserve(out, 2))
         return -1;
     *out->at++ = '"';
-    while (n > 0) {
-        Py_ssize_t block = n < ESCAPE_BLOCK ? n : ESCAPE_BLOCK;
-        if (reserve(out, block * 6 + 1))
+    while (i < n) {
+        Py_ssize_t block_end = n - i < ESCAPE_BLOCK ? n : i + ESCAPE_BLOCK;
+        if (reserve(out, (block_end - i) * 6 + 16))  /* an input byte: 6 output bytes at most */
             return -1;
         char *at = out->at;
-        Py_ssize_t i = 0;
-        while (i < block) {
-            while (i + 8 <= block) {
-                uint64_t word;
+        while (i < block_end) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            if (i + 8 <= n) {
+                uint64_t word, special;
                 memcpy(&word, s + i, 8);
-                if (needs_escape(word))
-                    break;
-                memcpy(at, &word, 8);
-                at += 8;
-                i += 8;
+                memcpy(at, &word, 8);  /* what precedes the first special byte stays */
+                special = special_bytes(word);
+                if (!special) {
+                    at += 8;
+                    i += 8;
+                    continue;
+                }
+                int plain = __builtin_ctzll(special) >> 3;
+                at += plain;
+                i += plain;
             }
-            if (i >= block)
-                break;
-            unsigned char c = s[i++];
+#endif
+            unsigned char c = s[i];
+            if (c >= 0x80) {
+                int length = utf8_sequence(s + i, n - i);
+                if (!length) {
+                    out->at = PyBytes_AS_STRING(out->bytes) + rewind;
+                    return 0;
+                }
+                memcpy(at, s + i, length);
+                at += length;
+                i += length;
+                continue;
+            }
             char e = escapes[c];
             if (!e) {
                 *at++ = (char)c;
@@ -575,13 +590,14 @@ put_string(Out *out, const unsigned char *s, Py_ssize_t n)
                 at[1] = e;
                 at += 2;
             }
+            i++;
         }
         out->at = at;
-        s += block;
-        n -= block;
     }
+    if (reserve(out, 1))
+        return -1;
     *out->at++ = '"';
-    return 0;
+    return 1;
 }
 
 static const char base64_digits[] =
@@ -626,7 +642,8 @@ put_bytes(Out *out, const unsigned char *s, Py_ssize_t n)
         PUT(out, "null");
         return 0;
     }
-    return utf8_valid(s, n) ? put_string(out, s, n) : put_base64(out, s, n);
+    int text = put_text(out, s, n);
+    return text < 0 ? -1 : text ? 0 : put_base64(out, s, n);
 }
 
 /* to_json(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> bytes | None
@@ -681,8 +698,11 @@ to_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (n)
                 *out.at++ = ',';
             PUT(&out, "{\"key\":");
-            if (put_string(&out, key, key_size) || reserve(&out, 16))
+            int text = put_text(&out, key, key_size);  /* UTF-8: next_packed checked */
+            if (text < 0 || reserve(&out, 16))
                 goto error;
+            if (!text)
+                goto irregular;
             PUT(&out, ",\"value\":");
             if (put_bytes(&out, value, value_size) || reserve(&out, 4))
                 goto error;
