@@ -16,4 +16,6 @@ setup(ext_modules=[
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._bytes_json", ["kinspect/native/_bytes_json.c"],
               extra_compile_args=FLAGS, optional=True),
+    Extension("kinspect.native._ring", ["kinspect/native/_ring.c"],  # sniff's TPACKET_V3 blocks
+              extra_compile_args=FLAGS, optional=True),
 ])

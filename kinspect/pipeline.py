@@ -1,16 +1,23 @@
-"""The decode adapter: a capture file feeds link decode, TCP reassembly and the Kafka session.
+"""The decode adapter: a packet source feeds link decode, TCP reassembly and the Kafka session.
 
 This is the only place where the pieces meet; each of them is sans-I/O and knows nothing of
-the others.
+the others. The seam is the packet source: a capture file or stdin (``open_capture``), or any
+object with the same face (``PacketSource``), such as a live interface (capture/live.py). All of
+them feed the one TCP → Kafka path below; nothing is decoded anywhere else.
+
+A live source also yields ticks, ``(now, TICK, b"", 0)``, when no packet came for a while: on
+them the run expires requests waiting longer than ``pending_timeout`` for their response (they
+go out as "no response" exchanges) and connections idle longer than ``idle_timeout``, and calls
+``on_tick(now)``, so that the caller can refresh its figures or stop. Files never tick.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from kinspect.capture.link import decoder_for
 from kinspect.capture.source import CaptureError, open_capture
-from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
+from kinspect.capture.tcp import TICK, StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
 from kinspect.limits import DEFAULT_LIMITS, Budget, Limits
 from kinspect.wire.exchange import RAW, complete
 from kinspect.wire.frames import MAX_FRAME
@@ -23,6 +30,20 @@ MAX_CONNECTIONS = 20_000  # TCP connections followed at once (--max-connections)
 # the rest are counted in one more notice, so 200k half-open connections make a few hundred
 # lines, not one each (the counts in decode --summary stay whole)
 NOTICES_AT_ONCE = 10
+EXPIRE_EVERY = 1.0  # seconds between expiry passes over pending requests and idle connections
+
+
+class PacketSource(Protocol):
+    """What the pipeline reads packets from: capture.source.Capture, or a live source."""
+
+    size: int | None
+    problems: list
+
+    def packets(self) -> Iterator[tuple]: ...  # (ts, linktype, data, number), or TICK ticks
+    @property
+    def bytes_read(self) -> int: ...
+    def __enter__(self): ...
+    def __exit__(self, *exc): ...
 
 
 def _dispatch(session: KafkaSession, event) -> list:
@@ -76,10 +97,17 @@ class DecodeRun:
 
     def __init__(self, source, *, ports=DEFAULT_PORTS, heuristic: bool = True, max_frame: int = MAX_FRAME,
                  decode_bodies: bool = True, limits: Limits = DEFAULT_LIMITS,
-                 max_connections: int = MAX_CONNECTIONS, show_secrets: bool = False):
+                 max_connections: int = MAX_CONNECTIONS, show_secrets: bool = False,
+                 pending_timeout: float | None = None, idle_timeout: float | None = None,
+                 on_tick: Callable[[float], None] | None = None):
+        """``source``: a path, ``-`` or a binary file object (opened with open_capture), or a
+        PacketSource (a live one). ``pending_timeout``/``idle_timeout`` (seconds) act on ticks."""
         self.source = source
         self.limits = limits
         self.max_connections = max_connections
+        self.pending_timeout = pending_timeout
+        self.idle_timeout = idle_timeout
+        self.on_tick = on_tick
         self.session = KafkaSession(ports, heuristic=heuristic, max_frame=max_frame, decode_bodies=decode_bodies,
                                     show_secrets=show_secrets)
         self.topics = TopicNames()
@@ -88,6 +116,9 @@ class DecodeRun:
         self.tcp_packets = 0
         self.unsupported_links: dict[int, int] = {}
         self._capture = None
+        if hasattr(source, "packets"):  # a PacketSource, already open
+            self._capture, self._error = source, None
+            return
         try:
             self._capture = open_capture(source)
         except CaptureError as e:
@@ -96,6 +127,16 @@ class DecodeRun:
             self._error = CaptureError(f"{source}: {e.strerror or e}")
         else:
             self._error = None
+
+    def _timeouts(self, session: KafkaSession, reassembler: TcpReassembler, now: float) -> Iterator[dict]:
+        """Requests waiting past pending_timeout, then connections idle past idle_timeout."""
+        if self.pending_timeout is not None:
+            yield from session.expire_pending(now - self.pending_timeout, self.pending_timeout)
+        if self.idle_timeout is not None:
+            cap = _NoticeCap()
+            for event in reassembler.expire_idle(now - self.idle_timeout, now):
+                yield from cap.passed(_dispatch(session, event))
+            yield from cap.counted(now, f"idle for more than {self.idle_timeout:g} s")
 
     def _expired_notice(self, ts: float, directions: int) -> dict:
         return {"type": "notice", "conn": "", "time": ts, "kind": "expired",
@@ -139,6 +180,8 @@ class DecodeRun:
         """Output records in order; exchanges carry their bodies raw (``exchange.complete`` decodes)."""
         if self._error is not None:
             raise CaptureUnreadable(str(self._error).removeprefix(f"{self.source}: "))
+        if self._capture is None:
+            raise CaptureUnreadable("already read")
         capture = self._capture
         session = self.session
         reassembler = TcpReassembler(max_streams=2 * self.max_connections)
@@ -146,13 +189,22 @@ class DecodeRun:
         sweeps = 0
         packets = tcp_packets = 0
         linktype_seen, decode = None, None
+        next_expiry = 0.0
         with capture:
             for ts, linktype, data, _number in capture.packets():
+                if linktype != linktype_seen:  # captures rarely mix link types: look up once a run
+                    if linktype == TICK:  # a live source's pause: expire, then let the caller look
+                        self.packets, self.tcp_packets = packets, tcp_packets
+                        if ts >= next_expiry:
+                            next_expiry = ts + EXPIRE_EVERY
+                            yield from self._timeouts(session, reassembler, ts)
+                        if self.on_tick is not None:
+                            self.on_tick(ts)
+                        continue
+                    linktype_seen, decode = linktype, decoder_for(linktype)
                 packets += 1
                 if progress is not None and not packets % PROGRESS_EVERY:
                     progress(capture.bytes_read)
-                if linktype != linktype_seen:  # captures rarely mix link types: look up once a run
-                    linktype_seen, decode = linktype, decoder_for(linktype)
                 segment = decode(data) if decode is not None else None
                 if segment is None:
                     if decode is None:

@@ -5,7 +5,8 @@
 ``TcpReassembler`` turns segments into per-direction, in-order streams with gaps and ends.
 """
 
-from kinspect.capture.link import decode_tcp, decoder_for, format_addr
+from kinspect.addresses import format_addr
+from kinspect.capture.link import decode_tcp, decoder_for
 from kinspect.capture.source import Capture, CaptureError, open_capture
 from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
 

@@ -7,11 +7,11 @@ segment over IPv4 or IPv6 gives None.
 
 from __future__ import annotations
 
-import socket
 import struct
 from functools import partial
 
 from kinspect import native
+from kinspect.addresses import format_addr  # noqa: F401  (kept here for callers of capture.link)
 
 TcpSegment = tuple  # (src_ip, dst_ip, sport, dport, seq, flags, payload, ack or None)
 
@@ -235,9 +235,3 @@ def decode_tcp(linktype: int, data):
         data = bytes(data)
     return decoder(data)
 
-
-def format_addr(ip: bytes, port: int) -> str:
-    """'10.0.0.5:51234', or '[::1]:9092' for IPv6."""
-    if len(ip) == 4:
-        return f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}:{port}"
-    return f"[{socket.inet_ntop(socket.AF_INET6, bytes(ip))}]:{port}"

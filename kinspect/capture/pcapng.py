@@ -19,6 +19,7 @@ IDB = 1
 OPB = 2
 SPB = 3
 EPB = 6
+ISB = 5
 BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
 BLOCK_NAMES = {
@@ -32,6 +33,7 @@ BLOCK_NAMES = {
 OPT_END = 0
 OPT_TSRESOL = 9
 OPT_TSOFFSET = 14
+ISB_IFRECV, ISB_IFDROP, ISB_OSDROP = 4, 5, 7  # interface statistics options (u64)
 
 MICROSECONDS = 1_000_000
 
@@ -46,6 +48,9 @@ class PcapngParser(RecordParser):
         self.interfaces: list[tuple[int, int, int, int]] = []
         self._order: str | None = None
         self._last_ts = 0.0
+        # interface id -> {"ifrecv", "ifdrop", "osdrop"}: the latest interface statistics block's
+        # counters (dumpcap writes one per interface when it stops), for live drop reports
+        self.statistics: dict[int, dict[str, int]] = {}
         self._set_byte_order("<")
 
     def _set_byte_order(self, order: str) -> None:
@@ -135,6 +140,8 @@ class PcapngParser(RecordParser):
             else:
                 if btype == IDB:
                     self._interface(buf, pos, blen)
+                elif btype == ISB:
+                    self._statistics(buf, pos, blen)
                 pos = block_end
                 continue
             pos = block_end
@@ -191,20 +198,37 @@ class PcapngParser(RecordParser):
         linktype, snaplen = struct.unpack_from(order + "HxxI", buf, pos + 8)
         divisor = MICROSECONDS
         ts_offset = 0
-        opt = pos + 16
-        opts_end = pos + blen - 4
-        while opt + 4 <= opts_end:
-            code, length = struct.unpack_from(order + "HH", buf, opt)
-            value = opt + 4
-            if code == OPT_END or value + length > opts_end:
-                break
+        for code, value, length in self._options(buf, pos + 16, pos + blen - 4):
             if code == OPT_TSRESOL and length >= 1:
                 resol = buf[value]
                 divisor = 2 ** (resol & 0x7F) if resol & 0x80 else 10**resol
             elif code == OPT_TSOFFSET and length >= 8:
                 ts_offset = struct.unpack_from(order + "q", buf, value)[0]
-            opt = value + ((length + 3) & ~3)
         self.interfaces.append((linktype, divisor, ts_offset, snaplen))
+
+    def _statistics(self, buf, pos: int, blen: int) -> None:
+        """An interface statistics block: keep its received and dropped counters."""
+        if blen < 24:
+            return
+        order = self._order
+        iface = struct.unpack_from(order + "I", buf, pos + 8)[0]
+        counters: dict[str, int] = {}
+        for code, value, length in self._options(buf, pos + 20, pos + blen - 4):
+            if length == 8 and code in (ISB_IFRECV, ISB_IFDROP, ISB_OSDROP):
+                name = {ISB_IFRECV: "ifrecv", ISB_IFDROP: "ifdrop", ISB_OSDROP: "osdrop"}[code]
+                counters[name] = struct.unpack_from(order + "Q", buf, value)[0]
+        self.statistics[iface] = counters
+
+    def _options(self, buf, opt: int, opts_end: int):
+        """A block's options from ``opt`` to ``opts_end``: (code, value position, length)."""
+        order = self._order
+        while opt + 4 <= opts_end:
+            code, length = struct.unpack_from(order + "HH", buf, opt)
+            value = opt + 4
+            if code == OPT_END or value + length > opts_end:
+                return
+            yield code, value, length
+            opt = value + ((length + 3) & ~3)
 
     def _bad_length(self, pos: int, btype: int, blen: int, trailer: int | None = None) -> None:
         name = BLOCK_NAMES.get(btype, f"type {btype:#x}")

@@ -10,7 +10,8 @@ lists of events, NamedTuples told apart by type (``type(ev) is StreamData``):
 - ``StreamGap(flow, ts, missing)``: ``missing`` bytes never arrived; the stream goes on after them.
 - ``StreamEnd(flow, ts, reason)``: "fin", "rst", "capture_end", "reused" when a SYN with a
   new initial sequence number replaced a stream whose end was not captured, or "expired" when
-  more than ``max_streams`` directions were open and this one had been idle longest.
+  more than ``max_streams`` directions were open and this one had been idle longest, or "idle"
+  when ``expire_idle`` found it silent since before a given time (live capture).
 
 Sequence numbers are unwrapped into absolute stream positions (0 = first payload byte), so
 wraparound at 2**32 needs no special case. Out-of-order bytes wait in a per-direction buffer;
@@ -31,6 +32,8 @@ MASK = 0xFFFFFFFF
 HALF = 0x80000000
 
 Flow = tuple  # (src_ip, sport, dst_ip, dport)
+# The link type of a live source's tick, (now, TICK, b"", 0): no packet, time passing (pipeline.py)
+TICK = -1
 _new = tuple.__new__
 _LAST_TS = attrgetter("last_ts")
 
@@ -205,6 +208,19 @@ class TcpReassembler:
         self._streams.clear()
         self._closed.clear()
         self._held = self._held_segments = 0
+        return events
+
+    def expire_idle(self, before: float, ts: float) -> list:
+        """End every direction silent since before ``before`` (reason "idle"), and its reverse:
+        a live capture runs for days, and connections whose end it never saw must not stay."""
+        events: list = []
+        streams = self._streams
+        idle = [flow for flow, d in streams.items() if d.last_ts < before]
+        for flow in idle:
+            for f in (flow, (flow[2], flow[3], flow[0], flow[1])):
+                d = streams.get(f)
+                if d is not None:
+                    self._end(d, f, ts, "idle", events)
         return events
 
     def _acked(self, flow, ts, ack: int) -> list:

@@ -6,17 +6,17 @@ import sys
 
 import click
 
+from kinspect.cli.exchanges import filter_options, print_record, print_summary
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.limits import Limits
-from kinspect.filters import ExchangeFilter, resolve_api
+from kinspect.filters import ExchangeFilter
 from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, default_jobs, finished
 from kinspect.pipeline import MAX_CONNECTIONS, CaptureUnreadable, DecodeRun
 from kinspect.wire.frames import MAX_FRAME
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
-from kinspect.render.safe import escape, path_text
-from kinspect.render.text import exchange_line, problem_lines, tree_lines
+from kinspect.render.safe import path_text
 from kinspect.summary import Summary
 
 EPILOG = """\b
@@ -35,23 +35,12 @@ any problem in an exchange); 2 usage error; 3 input unreadable; 4 kinspect could
 """
 
 
-def _apis(ctx, param, values):
-    try:
-        return [resolve_api(v) for v in values]
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
-
-
 @click.command(epilog=EPILOG)
 @click.argument("captures", nargs=-1, required=True, metavar="CAPTURE...")
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True,
               help="Kafka broker port besides 9092 (repeatable). Other ports are found by heuristics.")
 @click.option("--no-heuristic", is_flag=True, help="Only decode the given ports; no detection on other ports.")
-@click.option("--api", "api_keys", multiple=True, callback=_apis, help="Only these APIs (name or key; repeatable).")
-@click.option("--client-id", "client_ids", multiple=True, help="Only these client ids (glob patterns; repeatable).")
-@click.option("--topic", "topics", multiple=True, help="Only exchanges touching these topics (repeatable).")
-@click.option("--errors", "errors_only", is_flag=True, help="Only exchanges with error codes or decode problems.")
-@click.option("--min-latency-ms", type=float, help="Only exchanges at least this slow.")
+@filter_options
 @click.option("--summary", is_flag=True, help="Per-API counts, latency p50/p99/max, bytes, errors by code and topic.")
 @click.option("-v", "--verbose", is_flag=True, help="Show each exchange's decoded request and response.")
 @click.option("--strict", is_flag=True, help="Exit 1 when any exchange has a problem.")
@@ -67,20 +56,18 @@ def _apis(ctx, param, values):
                    "(redacted by default as \"<redacted N bytes>\"; SASL user names always show).")
 @limit_options
 @output_options
-def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_only, min_latency_ms,
-           summary, verbose, strict, max_frame, max_connections, jobs, show_secrets, out: Output, limits: Limits):
+def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose, strict, max_frame, max_connections, jobs, show_secrets, out: Output, limits: Limits):
     """Decode Kafka traffic in pcap/pcapng captures (a file, a .gz, or - for stdin).
 
     Every request is paired with its response by connection and correlation id, with latency,
     decoded bodies, expanded record batches and error codes.
     """
     refuse_writing_over_inputs(captures)
-    keep = ExchangeFilter(api_keys, client_ids, topics, errors_only, min_latency_ms)
     totals = Summary()
     exit_code = EXIT_OK
     any_problems = False
     mode = SUMMARY if summary else JSON if out.as_json else RECORD
-    write = None if out.interactive else out.stream.write  # piped text: plain lines (see _print_text)
+    write = None if out.interactive else out.stream.write  # piped text: plain lines (see print_record)
     if jobs is None:
         jobs = default_jobs() if mode != RECORD else 1
     for source in captures:
@@ -96,7 +83,7 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
                     if mode == SUMMARY:
                         totals.add(output)
                     else:
-                        _print_text(out, output, verbose, write)
+                        print_record(out, output, verbose, write)
         except CaptureUnreadable as e:
             out.warn(f"kinspect: {source}: {e}")
             exit_code = max(exit_code, EXIT_UNREADABLE)
@@ -116,7 +103,7 @@ def decode(captures, ports, no_heuristic, api_keys, client_ids, topics, errors_o
                      f"({run.tcp_packets} TCP). If the broker listens on another port, try --port N.")
             exit_code = max(exit_code, EXIT_PROBLEMS)
     if summary:
-        _print_summary(out, totals)
+        print_summary(out, totals)
     if strict and any_problems:
         exit_code = max(exit_code, EXIT_PROBLEMS)
     sys.exit(exit_code)
@@ -128,38 +115,3 @@ def _worth_it(run: DecodeRun) -> bool:
 
 
 PARALLEL_FROM = 8 << 20
-
-
-def _print_text(out: Output, record: dict, verbose: bool, write=None) -> None:
-    """A record's lines: through rich on a terminal; piped (``write``: the stream's), as the plain
-    escaped text rich prints there (no colour, no wrapping), written straight out as dump's table
-    does: rich's print costs ~100 µs a line, more than all the rest of a notice's work."""
-    lines = [exchange_line(record), *problem_lines(record)]
-    if verbose and record.get("type") == "exchange":
-        for side in ("request", "response"):
-            body = record.get(side)
-            if body is not None:
-                lines.append(f"  {side}:")
-                lines += tree_lines(body)
-    if write is None:
-        for line in lines:
-            out.text(line)
-        return
-    write("".join([escape(line if isinstance(line, str) else line.plain, layout=True) + "\n" for line in lines]))
-
-
-def _print_summary(out: Output, totals: Summary) -> None:
-    rows, errors, bounds = totals.rows(), totals.error_rows(), totals.bound_rows()
-    if out.as_json:
-        for row in rows + errors + bounds:
-            out.record(row)
-        return
-    out.table("Exchanges by API", rows, ["api_name", "versions", "count", "answered", "unanswered",
-                                          "latency_p50_ms", "latency_p99_ms", "latency_max_ms", "bytes"])
-    if errors:
-        out.table("Errors by code and topic", errors, ["api_name", "error", "topic", "count"])
-    if totals.orphans or totals.notices:
-        notes = ", ".join(f"{n} {kind}" for kind, n in totals.notices.items())
-        out.text(f"{totals.orphans} responses without request; notices: {notes or 'none'}")
-    for row in bounds:
-        out.text(f"{row['count']} {row['kind']} notices, the first: {escape(row['what'])}")

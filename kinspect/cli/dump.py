@@ -20,7 +20,7 @@ from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
 from kinspect.storage.kafka_format import KafkaFormat
 from kinspect.storage.mapped import mapped, release
-from kinspect.storage.table_format import TableFormat
+from kinspect.render.dump_lines import TableFormat
 from kinspect.storage.views import MODES, record_view
 
 EPILOG = """\b

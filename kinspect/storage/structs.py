@@ -20,7 +20,7 @@ from kinspect.problems import ERROR, Problem
 from kinspect.storage._record_schemas import STRUCTS
 from kinspect.storage.metadata_schemas import METADATA_RECORDS
 from kinspect.storage.share_schemas import SHARE_STRUCTS
-from kinspect.wire import messages
+from kinspect.wire import schema_runtime as messages
 
 SEGMENTS: dict[str, tuple] = {
     **STRUCTS,
@@ -36,10 +36,10 @@ def kafka_uuid(raw: bytes) -> str:
 
 
 def _partial_run(buf, pos: int, end: int, o: dict, run: tuple) -> None:
-    """messages' _partial_run, writing UUIDs the Kafka way."""
+    """The generated decoders' run of fixed-size fields, writing UUIDs the Kafka way."""
     for key, unpack, size in run:
         if end - pos < size:
-            messages._short(size, end - pos, key, pos)
+            messages.short_read(size, end - pos, key, pos)
         value = unpack(buf, pos)[0]
         o[key] = kafka_uuid(value) if size == 16 else value
         pos += size
@@ -69,11 +69,11 @@ def layout(name: str, version: int) -> messages.Layout:
     """The resolved fields of one struct version (which must exist: see has_version)."""
     first, last, flexible_from, fields, commons, _ = _segment(name, version)
     flexible = flexible_from is not None and version >= flexible_from
-    resolved = messages._resolve(fields, commons, version, flexible)
+    resolved = messages.resolve_fields(fields, commons, version, flexible)
     return messages.Layout(-1, version, name, flexible, resolved)
 
 
-class _Generator(messages._Generator):
+class _Generator(messages.Generator):
     """The wire generator, plus tagged nullable structs (not in the protocol, but in
     coordinator records): their presence marker is an unsigned varint, 0 null and 1 present,
     where a plain nullable struct's is an int8, -1 null."""
@@ -101,7 +101,7 @@ def _generate(lay: messages.Layout) -> tuple[str, dict]:
 @lru_cache(maxsize=None)
 def _decoder(name: str, version: int):
     source, names = _generate(layout(name, version))
-    namespace = dict(messages._RUNTIME)
+    namespace = dict(messages.RUNTIME)
     namespace.update(names)
     namespace["_uuid"] = kafka_uuid
     namespace["_partial_run"] = _partial_run
@@ -120,4 +120,4 @@ def decode_struct(name: str, version: int, buf: bytes | memoryview, base: int = 
                             ERROR, "record_version", known, version)]
     if not isinstance(buf, bytes):
         buf = bytes(buf)
-    return messages._run(_decoder(name, version), buf, base, prefix, True)
+    return messages.run_decoder(_decoder(name, version), buf, base, prefix, True)

@@ -202,6 +202,19 @@ class Connection:
             self.pending.clear()
         return out
 
+    def expire(self, before: float, timeout: float) -> list:
+        """Pending requests sent before ``before``, taken out with a "no response" problem."""
+        out: list = []
+        pending = self.pending
+        while pending:
+            exchange, _ = next(iter(pending.values()))  # oldest first
+            if exchange["request_time"] is None or exchange["request_time"] >= before:
+                break
+            out.append(self._oldest())
+            exchange["problems"].append(_problem(f"no response within {timeout:g} s (--pending-timeout)",
+                                                 None, INFO))
+        return out
+
     def _frames(self, items: list, handle, gap=None) -> list:
         out: list = []
         if gap is not None:

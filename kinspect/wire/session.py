@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from kinspect.capture.link import format_addr
+from kinspect.addresses import format_addr
 from kinspect.wire.exchange import Connection
 from kinspect.wire.frames import MAX_FRAME
 from kinspect.wire.headers import plausible_request
@@ -91,7 +91,8 @@ class KafkaSession:
         return conn.client_gap(missing, ts) if flow == conn.client_flow else conn.server_gap(missing, ts)
 
     def end(self, flow, ts: float, reason: str) -> list:
-        """A direction ended; "expired" (reassembly's bound on open streams) closes both."""
+        """A direction ended; "expired" (reassembly's bound on open streams) and "idle" (a live
+        capture's idle timeout) close both."""
         self.syn_seen.pop(flow, None)
         self.ignored.discard(flow)
         conn = self.routes.get(flow)
@@ -101,9 +102,25 @@ class KafkaSession:
                 self.undecided_bytes -= sum(pending.sizes.values())
             return []
         conn.ended |= 1 if flow == conn.client_flow else 2
-        if conn.ended == 3 or reason == "expired":
+        if conn.ended == 3 or reason == "expired" or reason == "idle":
             return self._close(flow, ts)
         return []
+
+    def expire_pending(self, before: float, timeout: float) -> list:
+        """Requests sent before ``before`` still waiting for a response, out as unanswered
+        exchanges (a live capture's --pending-timeout); a response coming later is an orphan."""
+        out: list = []
+        seen: set = set()
+        for conn in self.routes.values():
+            if conn.pending and id(conn) not in seen:
+                seen.add(id(conn))
+                out += conn.expire(before, timeout)
+        return out
+
+    def in_flight(self) -> int:
+        """Requests waiting for their response, on every connection."""
+        return sum(len(conn.pending) for flow, conn in self.routes.items()
+                   if flow == conn.client_flow or conn.client_flow is None)
 
     def finish(self, ts: float) -> list:
         out: list = []

@@ -140,7 +140,7 @@ class DumpViews:
 
     def __init__(self, records: bool, data: bool, mode: str = "auto", shallow: bool = False):
         from kinspect.storage.kafka_format import KafkaFormat
-        from kinspect.storage.table_format import TableFormat
+        from kinspect.render.dump_lines import TableFormat
 
         self.data, self.mode = data, mode
         self.table = TableFormat(data, mode)

@@ -81,7 +81,7 @@ def test_a_headers_only_dump_shows_an_idempotent_producers_batch():
     # expiring-1 segment: segment.header() left out the epoch and sequence the table shows
     from kinspect.storage.dump import DumpOptions, dump_file
     from kinspect.storage.files import FileInfo
-    from kinspect.storage.table_format import TableFormat
+    from kinspect.render.dump_lines import TableFormat
 
     log = v2_batch(_REGULAR * 2, 2, producer_id=7, producer_epoch=1, base_sequence=40)
     events = list(dump_file("t-0/00000000000000000000.log", log, FileInfo("log", 0),

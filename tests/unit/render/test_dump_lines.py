@@ -1,4 +1,4 @@
-from kinspect.storage.table_format import TableFormat
+from kinspect.render.dump_lines import TableFormat
 from tests.unit.storage.conftest import KAFKAFUN, SEGMENT, events
 
 

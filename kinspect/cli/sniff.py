@@ -1,0 +1,290 @@
+"""kinspect sniff: live Kafka traffic from network interfaces, decoded as it happens.
+
+Thin: a live packet source (capture/live.py) feeds pipeline.DecodeRun, the one decoding path
+decode uses; the lines, JSON, filters and summary are decode's (cli/exchanges.py); the dashboard
+and metrics endpoint are live/'s.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+import click
+
+from kinspect.cli.exchanges import filter_options, print_record, print_summary
+from kinspect.cli.limits import limit_options
+from kinspect.cli.output import Output, output_options
+from kinspect.filters import ExchangeFilter
+from kinspect.limits import Budget, Limits
+from kinspect.parallel import JSON, RECORD, SUMMARY, finish
+from kinspect.pipeline import MAX_CONNECTIONS, DecodeRun
+from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from kinspect.summary import Summary
+from kinspect.wire.frames import MAX_FRAME
+
+PENDING_TIMEOUT = 60.0   # Kafka's request.timeout.ms is 30 s; a JoinGroup may wait longer
+IDLE_TIMEOUT = 600.0     # the broker's connections.max.idle.ms is 9 minutes
+STATS_EVERY = 1.0        # seconds between reads of the kernel's drop counters
+
+EPILOG = """\b
+Examples:
+  sudo kinspect sniff lo
+  sudo kinspect sniff any --port 19092 --errors --min-latency-ms 50
+  sudo kinspect sniff eth0 --json | jq 'select(.api_name == "Produce")'
+  sudo kinspect sniff lo --live --metrics-port 9464
+  sudo kinspect sniff eth0 --duration 60 --write bug.pcapng --summary
+  kinspect sniff --backend dumpcap eth0       # no root: dumpcap holds the capabilities
+
+\b
+Backends: ring (AF_PACKET TPACKET_V3 in this process; needs CAP_NET_RAW, CAP_NET_ADMIN),
+dumpcap or tcpdump (a child process does the capture). auto: the ring when permitted, else
+dumpcap, else tcpdump. Kernel drops are counted every second (dumpcap: when it stops) and
+TCP gaps as they happen; both are shown live, in the summary, and warned about.
+
+\b
+Exit codes: 0 fine (Ctrl-C, SIGTERM, --count and --duration end a capture normally);
+1 packets were dropped, or no Kafka traffic was seen (or with --strict, a problem in an
+exchange); 2 usage error (an unknown interface, a filter that does not compile); 3 the
+capture could not start (no permission, no backend); 4 internal error; 130 a second Ctrl-C.
+"""
+
+
+@click.command(epilog=EPILOG)
+@click.argument("interfaces", nargs=-1, required=True, metavar="INTERFACE...")
+@click.option("--backend", type=click.Choice(["auto", "ring", "dumpcap", "tcpdump"]), default="auto",
+              show_default=True, help="How packets are captured (see below).")
+@click.option("--filter", "bpf", metavar="BPF", help="Capture filter (libpcap syntax); replaces the built one "
+              "(every TCP packet, or only the Kafka ports with --no-heuristic).")
+@click.option("--buffer-mb", type=click.IntRange(2, 4096), default=32, show_default=True,
+              help="Kernel capture buffer (the ring, or the child's -B), MiB.")
+@click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True,
+              help="Kafka broker port besides 9092 (repeatable). Other ports are found by heuristics.")
+@click.option("--no-heuristic", is_flag=True, help="Only decode the given ports; no detection on other ports.")
+@filter_options
+@click.option("--summary", is_flag=True, help="At the end: per-API counts, latency p50/p99/max, bytes, errors.")
+@click.option("-v", "--verbose", is_flag=True, help="Show each exchange's decoded request and response.")
+@click.option("--strict", is_flag=True, help="Exit 1 when any exchange has a problem.")
+@click.option("--live", "dashboard", is_flag=True,
+              help="A dashboard refreshed 4 times a second (requests/s, latency, errors, top clients and "
+                   "topics, in flight, drops) instead of the lines on the terminal.")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve the live figures for Prometheus "
+              "on this port (http://HOST:PORT/metrics).")
+@click.option("--metrics-address", default="", help="Address the metrics endpoint binds (default: all).")
+@click.option("--write", "write_path", type=click.Path(dir_okay=False, writable=True),
+              help="Keep the captured packets in this pcapng file.")
+@click.option("--count", type=click.IntRange(1), help="Stop after this many exchanges shown (after filters).")
+@click.option("--duration", type=click.FloatRange(0, min_open=True), help="Stop after this many seconds.")
+@click.option("--pending-timeout", type=click.FloatRange(0, min_open=True), default=PENDING_TIMEOUT,
+              show_default=True, help="Seconds a request waits for its response before it is shown "
+                                      "with \"no response\".")
+@click.option("--idle-timeout", type=click.FloatRange(0, min_open=True), default=IDLE_TIMEOUT,
+              show_default=True, help="Seconds of silence after which a connection is forgotten.")
+@click.option("--max-frame", type=click.IntRange(1024), default=MAX_FRAME, show_default=True,
+              help="Largest Kafka frame accepted, in bytes; a larger one is skipped with a notice.")
+@click.option("--max-connections", type=click.IntRange(1), default=MAX_CONNECTIONS, show_default=True,
+              help="TCP connections followed at once; past it those idle longest expire (with a notice).")
+@click.option("--show-secrets", is_flag=True,
+              help="Show SASL passwords, proofs and tokens and secret config values (redacted by default).")
+@limit_options
+@output_options
+def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: ExchangeFilter, summary, verbose,
+          strict, dashboard, metrics_port, metrics_address, write_path, count, duration, pending_timeout,
+          idle_timeout, max_frame, max_connections, show_secrets, out: Output, limits: Limits):
+    """Decode live Kafka traffic on network interfaces (any included), as decode does captures.
+
+    Exchanges are printed as their responses complete, or with "no response" after
+    --pending-timeout. Ctrl-C, SIGTERM, --count or --duration end the capture; the summary
+    and the drop counts follow.
+    """
+    from kinspect.capture.live import LiveError, build_filter, open_live
+    from kinspect.live.stats import LiveStats
+
+    interfaces = list(dict.fromkeys(interfaces))
+    kafka_ports = set(ports) | {9092}
+    expression = build_filter(kafka_ports, not no_heuristic, bpf)
+    try:
+        source = open_live(interfaces, backend, expression, buffer_mb)
+    except LiveError as e:
+        out.warn(f"kinspect: {e}")
+        sys.exit(e.exit_code)
+    if write_path is not None:
+        from kinspect.capture.write import Recording
+        try:
+            source = Recording(source, write_path)
+        except OSError as e:
+            source.close()
+            out.warn(f"kinspect: cannot write {write_path}: {e.strerror or e}; choose another --write path")
+            sys.exit(EXIT_USAGE)
+    stats = LiveStats()
+    session = _Session(source, stats, out, duration)
+    run = DecodeRun(source, ports=kafka_ports, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,
+                    max_connections=max_connections, show_secrets=show_secrets,
+                    pending_timeout=pending_timeout, idle_timeout=idle_timeout, on_tick=session.tick)
+    session.run = run
+    server = None
+    if metrics_port is not None:
+        from kinspect.live.metrics import serve
+        try:
+            server = serve(stats, metrics_port, metrics_address)
+        except ImportError:
+            source.close()
+            out.warn("kinspect: --metrics-port needs prometheus_client: pip install prometheus_client")
+            sys.exit(EXIT_USAGE)
+        except OSError as e:
+            source.close()
+            out.warn(f"kinspect: --metrics-port {metrics_port}: {e.strerror or e}; choose another port")
+            sys.exit(EXIT_USAGE)
+    mode = SUMMARY if summary else JSON if out.as_json else RECORD
+    board = None
+    if dashboard:
+        from kinspect.live.dashboard import Dashboard
+        console = out.console if out.interactive else out.err
+        board = session.board = Dashboard(stats, console, title=f"{', '.join(interfaces)} ({source.backend})")
+    totals = Summary()
+    any_problems = False
+    shown = 0
+    # lines go out as they come; the dashboard takes the terminal's place when there is one
+    lines = not (board is not None and out.interactive)
+    write = None if out.interactive else out.stream.write
+    session.install_signals()
+    try:
+        if board is not None:
+            board.__enter__()
+        with source:
+            topics = run.topics
+            budget = Budget(limits, pack_records=mode != RECORD)
+            for record in run.raw_records():
+                budget.next_unit()
+                output, error = finish(record, topics, keep, mode, budget)
+                stats.add(record)
+                any_problems |= error
+                if output is None:
+                    continue
+                if mode == SUMMARY:
+                    totals.add(output)
+                elif lines:
+                    if mode == JSON:
+                        for piece in output:
+                            out.write_line(piece)
+                    else:
+                        print_record(out, output, verbose, write)
+                    out.flush()
+                if record.get("type") == "exchange":
+                    shown += 1
+                    if count is not None and shown >= count:
+                        break
+            session.final(mode, summary)
+    finally:
+        session.restore_signals()
+        if board is not None:
+            board.__exit__(None, None, None)
+        if server is not None:
+            server.shutdown()
+    if summary:
+        print_summary(out, totals)
+    exit_code = EXIT_OK
+    dropped = session.report(summary)
+    if dropped:
+        exit_code = EXIT_PROBLEMS
+    if run.kafka_connections == 0:
+        out.warn(f"kinspect: no Kafka traffic seen in {run.packets} packets ({run.tcp_packets} TCP). If the broker "
+                 f"listens on another port, try --port N.")
+        exit_code = EXIT_PROBLEMS
+    for problem in source.problems:
+        out.warn(f"kinspect: {problem}")
+    if strict and any_problems:
+        exit_code = EXIT_PROBLEMS
+    sys.exit(exit_code)
+
+
+class _Session:
+    """What happens on the pipeline's ticks and on signals: the kernel's counters once a second,
+    drop warnings, the dashboard, --duration; Ctrl-C and SIGTERM stop the source cleanly."""
+
+    def __init__(self, source, stats, out: Output, duration: float | None):
+        self.source, self.stats, self.out = source, stats, out
+        self.run: DecodeRun | None = None
+        self.board = None
+        self.started = time.monotonic()
+        self.deadline = None if duration is None else self.started + duration
+        self.next_stats = 0.0
+        self.dropped = 0      # the kernel's drops as last read
+        self.received = None
+        self.signals = 0
+        self._previous: dict = {}
+
+    def install_signals(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._on_signal)
+
+    def restore_signals(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signals += 1
+        if self.signals > 1:  # a second Ctrl-C: stop now, without the summary
+            raise KeyboardInterrupt
+        self.source.stop()
+
+    def tick(self, now: float) -> None:
+        clock = time.monotonic()
+        if self.deadline is not None and clock >= self.deadline:
+            self.source.stop()
+        if clock >= self.next_stats:
+            self.next_stats = clock + STATS_EVERY
+            self._read_counters()
+        if self.board is not None:
+            self.board.refresh()
+
+    def _read_counters(self) -> None:
+        counters = self.source.statistics()
+        run = self.run
+        self.stats.set_capture(packets=run.packets, received=counters.get("received"),
+                               dropped=counters.get("dropped"), in_flight=run.session.in_flight())
+        dropped = counters.get("dropped")
+        self.received = counters.get("received")
+        if dropped is not None and dropped > self.dropped:
+            more = dropped - self.dropped
+            self.dropped = dropped
+            self.out.warn(f"kinspect: the kernel dropped {more} packets (now {dropped} in all): the capture "
+                          f"misses them; raise --buffer-mb, narrow --filter, or use another --backend")
+            if self.out.as_json:
+                self.out.record({"type": "notice", "conn": "", "time": time.time(), "kind": "drops",
+                                 "what": f"the kernel dropped {more} packets", "dropped": more,
+                                 "total": dropped})
+                self.out.flush()
+
+    def final(self, mode: str, summary: bool) -> None:
+        """After the source ended: its last counters (dumpcap's come only now)."""
+        self._read_counters()
+
+    def report(self, summary: bool) -> int:
+        """The capture's figures on stderr (and as a JSON notice): packets, drops, gaps."""
+        snap = self.stats.snapshot()
+        run = self.run
+        received = self.received
+        dropped = self.dropped
+        kernel = "kernel drops unknown" if received is None else \
+            f"{received} received by the kernel's filter, {dropped} dropped"
+        line = (f"{run.packets} packets captured ({run.tcp_packets} TCP) by {self.source.backend}, {kernel}; "
+                f"{snap['tcp_gaps']} TCP gaps; {sum(snap['requests'].values())} exchanges in "
+                f"{time.monotonic() - self.started:.1f} s")
+        self.out.warn(f"kinspect: {line}")
+        if dropped or snap["tcp_gaps"]:
+            self.out.warn("kinspect: warning: the capture is incomplete (drops or gaps above): some exchanges "
+                          "may be missing or cut")
+        if self.out.as_json:
+            self.out.record({"type": "notice", "conn": "", "time": time.time(), "kind": "capture",
+                             "what": line, "backend": self.source.backend, "packets": run.packets,
+                             "tcp_packets": run.tcp_packets, "kernel_received": received,
+                             "kernel_dropped": dropped, "tcp_gaps": snap["tcp_gaps"],
+                             "written": getattr(self.source, "written", None)})
+            self.out.flush()
+        return dropped
+
+
+__all__ = ["sniff"]
