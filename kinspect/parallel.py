@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import signal
 import stat
+import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -61,14 +62,10 @@ def finish(record: dict, topics: TopicNames, keep: Callable[[dict], bool], mode:
 
 
 def default_jobs() -> int:
-    """Worker processes by default: one per CPU beyond the one the main process keeps busy, and
+    """Worker processes to use: one per CPU beyond the one the main process keeps busy, and
     two on a two-CPU machine, where the workers share the second CPU with whatever the main
-    process leaves (tests/bench/results: on 2 vCPUs, -j2 finished in ~0.65x the wall time of
-    -j1, for ~1.3x its CPU time). One CPU: no workers."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
+    process leaves. One CPU: no workers."""
+    cpus = _cpus()
     return 1 if cpus < 2 else max(2, cpus - 1)
 
 
@@ -106,31 +103,147 @@ def _how(exitcode: int | None) -> str:
     return f"killed by signal {-exitcode}, {name}{hint}"
 
 
-def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int,
+def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int | None,
              progress: Callable[[int], None] | None = None, sink: Sink | None = None
              ) -> Iterator[tuple]:
-    """(output, has_error) for every record of a DecodeRun, in order, using ``jobs`` processes.
+    """(output, has_error) for every record of a DecodeRun, in order, using ``jobs`` processes;
+    ``jobs`` None: in this process, until the work measured so far says that default_jobs()
+    workers would finish the rest sooner (see Probe), then with them.
 
     With a ``sink`` (JSON mode), the lines go to ``sink.write_line`` in order and the outputs
     yielded are None; without one, JSON outputs are the lines' bytes."""
-    if jobs <= 1:
-        topics = run.topics
-        budget = Budget(run.limits, pack_records=mode != RECORD)
-        for record in run.raw_records(progress):
-            budget.next_unit()  # the record before this one is written out
-            output, error = finish(record, topics, keep, mode, budget)
-            if mode == JSON and output is not None:
-                if sink is None:
-                    output = b"".join(output)
-                else:
-                    for piece in output:
-                        sink.write_line(piece)
-                    output = None
-            yield output, error
+    records = run.raw_records(progress)
+    if jobs is not None and jobs <= 1:
+        yield from _here(records, run, keep, mode, sink)
         return
+    if jobs is None:
+        jobs = default_jobs()
+        if jobs <= 1:
+            yield from _here(records, run, keep, mode, sink)
+            return
+        probe = Probe(run.size, jobs)
+        yield from _here(records, run, keep, mode, sink, probe)
+        if not probe.switched:
+            return
     if sink is not None:
         sink.flush()  # nothing of the main process's may follow the workers' lines
-    yield from _parallel(run, keep, mode, jobs, progress, sink)
+    yield from _parallel(records, run, keep, mode, jobs, sink)
+
+
+def _here(records: Iterator[dict], run, keep, mode: str, sink: Sink | None,
+          probe: Probe | None = None) -> Iterator[tuple]:
+    """Records finished in this process; with a ``probe``, only until it says to hand the rest
+    to workers (``records`` then goes on from there)."""
+    topics = run.topics
+    budget = Budget(run.limits, pack_records=mode != RECORD)
+    clock = time.thread_time
+    started = clock()
+    for record in records:
+        read = clock()
+        budget.next_unit()  # the record before this one is written out
+        output, error = finish(record, topics, keep, mode, budget)
+        if mode == JSON and output is not None:
+            if sink is None:
+                output = b"".join(output)
+            else:
+                for piece in output:
+                    sink.write_line(piece)
+                output = None
+        yield output, error
+        if probe is not None:
+            now = clock()
+            if probe.measured(record, read - started, now - read):
+                return
+            started = clock()
+
+
+class Probe:
+    """Whether worker processes would finish the rest of a capture sooner than this one.
+
+    Measured here, per byte of the exchanges read so far: the CPU time of reading, reassembly and
+    pairing, which stays in this process, and of finishing (bodies, records, output), which
+    workers take over, at WORKER_COST times the price (hand-over, colder caches); and the CPUs
+    the rest of the machine left free meanwhile (/proc/stat). The rest of the capture is taken
+    to cost the same per byte (as much again as read so far when its size is unknown, as from
+    stdin). Workers start when they would save more than START_COST, with a margin: small
+    captures, captures whose work is mostly reading, and busy machines stay in one process.
+    """
+
+    FIRST_LOOK = 0.1    # s since the start before the first look (/proc/stat counts in 10 ms ticks)
+    LOOK_EVERY = 0.05   # s between looks; the CPUs free are those of the last WINDOW looks
+    START_COST = 0.15   # s: starting the workers, and the first chunks' wait (tests/bench)
+    WORKER_COST = 1.2
+    MARGIN = 0.85
+
+    def __init__(self, size: int | None, workers: int):
+        self.size, self.workers = size, workers
+        self.read_s = self.finish_s = 0.0
+        self.done = 0
+        self.switched = False
+        self.started = time.perf_counter()
+        self.next_look = self.started + self.FIRST_LOOK
+        # (when, machine busy, this process's CPU) at the last looks: the window free_cpus reads
+        self.looks = deque([(self.started, _machine_busy(), time.process_time())], maxlen=WINDOW)
+
+    def measured(self, record: dict, read_s: float, finish_s: float) -> bool:
+        """Adds one record's costs; whether to switch to workers now."""
+        self.read_s += read_s
+        self.finish_s += finish_s
+        self.done += record.get("request_size", 0) + (record.get("response_size") or 0)
+        now = time.perf_counter()
+        if now < self.next_look or not self.done:
+            return False
+        self.next_look = now + self.LOOK_EVERY
+        self.switched = self.pays(self.rest(), self.free_cpus(now))
+        return self.switched
+
+    def rest(self) -> float:
+        """The rest of the capture, in multiples of what was read so far."""
+        if self.size is None:
+            return 1.0
+        return max(self.size - self.done, 0) / self.done
+
+    def free_cpus(self, now: float) -> float:
+        """CPUs this process and its workers may count on: those the rest of the machine did not
+        use in the last few looks."""
+        cpus = _cpus()
+        busy, own = _machine_busy(), time.process_time()
+        then, busy_then, own_then = self.looks[0]
+        self.looks.append((now, busy, own))
+        if busy is None or busy_then is None:
+            return float(cpus)
+        others = (busy - busy_then - (own - own_then)) / (now - then)
+        return max(1.0, cpus - max(others, 0.0))
+
+    def pays(self, rest: float, free_cpus: float) -> bool:
+        cpus = min(self.workers + 1, free_cpus)
+        here = (self.read_s + self.finish_s) * rest
+        there = max(self.read_s, (self.read_s + self.WORKER_COST * self.finish_s) / cpus) * rest
+        return there + self.START_COST < here * self.MARGIN
+
+
+WINDOW = 6
+
+
+def _machine_busy() -> float | None:
+    """Seconds of CPU time the whole machine has spent busy (Linux's /proc/stat; else None)."""
+    try:
+        with open("/proc/stat", "rb") as stat_file:
+            fields = stat_file.readline().split()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[1:9])
+    except (OSError, ValueError):
+        return None
+    return (user + nice + system + irq + softirq + steal) / _TICKS
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 # -- the worker side --------------------------------------------------------------------------
@@ -240,11 +353,10 @@ def _take_back(sink: Sink, written) -> bool:
 
 # -- the main side ----------------------------------------------------------------------------
 
-def _chunks(run, progress) -> Iterator[tuple[dict, list]]:
-    topics = run.topics
+def _chunks(records: Iterator[dict], topics: TopicNames) -> Iterator[tuple[dict, list]]:
     chunk: list = []
     size = 0
-    for record in run.raw_records(progress):
+    for record in records:
         raw = record.get(RAW)
         if raw is not None:
             size += len(raw[0]) + (len(raw[2]) if raw[2] is not None else 0)
@@ -282,7 +394,7 @@ class _Forks:
         return process
 
 
-def _parallel(run, keep, mode, jobs, progress, sink) -> Iterator[tuple]:
+def _parallel(records, run, keep, mode, jobs, sink) -> Iterator[tuple]:
     context = _Forks()
     turn, next_chunk = context.Condition(), context.Value("q", 0, lock=False)
     written = context.Array("q", 3, lock=False)
@@ -291,7 +403,7 @@ def _parallel(run, keep, mode, jobs, progress, sink) -> Iterator[tuple]:
     workers = context.started
     pending: deque = deque()
     try:
-        for index, (names, chunk) in enumerate(_chunks(run, progress)):
+        for index, (names, chunk) in enumerate(_chunks(records, run.topics)):
             pending.append(pool.submit(_work, (index, names, chunk)))
             while len(pending) >= jobs * IN_FLIGHT_PER_JOB:
                 yield from pending.popleft().result()

@@ -12,7 +12,7 @@ from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.limits import Limits
 from kinspect.filters import ExchangeFilter
-from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, default_jobs, finished
+from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
 from kinspect.pipeline import MAX_CONNECTIONS, CaptureUnreadable, DecodeRun
 from kinspect.wire.frames import MAX_FRAME
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
@@ -49,8 +49,9 @@ any problem in an exchange); 2 usage error; 3 input unreadable; 4 kinspect could
 @click.option("--max-connections", type=click.IntRange(1), default=MAX_CONNECTIONS, show_default=True,
               help="TCP connections followed at once; past it those idle longest expire (with a notice).")
 @click.option("-j", "--jobs", type=click.IntRange(1), default=None,
-              help="Processes decoding bodies for --json and --summary (default: one per CPU "
-                   "beyond the first, two on two CPUs, none on one).")
+              help="Processes decoding bodies for --json and --summary. Default: one, while the "
+                   "work measured so far says that is faster (small captures); else workers for the "
+                   "rest, one per CPU beyond the first (two on two CPUs). -j1: one process.")
 @click.option("--show-secrets", is_flag=True,
               help="Show SASL passwords, proofs and tokens, delegation-token HMACs and secret config values "
                    "(redacted by default as \"<redacted N bytes>\"; SASL user names always show).")
@@ -68,14 +69,14 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     any_problems = False
     mode = SUMMARY if summary else JSON if out.as_json else RECORD
     write = None if out.interactive else out.stream.write  # piped text: plain lines (see print_record)
-    if jobs is None:
-        jobs = default_jobs() if mode != RECORD else 1
+    if jobs is None and mode == RECORD:
+        jobs = 1  # text output: one process (finished() decides for --json and --summary)
     for source in captures:
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
                         limits=limits, max_connections=max_connections, show_secrets=show_secrets)
         try:
             with out.progress(run.size) as bar:
-                for output, has_error in finished(run, keep, mode, jobs if _worth_it(run) else 1, bar.update,
+                for output, has_error in finished(run, keep, mode, jobs, bar.update,
                                                   sink=out if mode == JSON else None):
                     any_problems |= has_error
                     if output is None:  # filtered out, or a JSON line already written
@@ -107,11 +108,3 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     if strict and any_problems:
         exit_code = max(exit_code, EXIT_PROBLEMS)
     sys.exit(exit_code)
-
-
-def _worth_it(run: DecodeRun) -> bool:
-    """Worker processes pay off on captures of some size (or unknown size, like stdin)."""
-    return run.size is None or run.size > PARALLEL_FROM
-
-
-PARALLEL_FROM = 8 << 20

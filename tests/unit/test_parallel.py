@@ -194,3 +194,79 @@ def test_a_worker_stopped_by_another_signal_is_named(tmp_path):
         list(finished(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
                       sink=sink))
     assert "killed by signal 10, SIGUSR1" in str(died.value) and "memory" not in str(died.value)
+
+
+# -- the default: one process until the measured work says workers pay ------------------------
+
+class Switch:
+    """Stands in for Probe.pays: says yes at its ``at``-th look."""
+
+    def __init__(self, at: int):
+        self.at, self.looks = at, 0
+
+    def __call__(self, rest, free_cpus):
+        self.looks += 1
+        return self.looks >= self.at
+
+
+@pytest.mark.parametrize("name", ["librdkafka-produce-consume.pcapng", "java-transactions.pcap"])
+@pytest.mark.parametrize("mode", [JSON, SUMMARY])
+def test_switching_to_workers_midway_changes_nothing(name, mode, tmp_path, monkeypatch):
+    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
+    monkeypatch.setattr("kinspect.parallel.Probe.FIRST_LOOK", 0.0)
+    monkeypatch.setattr("kinspect.parallel.Probe.LOOK_EVERY", 0.0)
+    switch = Switch(at=5)
+    monkeypatch.setattr("kinspect.parallel.Probe.pays", lambda probe, rest, free: switch(rest, free))
+    started = []
+    monkeypatch.setattr("kinspect.parallel._parallel", _counting(started))
+    assert outputs(PCAPS / name, None, mode) == outputs(PCAPS / name, 1, mode)
+    assert switch.looks == 5 and started == [1]  # switched at the 5th record, then workers
+    switch.looks = 0
+    one, _ = sunk(PCAPS / name, 1, tmp_path / "one.jsonl")
+    auto, results = sunk(PCAPS / name, None, tmp_path / "auto.jsonl")
+    assert auto == one and all(output is None for output, _ in results)
+
+
+def _counting(started: list):
+    from kinspect import parallel
+    real = parallel._parallel
+
+    def counted(*args):
+        started.append(1)
+        yield from real(*args)
+    return counted
+
+
+def test_small_captures_stay_in_one_process(monkeypatch):
+    started = []
+    monkeypatch.setattr("kinspect.parallel._parallel", _counting(started))
+    monkeypatch.setattr("kinspect.parallel.Probe.FIRST_LOOK", 0.0)
+    path = PCAPS / "librdkafka-produce-consume.pcapng"
+    assert outputs(path, None) == outputs(path, 1) and not started
+
+
+def test_the_probe_weighs_the_rest_against_the_cost_of_starting():
+    from kinspect.parallel import Probe
+    probe = Probe(size=1000 << 20, workers=2)
+    probe.read_s, probe.finish_s, probe.done = 0.02, 0.08, 10 << 20   # 1% read: 99 more to come
+    assert probe.rest() == pytest.approx(99)
+    assert probe.pays(probe.rest(), free_cpus=2.0)
+    assert not probe.pays(probe.rest(), free_cpus=1.0)       # the other CPU is taken: no gain
+    assert not probe.pays(0.5, free_cpus=2.0)                # too little left to pay the start
+    probe.read_s, probe.finish_s = 0.09, 0.01                # reading is the work: it stays here
+    assert not probe.pays(99, free_cpus=2.0)
+    unknown = Probe(size=None, workers=2)
+    unknown.done = 1
+    assert unknown.rest() == 1.0                             # stdin: as much again as read so far
+
+
+def test_free_cpus_count_what_the_rest_of_the_machine_uses(monkeypatch):
+    from kinspect import parallel
+    clock = iter([0.0, 1.0])
+    machine = iter([100.0, 101.5])  # 1.5 CPU-seconds busy in that second
+    monkeypatch.setattr(parallel, "_machine_busy", lambda: next(machine))
+    monkeypatch.setattr(parallel.time, "process_time", lambda: next(clock))
+    monkeypatch.setattr(parallel, "_cpus", lambda: 2)
+    probe = parallel.Probe(size=None, workers=2)
+    # this process used 1.0 of the 1.5: the others 0.5, so 1.5 CPUs are free
+    assert probe.free_cpus(probe.started + 1.0) == pytest.approx(1.5)
