@@ -194,9 +194,17 @@ class PipeSource:
         self._listening.set()  # it ended: nobody waits any longer
 
     def _wait_listening(self) -> None:
+        """Until the child says it listens and writes its file header (dumpcap says "Capturing
+        on" before it opens the interface: a permission failure comes after it)."""
+        self._head = b""
         self._listening.wait(START_TIMEOUT)
         if self.process.poll() is None and self._listening.is_set():
-            return
+            fd = self.process.stdout.fileno()
+            ready, _, _ = select.select([fd], [], [], START_TIMEOUT)
+            if ready:
+                self._head = os.read(fd, CHUNK)
+            if self._head:
+                return
         try:
             self.process.wait(2)
         except subprocess.TimeoutExpired:
@@ -252,7 +260,7 @@ class PipeSource:
     def packets(self):
         out = self.process.stdout
         fd = out.fileno()
-        head = b""
+        head, pending = b"", self._head  # what came with the start
         parser = None
         next_tick = time.monotonic() + TICK_EVERY
         deadline = None
@@ -264,8 +272,11 @@ class PipeSource:
                                              f"killed", self.backend, None))
                 self.process.kill()
                 break
-            ready, _, _ = select.select([fd], [], [], TICK_EVERY)
-            chunk = os.read(fd, CHUNK) if ready else None
+            if pending:
+                chunk, pending = pending, b""
+            else:
+                ready, _, _ = select.select([fd], [], [], TICK_EVERY)
+                chunk = os.read(fd, CHUNK) if ready else None
             if chunk == b"":
                 break  # the child closed its stream
             if chunk:

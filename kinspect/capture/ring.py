@@ -47,7 +47,7 @@ _block = struct.Struct("=III").unpack_from   # block_desc at 12: num_pkts, offse
 
 def read_block(ring, offset: int, linktype: int, number: int):
     """The pure-Python twin of _ring.read_block (see its comment): a ready block's packets as
-    (ts, linktype, data, number) tuples, with the last number and the count of truncated
+    (ts, linktype, data, number) tuples (ts in whole microseconds, as capture files have them), with the last number and the count of truncated
     packets, then the block goes back to the kernel; None when the block is not ready."""
     if offset < 0 or offset + 48 > len(ring):
         raise ValueError("read_block: offset outside the ring")
@@ -69,7 +69,7 @@ def read_block(ring, offset: int, linktype: int, number: int):
             if snaplen < length:
                 truncated += 1
             number += 1
-            packets.append((sec + nsec / 1e9, linktype, ring[offset + start:offset + start + snaplen], number))
+            packets.append(((sec * 1_000_000 + nsec // 1000) / 1e6, linktype, ring[offset + start:offset + start + snaplen], number))
             if nxt == 0:
                 break
             pos += nxt

@@ -117,6 +117,7 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
             source.close()
             out.warn(f"kinspect: cannot write {write_path}: {e.strerror or e}; choose another --write path")
             sys.exit(EXIT_USAGE)
+    out.warn(f"kinspect: capturing on {', '.join(interfaces)} with {source.backend}, filter {expression!r}")
     stats = LiveStats()
     session = _Session(source, stats, out, duration)
     run = DecodeRun(source, ports=kafka_ports, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,

@@ -92,7 +92,8 @@ read_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         if (snaplen < (Py_ssize_t)u32(h + H_LEN))
             truncated++;
-        double ts = (double)u32(h + H_SEC) + (double)u32(h + H_NSEC) / 1e9;
+        /* microseconds, as pcap and pcapng files give them: --write keeps them exactly */
+        double ts = (double)((long long)u32(h + H_SEC) * 1000000LL + u32(h + H_NSEC) / 1000) / 1e6;
         PyObject *tuple = PyTuple_New(4);
         if (tuple == NULL)
             goto fail;

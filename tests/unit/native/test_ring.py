@@ -41,8 +41,7 @@ PACKETS = [(1700000000, 123456789, b"\x45" + b"a" * 59, 60),
 def test_a_ready_block_gives_its_packets_and_goes_back_to_the_kernel(walk):
     buf = lay_block(PACKETS)
     packets, number, truncated = walk(buf, 0, 101, 7)
-    assert [(round(ts, 6), lt, data, n) for ts, lt, data, n in packets] == [
-        (round(s + ns / 1e9, 6), 101, d, 8 + i) for i, (s, ns, d, _) in enumerate(PACKETS)]
+    assert packets == [((s * 1_000_000 + ns // 1000) / 1e6, 101, d, 8 + i) for i, (s, ns, d, _) in enumerate(PACKETS)]
     assert (number, truncated) == (10, 1)
     assert struct.unpack_from("=I", buf, 8)[0] == 0  # TP_STATUS_KERNEL
     assert walk(buf, 0, 101, 10) is None  # the kernel's now

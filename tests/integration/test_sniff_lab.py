@@ -1,0 +1,248 @@
+"""kinspect sniff against real software on loopback (issue 12's tests).
+
+A Tansu broker on the host's lo, real clients (librdkafka producers with every codec and a
+consumer group, kafka-python), tcpdump recording the same traffic: sniff's exchanges must be
+decode's of tcpdump's file (same connections, API keys, versions, correlation ids) and hold every
+produced value; for each backend, the ring's pure-Python twin included. Then the ways a capture
+starts and ends, the metrics endpoint, --write, the permission and interface messages, and
+kernel drops in a namespace of the test's own, which must be exactly what the kernel counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.lab.netns import loopback_namespace
+from tests.lab.pytest_fixtures import require_lab_host
+from tests.lab.recorder import Recorder
+from tests.lab.runner import run_client
+from tests.lab.tansu import TansuBroker, free_port
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+KINSPECT = [sys.executable, "-m", "kinspect"]
+STARTED = re.compile(r"kinspect: capturing on ")
+BACKENDS = ["ring", "ring-pure-python", "dumpcap", "tcpdump"]
+
+
+@pytest.fixture(scope="module")
+def broker():
+    require_lab_host()
+    with TansuBroker() as b:
+        yield b
+
+
+class Sniff:
+    """kinspect sniff as a child; start() returns once it says it is capturing."""
+
+    def __init__(self, args, env=None, prefix=()):
+        self.argv = [*prefix, *KINSPECT, "sniff", *args]
+        self.env = {**os.environ, **(env or {})}
+        self.stderr: list[str] = []
+
+    def start(self, timeout=20):
+        self.process = subprocess.Popen(self.argv, cwd=REPO, env=self.env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+        started = threading.Event()
+        self.out: list[str] = []
+
+        def drain():  # read as it comes: a full pipe would stall sniff (and the kernel would drop)
+            self.out.append(self.process.stdout.read())
+
+        self._drain = threading.Thread(target=drain, daemon=True)
+        self._drain.start()
+
+        def pump():
+            for line in self.process.stderr:
+                self.stderr.append(line.rstrip())
+                if STARTED.search(line):
+                    started.set()
+            started.set()
+
+        self._pump = threading.Thread(target=pump, daemon=True)
+        self._pump.start()
+        assert started.wait(timeout) and self.process.poll() is None, "\n".join(self.stderr)
+        return self
+
+    def stop(self, sig=signal.SIGINT, timeout=60):
+        self.process.send_signal(sig)
+        return self.wait(timeout)
+
+    def wait(self, timeout=60):
+        self.process.wait(timeout)
+        self._drain.join(10)
+        self._pump.join(5)
+        return self.process.returncode, "".join(self.out)
+
+
+def _json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _keys(records) -> list[tuple]:
+    return sorted((r["conn"], r["api_key"], r["api_version"], r["correlation_id"])
+                  for r in records if r["type"] == "exchange")
+
+
+def _decode(path: Path) -> list[dict]:
+    out = subprocess.run([*KINSPECT, "decode", "--json", "-j1", str(path)], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return _json_lines(out.stdout)
+
+
+def _clients(broker, label: str) -> list[str]:
+    """Run real clients; the values they produced."""
+    manifests = [
+        run_client("librdkafka_client", ["--bootstrap", broker.bootstrap, "--codecs", "none,gzip,snappy,lz4,zstd",
+                                         "--count", "2", "--label", f"{label}-rdk"]),
+        run_client("kafka_python_client", ["--bootstrap", broker.bootstrap, "--codecs", "none,gzip",
+                                           "--count", "2", "--label", f"{label}-kp"]),
+    ]
+    values = [p["value"] for m in manifests for p in m["produced"]]
+    assert values
+    return values
+
+
+def _backend_args(backend: str):
+    if backend == "ring-pure-python":
+        return ["--backend", "ring"], {"KINSPECT_PURE_PYTHON": "1"}
+    return ["--backend", backend], {}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sniff_shows_the_exchanges_decode_finds_in_a_simultaneous_tcpdump_capture(backend, broker, tmp_path):
+    args, env = _backend_args(backend)
+    bpf = f"tcp port {broker.port}"
+    extra = []
+    if backend == "ring":  # the one run also keeps the packets and serves metrics
+        metrics = free_port()
+        extra = ["--write", str(tmp_path / "kept.pcapng"), "--metrics-port", str(metrics),
+                 "--metrics-address", "127.0.0.1"]
+    recorder = Recorder(tmp_path / "tcpdump.pcap", "lo", bpf)
+    with recorder:
+        sniff = Sniff(["lo", *args, "--port", str(broker.port), "--filter", bpf, "--json", *extra], env).start()
+        values = _clients(broker, backend)
+        if backend == "ring":
+            time.sleep(0.5)  # the last responses are printed within a tick
+            scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
+    code, out = sniff.stop()
+    assert code == 0, sniff.stderr
+    records = _json_lines(out)
+    exchanges = [r for r in records if r["type"] == "exchange"]
+    expected = _decode(recorder.output)
+    assert _keys(exchanges) == _keys(expected)
+    assert len(exchanges) > 20
+    assert [v for v in values if v not in out] == []
+    # Ctrl-C ended it cleanly, with the capture's figures last: no drops, no gaps
+    capture = records[-1]
+    assert capture["type"] == "notice" and capture["kind"] == "capture", records[-1]
+    assert (capture["kernel_dropped"], capture["tcp_gaps"]) == (0, 0)
+    assert capture["packets"] > 0 and "Traceback" not in "\n".join(sniff.stderr)
+    assert any(f"{capture['packets']} packets captured" in line for line in sniff.stderr)
+    if backend == "ring":
+        produce = sum(1 for e in exchanges if e["api_name"] == "Produce")
+        m = re.search(r'^kinspect_requests_total\{api="Produce"\} (\S+)$', scraped, re.M)
+        assert m and float(m.group(1)) == produce, scraped
+        assert re.search(r"^kinspect_kernel_dropped_packets_total 0\.0$", scraped, re.M)
+        assert re.search(r'^kinspect_latency_ms\{api="Produce",quantile="0.99"\} ', scraped, re.M)
+        # the kept packets decode to the very same lines
+        kept = _decode(tmp_path / "kept.pcapng")
+        assert [json.dumps(r, sort_keys=True) for r in kept if r["type"] == "exchange"] == \
+            [json.dumps(r, sort_keys=True) for r in exchanges]
+        assert capture["written"] == capture["packets"]
+
+
+def test_count_ends_the_capture_after_that_many_exchanges(broker):
+    sniff = Sniff(["lo", "--port", str(broker.port), "--filter", f"tcp port {broker.port}", "--json",
+                   "--count", "3"]).start()
+    _clients(broker, "count")
+    code, out = sniff.wait()
+    assert code == 0, sniff.stderr
+    assert [r["type"] for r in _json_lines(out)] == ["exchange"] * 3 + ["notice"]
+
+
+def test_duration_ends_a_quiet_capture_which_found_no_kafka():
+    port = free_port()
+    sniff = Sniff(["lo", "--filter", f"tcp port {port}", "--duration", "1"]).start()
+    code, out = sniff.wait(timeout=60)
+    assert code == 1 and out == ""
+    assert any("no Kafka traffic seen in 0 packets" in line for line in sniff.stderr), sniff.stderr
+
+
+def test_sigterm_ends_the_capture_with_the_summary(broker):
+    sniff = Sniff(["lo", "--port", str(broker.port), "--filter", f"tcp port {broker.port}", "--summary"]).start()
+    _clients(broker, "term")
+    code, out = sniff.stop(signal.SIGTERM)
+    assert code == 0, sniff.stderr
+    assert "Exchanges by API" in out and re.search(r"^Produce\s", out, re.M), out
+
+
+@pytest.mark.parametrize("backend", ["ring", "dumpcap", "auto"])
+def test_without_the_capabilities_one_line_says_which_and_how_to_grant_them_to_dumpcap(backend):
+    require_lab_host()
+    # the interpreter lives under /root (0700), so "unprivileged" is root with every capability
+    # dropped from the bounding and inheritable sets: no CAP_NET_RAW, no CAP_NET_ADMIN, for
+    # kinspect and for the dumpcap it runs
+    drop = ["setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--"]
+    out = subprocess.run([*drop, *KINSPECT, "sniff", "lo", "--backend", backend, "--duration", "1"], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "CAP_NET_RAW" in lines[0] and "CAP_NET_ADMIN" in lines[0] and "dumpcap" in lines[0]
+    assert "setcap" in lines[0] and "python" not in lines[0].lower()
+
+
+def test_an_unknown_interface_lists_those_that_exist():
+    out = subprocess.run([*KINSPECT, "sniff", "nosuch0"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "no interface named 'nosuch0'" in out.stderr and re.search(r"\blo\b", out.stderr)
+    assert "Traceback" not in out.stderr
+
+
+FLOOD = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(int(sys.argv[1])):
+    s.sendto(b"x" * 64, ("127.0.0.1", 9))
+"""
+
+
+def test_drops_reported_are_the_kernels_when_loopback_is_flooded():
+    """In a namespace of its own, a stopped sniff's 2 MiB ring overflows under a UDP flood: it
+    must report the drops the kernel counted, so packets seen + dropped = packets sent."""
+    require_lab_host()
+    sent = 120_000
+    with loopback_namespace() as ns:
+        sniff = Sniff(["lo", "--backend", "ring", "--buffer-mb", "2", "--filter", "udp", "--json"],
+                      prefix=ns.exec_prefix()).start()
+        os.kill(sniff.process.pid, signal.SIGSTOP)  # the ring fills while nobody reads it
+        try:
+            subprocess.run([*ns.exec_prefix(), sys.executable, "-c", FLOOD, str(sent)], check=True, timeout=120)
+        finally:
+            os.kill(sniff.process.pid, signal.SIGCONT)
+        time.sleep(1.5)  # the drops are read and warned about within a second
+        code, out = sniff.stop()
+    records = _json_lines(out)
+    capture = records[-1]
+    assert capture["kind"] == "capture"
+    assert capture["kernel_dropped"] > 0
+    assert capture["packets"] + capture["kernel_dropped"] == sent == capture["kernel_received"]
+    assert code == 1  # a capture with drops is incomplete
+    drops = [r for r in records if r.get("kind") == "drops"]
+    assert drops and sum(d["dropped"] for d in drops) == capture["kernel_dropped"]
+    assert any("the kernel dropped" in line for line in sniff.stderr)
