@@ -45,21 +45,24 @@ def _problem_dicts(problems: list[Problem], side: str) -> list[dict]:
 
 
 def collect_error_codes(body, out: list[int]) -> None:
-    """Every non-zero error code in a decoded body, depth first (record sets are skipped)."""
-    if isinstance(body, dict):
-        for key, value in body.items():
-            if isinstance(value, int):
-                if value and key.endswith("error_code"):
-                    out.append(value)
-            elif isinstance(value, list):
-                if key != "records":
-                    for item in value:
-                        collect_error_codes(item, out)
-            elif isinstance(value, dict):
-                collect_error_codes(value, out)
-    elif isinstance(body, list):
+    """Every non-zero error code in a decoded body, depth first (record sets are skipped).
+
+    Exact types, and only containers recursed into: a Fetch response's walk visits each of its
+    thousands of values once (isinstance and a call per number cost 0.1 s on a 322 MB capture)."""
+    if type(body) is list:
         for item in body:
-            collect_error_codes(item, out)
+            if type(item) is dict or type(item) is list:
+                collect_error_codes(item, out)
+        return
+    if type(body) is not dict:
+        return
+    for key, value in body.items():
+        kind = type(value)
+        if kind is int:
+            if value and key.endswith("error_code"):
+                out.append(value)
+        elif kind is dict or (kind is list and key != "records"):
+            collect_error_codes(value, out)
 
 
 RAW = "_raw"  # [request payload, request body offset, response payload or None, response body offset,

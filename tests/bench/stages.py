@@ -4,7 +4,9 @@
 
 Each stage does everything the one before it did, plus one layer: reading packets, link
 decode, TCP reassembly, Kafka frames/headers/pairing, bodies (record sets kept raw), records
-without checks, records with checks (the default), JSON encoding, writing to /dev/null.
+without checks, records with checks (the default), JSON encoding, writing to /dev/null. Records
+are decoded as decode --json decodes them: regular batches packed, their JSON text written by
+the json stage.
 Run one stage per process, so each starts cold and its peak memory is its own.
 """
 
@@ -19,9 +21,11 @@ from pathlib import Path
 from kinspect.capture.link import decode_tcp
 from kinspect.capture.source import open_capture
 from kinspect.capture.tcp import TcpReassembler
+from kinspect.limits import Budget
 from kinspect.pipeline import DecodeRun
 from kinspect.render import jsonl
 from kinspect.wire import messages
+from kinspect.wire.exchange import RAW, complete
 
 STAGES = ("read", "link", "tcp", "frames", "bodies", "records", "checks", "json", "write")
 
@@ -49,6 +53,7 @@ def _decode(path: str, stage: str) -> int:
     elif stage == "records":
         messages.decode_body = functools.partial(messages.decode_body, record_checks=False)
     run = DecodeRun(path, decode_bodies=stage != "frames")
+    records = _finished(run) if stage != "frames" else run.raw_records()
     n = 0
     if stage in ("json", "write"):
         # as the CLI does: UTF-8 bytes to stdout's buffer where jsonl has dumpb, else text
@@ -56,7 +61,7 @@ def _decode(path: str, stage: str) -> int:
         newline = b"\n" if encode else "\n"
         encode = encode or jsonl.dumps
         out = open("/dev/null", "wb" if newline == b"\n" else "w") if stage == "write" else None
-        for record in run.records():
+        for record in records:
             line = encode(record)
             if out is not None:
                 out.write(line + newline)
@@ -64,9 +69,20 @@ def _decode(path: str, stage: str) -> int:
         if out is not None:
             out.close()
     else:
-        for _record in run.records():
+        for _record in records:
             n += 1
     return n
+
+
+def _finished(run: DecodeRun):
+    """The exchanges with their bodies decoded, as decode --json has them: regular batches'
+    records packed (records/packed.py), written to JSON from their bytes by the json stage."""
+    budget = Budget(run.limits, pack_records=True)
+    for record in run.raw_records():
+        if RAW in record:
+            budget.next_unit()
+            complete(record, run.topics, budget)
+        yield record
 
 
 def run_stage(stage: str, path: str) -> dict:
