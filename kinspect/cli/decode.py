@@ -6,15 +6,15 @@ import sys
 
 import click
 
-from kinspect.cli.exchanges import filter_options, print_record, print_summary
+from kinspect.cli.exchanges import (filter_options, port_options, print_record, print_summary, report_options,
+                                    secrets_option, stream_bound_options)
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.limits import Limits
 from kinspect.filters import ExchangeFilter
 from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
-from kinspect.pipeline import MAX_CONNECTIONS, CaptureUnreadable, DecodeRun
-from kinspect.wire.frames import MAX_FRAME
+from kinspect.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
 from kinspect.render.safe import path_text
 from kinspect.summary import Summary
@@ -37,24 +37,15 @@ any problem in an exchange); 2 usage error; 3 input unreadable; 4 kinspect could
 
 @click.command(epilog=EPILOG)
 @click.argument("captures", nargs=-1, required=True, metavar="CAPTURE...")
-@click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True,
-              help="Kafka broker port besides 9092 (repeatable). Other ports are found by heuristics.")
-@click.option("--no-heuristic", is_flag=True, help="Only decode the given ports; no detection on other ports.")
+@port_options
 @filter_options
-@click.option("--summary", is_flag=True, help="Per-API counts, latency p50/p99/max, bytes, errors by code and topic.")
-@click.option("-v", "--verbose", is_flag=True, help="Show each exchange's decoded request and response.")
-@click.option("--strict", is_flag=True, help="Exit 1 when any exchange has a problem.")
-@click.option("--max-frame", type=click.IntRange(1024), default=MAX_FRAME, show_default=True,
-              help="Largest Kafka frame accepted, in bytes.")
-@click.option("--max-connections", type=click.IntRange(1), default=MAX_CONNECTIONS, show_default=True,
-              help="TCP connections followed at once; past it those idle longest expire (with a notice).")
+@report_options("Per-API counts, latency p50/p99/max, bytes, errors by code and topic.")
+@stream_bound_options
 @click.option("-j", "--jobs", type=click.IntRange(1), default=None,
               help="Processes decoding bodies for --json and --summary. Default: one, while the "
                    "work measured so far says that is faster (small captures); else workers for the "
                    "rest, one per CPU beyond the first (two on two CPUs). -j1: one process.")
-@click.option("--show-secrets", is_flag=True,
-              help="Show SASL passwords, proofs and tokens, delegation-token HMACs and secret config values "
-                   "(redacted by default as \"<redacted N bytes>\"; SASL user names always show).")
+@secrets_option
 @limit_options
 @output_options
 def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose, strict, max_frame, max_connections, jobs, show_secrets, out: Output, limits: Limits):

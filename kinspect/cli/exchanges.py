@@ -9,6 +9,8 @@ import click
 
 from kinspect.cli.output import Output
 from kinspect.filters import ExchangeFilter, resolve_api
+from kinspect.pipeline import MAX_CONNECTIONS
+from kinspect.wire.frames import MAX_FRAME
 from kinspect.render.safe import escape
 from kinspect.render.text import exchange_line, problem_lines, tree_lines
 from kinspect.summary import Summary
@@ -43,6 +45,50 @@ def filter_options(command):
     for option in reversed(options):
         wrapped = option(wrapped)
     return wrapped
+
+
+def _stack(command, options):
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def port_options(command):
+    """--port (repeatable; ``ports``) and --no-heuristic: where Kafka is looked for."""
+    return _stack(command, [
+        click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True,
+                     help="Kafka broker port besides 9092 (repeatable). Other ports are found by heuristics."),
+        click.option("--no-heuristic", is_flag=True, help="Only decode the given ports; no detection on other ports."),
+    ])
+
+
+def report_options(summary_help: str):
+    """--summary (its help says when it comes), -v/--verbose and --strict."""
+    def decorate(command):
+        return _stack(command, [
+            click.option("--summary", is_flag=True, help=summary_help),
+            click.option("-v", "--verbose", is_flag=True, help="Show each exchange's decoded request and response."),
+            click.option("--strict", is_flag=True, help="Exit 1 when any exchange has a problem."),
+        ])
+    return decorate
+
+
+def stream_bound_options(command):
+    """--max-frame and --max-connections: the bounds of TCP reassembly and framing."""
+    return _stack(command, [
+        click.option("--max-frame", type=click.IntRange(1024), default=MAX_FRAME, show_default=True,
+                     help="Largest Kafka frame accepted, in bytes; a larger one is skipped with a notice."),
+        click.option("--max-connections", type=click.IntRange(1), default=MAX_CONNECTIONS, show_default=True,
+                     help="TCP connections followed at once; past it those idle longest expire (with a notice)."),
+    ])
+
+
+def secrets_option(command):
+    """--show-secrets."""
+    return click.option(
+        "--show-secrets", is_flag=True,
+        help="Show SASL passwords, proofs and tokens, delegation-token HMACs and secret config values "
+             "(redacted by default as \"<redacted N bytes>\"; SASL user names always show).")(command)
 
 
 def print_record(out: Output, record: dict, verbose: bool, write=None) -> None:

@@ -13,16 +13,16 @@ import time
 
 import click
 
-from kinspect.cli.exchanges import filter_options, print_record, print_summary
+from kinspect.cli.exchanges import (filter_options, port_options, print_record, print_summary, report_options,
+                                    secrets_option, stream_bound_options)
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.filters import ExchangeFilter
 from kinspect.limits import Budget, Limits
 from kinspect.parallel import JSON, RECORD, SUMMARY, finish
-from kinspect.pipeline import MAX_CONNECTIONS, DecodeRun
+from kinspect.pipeline import DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from kinspect.summary import Summary
-from kinspect.wire.frames import MAX_FRAME
 
 PENDING_TIMEOUT = 60.0   # Kafka's request.timeout.ms is 30 s; a JoinGroup may wait longer
 IDLE_TIMEOUT = 600.0     # the broker's connections.max.idle.ms is 9 minutes
@@ -59,13 +59,9 @@ capture could not start (no permission, no backend); 4 internal error; 130 a sec
               "(every TCP packet, or only the Kafka ports with --no-heuristic).")
 @click.option("--buffer-mb", type=click.IntRange(2, 4096), default=32, show_default=True,
               help="Kernel capture buffer (the ring, or the child's -B), MiB.")
-@click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True,
-              help="Kafka broker port besides 9092 (repeatable). Other ports are found by heuristics.")
-@click.option("--no-heuristic", is_flag=True, help="Only decode the given ports; no detection on other ports.")
+@port_options
 @filter_options
-@click.option("--summary", is_flag=True, help="At the end: per-API counts, latency p50/p99/max, bytes, errors.")
-@click.option("-v", "--verbose", is_flag=True, help="Show each exchange's decoded request and response.")
-@click.option("--strict", is_flag=True, help="Exit 1 when any exchange has a problem.")
+@report_options("At the end: per-API counts, latency p50/p99/max, bytes, errors.")
 @click.option("--live", "dashboard", is_flag=True,
               help="A dashboard refreshed 4 times a second (requests/s, latency, errors, top clients and "
                    "topics, in flight, drops) instead of the lines on the terminal.")
@@ -81,12 +77,8 @@ capture could not start (no permission, no backend); 4 internal error; 130 a sec
                                       "with \"no response\".")
 @click.option("--idle-timeout", type=click.FloatRange(0, min_open=True), default=IDLE_TIMEOUT,
               show_default=True, help="Seconds of silence after which a connection is forgotten.")
-@click.option("--max-frame", type=click.IntRange(1024), default=MAX_FRAME, show_default=True,
-              help="Largest Kafka frame accepted, in bytes; a larger one is skipped with a notice.")
-@click.option("--max-connections", type=click.IntRange(1), default=MAX_CONNECTIONS, show_default=True,
-              help="TCP connections followed at once; past it those idle longest expire (with a notice).")
-@click.option("--show-secrets", is_flag=True,
-              help="Show SASL passwords, proofs and tokens and secret config values (redacted by default).")
+@stream_bound_options
+@secrets_option
 @limit_options
 @output_options
 def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: ExchangeFilter, summary, verbose,
