@@ -5,6 +5,11 @@ the others. The seam is the packet source: a capture file or stdin (``open_captu
 object with the same face (``PacketSource``), such as a live interface (capture/live.py). All of
 them feed the one TCP → Kafka path below; nothing is decoded anywhere else.
 
+The other seam is the stream source (``StreamSource``): connections already split into their
+two byte streams, as a proxy relays them. No link or TCP layer: its events (``StreamOpen`` with
+the client's flow, then capture/tcp.py's StreamData, StreamGap and StreamEnd, and ticks) feed the
+same Kafka session.
+
 A live source also yields ticks, ``(now, TICK, b"", 0)``, when no packet came for a while: on
 them the run expires requests waiting longer than ``pending_timeout`` for their response (they
 go out as "no response" exchanges) and connections idle longer than ``idle_timeout``, and calls
@@ -13,7 +18,7 @@ go out as "no response" exchanges) and connections idle longer than ``idle_timeo
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Protocol
+from typing import Callable, Iterator, NamedTuple, Protocol
 
 from kinspect.capture.link import decoder_for
 from kinspect.capture.source import CaptureError, open_capture
@@ -40,6 +45,27 @@ class PacketSource(Protocol):
     problems: list
 
     def packets(self) -> Iterator[tuple]: ...  # (ts, linktype, data, number), or TICK ticks
+    @property
+    def bytes_read(self) -> int: ...
+    def __enter__(self): ...
+    def __exit__(self, *exc): ...
+
+
+class StreamOpen(NamedTuple):
+    """A stream source's new connection: ``flow`` is its client side (client → server)."""
+    flow: tuple
+    ts: float
+
+
+class StreamSource(Protocol):
+    """What the pipeline reads byte streams from (a proxy): ``streams()`` yields StreamOpen,
+    StreamData, StreamGap (bytes not given to the decoder) and StreamEnd events, and ticks
+    ``(now, TICK)``."""
+
+    size: int | None
+    problems: list
+
+    def streams(self) -> Iterator[tuple]: ...
     @property
     def bytes_read(self) -> int: ...
     def __enter__(self): ...
@@ -116,7 +142,7 @@ class DecodeRun:
         self.tcp_packets = 0
         self.unsupported_links: dict[int, int] = {}
         self._capture = None
-        if hasattr(source, "packets"):  # a PacketSource, already open
+        if hasattr(source, "packets") or hasattr(source, "streams"):  # a Packet- or StreamSource, open
             self._capture, self._error = source, None
             return
         try:
@@ -183,6 +209,9 @@ class DecodeRun:
         if self._capture is None:
             raise CaptureUnreadable("already read")
         capture = self._capture
+        if hasattr(capture, "streams"):
+            yield from self._stream_records(capture)
+            return
         session = self.session
         reassembler = TcpReassembler(max_streams=2 * self.max_connections)
         last_ts = 0.0
@@ -236,3 +265,30 @@ class DecodeRun:
             kinds = ", ".join(f"{k} ({n} packets)" for k, n in sorted(self.unsupported_links.items()))
             raise CaptureUnreadable(f"unsupported link type {kinds}: kinspect reads Ethernet, Linux SLL/SLL2, "
                                     "BSD loopback and raw IP; re-capture with tcpdump -i any, or convert")
+
+    def _stream_records(self, source) -> Iterator[dict]:
+        """A StreamSource's events into the session: no link, no TCP."""
+        session = self.session
+        last_ts = 0.0
+        next_expiry = 0.0
+        with source:
+            for event in source.streams():
+                kind = type(event)
+                if kind is StreamData:
+                    last_ts = event.ts
+                    out = session.data(event.flow, event.ts, event.data)
+                    if out:
+                        yield from out
+                elif kind is StreamOpen:
+                    session.open(event.flow, event.ts)
+                elif kind is StreamGap or kind is StreamEnd:
+                    yield from _dispatch(session, event)
+                else:  # a tick: (now, TICK)
+                    now = event[0]
+                    if self.pending_timeout is not None and now >= next_expiry:
+                        next_expiry = now + EXPIRE_EVERY
+                        yield from session.expire_pending(now - self.pending_timeout, self.pending_timeout)
+                    if self.on_tick is not None:
+                        self.on_tick(now)
+            yield from session.finish(last_ts)
+            self.capture_problems = list(source.problems)

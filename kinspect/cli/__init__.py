@@ -30,6 +30,7 @@ COMMANDS = {
     "decode": "kinspect.cli.decode",
     "dump": "kinspect.cli.dump",
     "offsets": "kinspect.cli.offsets",
+    "proxy": "kinspect.cli.proxy",
     "sniff": "kinspect.cli.sniff",
     "validate": "kinspect.cli.validate",
 }

@@ -106,6 +106,14 @@ class KafkaSession:
             return self._close(flow, ts)
         return []
 
+    def open(self, client_flow, ts: float) -> None:
+        """A connection whose client side the caller knows, seen from its first byte (a proxy's
+        accepted socket): no detection, no hunting for a frame start."""
+        self.start(client_flow, ts, True)
+        self.start(_reverse(client_flow), ts, True)
+        if client_flow not in self.routes:
+            self._connect(client_flow)
+
     def expire_pending(self, before: float, timeout: float) -> list:
         """Requests sent before ``before`` still waiting for a response, out as unanswered
         exchanges (a live capture's --pending-timeout); a response coming later is an orphan."""

@@ -19,6 +19,7 @@ FORBIDDEN = {
     "storage": {"capture", "render", "cli", "live", "pipeline", "parallel"},
     "live": {"capture", "cli", "storage"},
     "render": {"cli", "live", "capture"},
+    "proxy": {"cli", "storage", "render", "live"},
 }
 
 

@@ -1,0 +1,166 @@
+"""What the relay itself reads of the Kafka frames it passes: headers only.
+
+``Requests`` follows the client's frames: each request's api key, version and correlation id go
+into ``pending`` (for the responses' versions and for draining), except Produce with acks=0,
+which gets no response. ``Responses`` follows the broker's frames: each is paired by correlation
+id; one that may carry broker addresses (rewrite.carries_addresses) is held whole and handed to
+``rewrite``, every other byte passes as it came.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable
+
+from kinspect.wire.exchange import produce_acks
+from kinspect.wire.headers import parse_request_header
+
+_I32 = struct.Struct(">i")
+_I32X2 = struct.Struct(">ii")
+HEAD = 512          # bytes of a request read for its header (and a Produce request's acks)
+PRODUCE = 0
+
+
+class Requests:
+    __slots__ = ("pending", "head", "want", "skip", "rest", "frames")
+
+    def __init__(self):
+        self.pending: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, api version)
+        self.head = bytearray()  # the start of the frame being read
+        self.want = 4            # bytes of head wanted before the next step
+        self.skip = 0            # bytes of the current frame past its head, still to come
+        self.rest = 0            # the same, while the head is being read
+        self.frames = 0
+
+    @property
+    def mid_frame(self) -> bool:
+        return bool(self.head) or self.skip > 0
+
+    def feed(self, data) -> None:
+        pos, n = 0, len(data)
+        while pos < n:
+            if self.skip:
+                take = min(self.skip, n - pos)
+                self.skip -= take
+                pos += take
+                continue
+            take = min(self.want - len(self.head), n - pos)
+            self.head += data[pos:pos + take]
+            pos += take
+            if len(self.head) < self.want:
+                return
+            if self.want == 4:
+                (size,) = _I32.unpack_from(self.head)
+                if size <= 0:  # not Kafka framing: stop following (the relay goes on)
+                    self.head.clear()
+                    self.skip = 1 << 62
+                    return
+                self.want = 4 + min(size, HEAD)
+                self.rest = size - min(size, HEAD)
+                continue
+            self._request(bytes(self.head))
+            self.head.clear()
+            self.want = 4
+            self.skip, self.rest = self.rest, 0
+
+    def _request(self, head: bytes) -> None:
+        self.frames += 1
+        header = parse_request_header(head, 4)
+        if header is None:
+            if len(head) >= 12:  # a long client id: the fixed part is enough
+                api_key, api_version = struct.unpack_from(">hh", head, 4)
+                (correlation_id,) = _I32.unpack_from(head, 8)
+                self.pending[correlation_id] = (api_key, api_version)
+            return
+        if header.api_key == PRODUCE and produce_acks(header.api_version, head, 4 + header.size) == 0:
+            return
+        self.pending[header.correlation_id] = (header.api_key, header.api_version)
+
+
+class Responses:
+    """``feed(data)`` returns the bytes to send on: ``data`` itself when nothing was held, else
+    the pieces joined. A broker answers a connection's requests in order, so whether a frame is
+    held is decided at its first byte, from the oldest request waiting; frames that pass are
+    never copied."""
+
+    __slots__ = ("requests", "wants_whole", "rewrite", "max_held", "head", "held", "skip", "api", "frames")
+
+    def __init__(self, requests: Requests, wants_whole: Callable[[int, int], bool],
+                 rewrite: Callable[[int, int, bytes], bytes], max_held: int):
+        self.requests = requests
+        self.wants_whole = wants_whole  # (api key, version) -> hold the whole frame for rewrite
+        self.rewrite = rewrite          # (api key, version, frame) -> frame to send
+        self.max_held = max_held
+        self.head = bytearray()   # the first 8 bytes (size, correlation id) of the current frame
+        self.held: bytearray | None = None  # the frame being held whole
+        self.skip = 0             # bytes of the current frame after its first 8
+        self.api: tuple[int, int] | None = None
+        self.frames = 0
+
+    @property
+    def mid_frame(self) -> bool:
+        return bool(self.head) or self.skip > 0 or self.held is not None
+
+    def _done(self, out: list) -> None:
+        """The held frame is whole: out goes its rewritten form."""
+        held, self.held = bytes(self.held), None
+        out.append(self.rewrite(*self.api, held) if self.api is not None else held)
+
+    def feed(self, data: bytes) -> bytes:
+        out: list | None = [] if self.held is not None else None
+        start = 0  # where the bytes that pass as they came resume
+        pos, n = 0, len(data)
+        pending = self.requests.pending
+        while pos < n:
+            if self.skip:
+                take = min(self.skip, n - pos)
+                if self.held is not None:
+                    self.held += data[pos:pos + take]
+                pos += take
+                self.skip -= take
+                if not self.skip and self.held is not None:
+                    self._done(out)
+                    start = pos
+                continue
+            if not self.head:  # a frame starts: is it the answer to one to rewrite?
+                self.frames += 1
+                oldest = next(iter(pending.values()), None)
+                self.api = oldest
+                if oldest is not None and self.wants_whole(*oldest):
+                    if out is None:
+                        out = []
+                    out.append(data[start:pos])
+                    self.held = bytearray()
+            take = min(8 - len(self.head), n - pos)
+            piece = data[pos:pos + take]
+            self.head += piece
+            if self.held is not None:
+                self.held += piece
+            pos += take
+            if len(self.head) < 8:
+                break
+            size, correlation_id = _I32X2.unpack_from(self.head)
+            self.head.clear()
+            api = pending.pop(correlation_id, None)
+            if size < 4:  # not Kafka framing: pass the rest untouched
+                if self.held is not None:
+                    self.api = None
+                    self._done(out)
+                    start = pos
+                self.skip = 1 << 62
+                continue
+            self.skip = size - 4
+            if self.held is not None:
+                self.api = api if api is not None else self.api
+                if size + 4 > self.max_held or api is None:  # too big to hold, or not what was thought
+                    out.append(bytes(self.held))
+                    self.held = None
+                    start = pos
+                elif not self.skip:
+                    self._done(out)
+                    start = pos
+        if out is None:
+            return data
+        if self.held is None:
+            out.append(data[start:])
+        return b"".join(out)

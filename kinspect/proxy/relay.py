@@ -1,0 +1,380 @@
+"""The relay: asyncio protocols that pass every byte between a client and a broker.
+
+Each chunk read from one side is written to the other before anything else is done with it;
+then a copy goes to the Tap (the decoder, in another process). A side whose peer's write buffer
+is full stops reading until it drains (pause_writing/resume_writing), so a slow reader holds at
+most one buffer per direction. When one side closes, its half-close is passed on (write_eof);
+when one side breaks, its partner is closed after writing what it holds.
+
+Multi-broker: the bootstrap listener relays to ``upstream``; every broker a response names gets a
+listener of its own (``port_of(node id)``), opened on demand, which relays to the address the
+broker gave; responses naming brokers are rewritten (rewrite.py) to point at those listeners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kinspect.proxy.frames import Requests, Responses
+from kinspect.proxy.rewrite import Unchanged, carries_addresses, rewrite_response
+from kinspect.proxy.tap import CLIENT, SERVER
+
+WRITE_HIGH = 1 << 20   # bytes buffered for a side before its peer stops being read
+MAX_HELD = 64 << 20    # largest response held whole for rewriting; larger ones pass unchanged
+
+
+@dataclass
+class Options:
+    upstream: tuple[str, int]
+    listen_host: str
+    base_port: int
+    advertised_host: str
+    rewrite: bool = True
+    broker_ports: dict[int, int] = field(default_factory=dict)  # --broker-map: node id -> port
+    server_ssl: ssl.SSLContext | None = None    # --listen-tls
+    upstream_ssl: ssl.SSLContext | None = None  # --upstream-tls
+    connect_timeout: float = 10.0
+
+
+@dataclass
+class Counters:
+    connections: int = 0
+    open: int = 0
+    client_bytes: int = 0
+    server_bytes: int = 0
+    rewritten: int = 0
+    unchanged: int = 0   # responses that named brokers but could not be rewritten
+
+
+def _peer(transport) -> str:
+    info = transport.get_extra_info("peername")
+    if not info:
+        return "?"
+    host, port = info[0], info[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class _Side(asyncio.Protocol):
+    """One socket of a link: the client's (CLIENT) or the broker's (SERVER)."""
+
+    def __init__(self, link: "Link", direction: int):
+        self.link = link
+        self.direction = direction
+        self.transport = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.set_write_buffer_limits(high=WRITE_HIGH)
+        if self.direction == CLIENT:
+            transport.pause_reading()  # until the broker's side is connected
+            self.link.accepted(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.link.received(self.direction, data)
+
+    def eof_received(self):
+        return self.link.eof(self.direction)
+
+    def pause_writing(self) -> None:
+        self.link.peer_of(self.direction).pause()
+
+    def resume_writing(self) -> None:
+        self.link.peer_of(self.direction).resume()
+
+    def pause(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def connection_lost(self, exc) -> None:
+        self.link.lost(self.direction, exc)
+
+
+class Link:
+    """A client's connection and the proxy's connection to its broker."""
+
+    def __init__(self, proxy: "Proxy", conn: int, node: int | None, upstream: tuple[str, int]):
+        self.proxy = proxy
+        self.conn = conn
+        self.node = node  # None: the bootstrap listener
+        self.upstream = upstream
+        self.client = _Side(self, CLIENT)
+        self.server = _Side(self, SERVER)
+        self.requests = Requests()
+        rewrite = proxy.options.rewrite
+        self.responses = Responses(self.requests, carries_addresses if rewrite else _never, proxy.rewrite, MAX_HELD)
+        self.closed_by: str | None = None
+        self.ended = 0
+        self.lost_sides = 0
+        self.up = self.down = 0
+        self.started = time.monotonic()
+        self.label = "?"
+
+    def peer_of(self, direction: int) -> _Side:
+        return self.server if direction == CLIENT else self.client
+
+    def accepted(self, side: _Side) -> None:
+        self.label = _peer(side.transport)
+        self.proxy.links[self.conn] = self
+        self.proxy.tasks.add(task := asyncio.ensure_future(self._connect()))
+        task.add_done_callback(self.proxy.tasks.discard)
+
+    async def _connect(self) -> None:
+        proxy = self.proxy
+        options = proxy.options
+        host, port = self.upstream
+        try:
+            await asyncio.wait_for(proxy.loop.create_connection(
+                lambda: self.server, host, port, ssl=options.upstream_ssl,
+                server_hostname=host if options.upstream_ssl is not None else None), options.connect_timeout)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
+            reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (getattr(e, "strerror", None) or str(e))
+            proxy.log(f"#{self.conn} {self.label}: cannot connect to {self._target()}: {reason}; closing the client")
+            self.closed_by = "proxy (broker unreachable)"
+            self.client.transport.close()
+            return
+        if self.client.transport.is_closing():
+            self.server.transport.close()
+            return
+        local = self.client.transport.get_extra_info("sockname")
+        proxy.tap_open(self.conn, self.client.transport.get_extra_info("peername"), local)
+        proxy.log(f"#{self.conn} {self.label} -> {self._target()}: connected")
+        self.client.resume()
+
+    def _target(self) -> str:
+        host, port = self.upstream
+        which = "bootstrap" if self.node is None else f"broker {self.node}"
+        return f"{which} {host}:{port}"
+
+    def received(self, direction: int, data: bytes) -> None:
+        if direction == CLIENT:
+            self.server.transport.write(data)
+            self.up += len(data)
+            self.requests.feed(data)
+        else:
+            out = self.responses.feed(data)
+            self.client.transport.write(out)
+            self.down += len(out)
+            data = out
+        self.proxy.tap_data(self.conn, direction, data)
+
+    def eof(self, direction: int):
+        """A half-close: passed on; the link stays open for the other direction."""
+        self.ended |= 1 if direction == CLIENT else 2
+        if self.closed_by is None:
+            self.closed_by = "client (end of stream)" if direction == CLIENT else "broker (end of stream)"
+        self.proxy.tap_end(self.conn, direction)
+        peer = self.peer_of(direction).transport
+        if peer is not None and not peer.is_closing() and peer.can_write_eof():
+            peer.write_eof()
+        if self.ended == 3:
+            return False  # both ways over: close
+        return True
+
+    def lost(self, direction: int, exc) -> None:
+        bit = 1 if direction == CLIENT else 2
+        if not self.ended & bit:
+            self.ended |= bit
+            self.proxy.tap_end(self.conn, direction)
+        if self.closed_by is None:
+            who = "client" if direction == CLIENT else "broker"
+            self.closed_by = f"{who} ({exc})" if exc is not None else f"{who} (closed)"
+        peer = self.peer_of(direction)
+        self.lost_sides |= bit
+        if peer.transport is not None and not peer.transport.is_closing():
+            peer.transport.close()  # after writing what it holds
+        peer_bit = 2 if direction == CLIENT else 1
+        if self.lost_sides & peer_bit or peer.transport is None:
+            if not self.ended & peer_bit:
+                self.ended |= peer_bit
+                self.proxy.tap_end(self.conn, 2 if direction == CLIENT else 1)
+            self.proxy.closed(self)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.requests.pending)
+
+    def close(self) -> None:
+        for side in (self.client, self.server):
+            if side.transport is not None and not side.transport.is_closing():
+                side.transport.close()
+
+
+def _never(api_key: int, api_version: int) -> bool:
+    return False
+
+
+class Proxy:
+    """The listeners and their links. ``tap``: a kinspect.proxy.tap.Tap, or None (no decoding);
+    ``log``: where connect and close lines go."""
+
+    def __init__(self, options: Options, tap, log: Callable[[str], None]):
+        self.options = options
+        self.tap = tap
+        self.log = log
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.links: dict[int, Link] = {}
+        self.tasks: set = set()
+        self.servers: dict[int | None, asyncio.AbstractServer] = {}  # node id (None: bootstrap) -> server
+        self.brokers: dict[int, tuple[str, int]] = {}  # node id -> the address the broker gave
+        self.ports: dict[int | None, int] = {}
+        self.counters = Counters()
+        self.next_conn = 0
+        self.warned: set = set()
+        self.idle = asyncio.Event()
+
+    # -- listeners -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self._listen(None, self.options.base_port)
+
+    def port_of(self, node: int) -> int:
+        return self.options.broker_ports.get(node, self.options.base_port + 1 + node)
+
+    def _bind(self, port: int) -> socket.socket:
+        info = socket.getaddrinfo(self.options.listen_host or None, port, type=socket.SOCK_STREAM,
+                                  flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(info[0], socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(info[4])
+            sock.listen(1024)
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        return sock
+
+    async def _listen(self, node: int | None, port: int) -> None:
+        sock = self._bind(port)
+        await self._serve(node, sock)
+
+    async def _serve(self, node: int | None, sock: socket.socket) -> None:
+        self.ports[node] = sock.getsockname()[1]
+        server = await self.loop.create_server(lambda: self._accept(node), sock=sock, ssl=self.options.server_ssl)
+        self.servers[node] = server
+
+    def _accept(self, node: int | None) -> _Side:
+        self.next_conn += 1
+        upstream = self.options.upstream if node is None else self.brokers[node]
+        link = Link(self, self.next_conn, node, upstream)
+        self.counters.connections += 1
+        self.counters.open += 1
+        self.idle.clear()
+        return link.client
+
+    @property
+    def bootstrap_port(self) -> int:
+        return self.ports[None]
+
+    # -- rewriting -----------------------------------------------------------------------------
+
+    def address_of(self, node: int, host: str, port: int) -> tuple[str, int]:
+        """Where clients are to reach broker ``node`` (which said host:port): its listener, opened
+        now if it is new (bound at once, so a client connecting next finds it)."""
+        known = self.brokers.get(node)
+        if known != (host, port):
+            self.brokers[node] = (host, port)
+            if known is not None:
+                self.log(f"broker {node} moved from {known[0]}:{known[1]} to {host}:{port}")
+        if node not in self.ports:
+            wanted = self.port_of(node)
+            try:
+                if not 0 < wanted < 65536:
+                    raise OSError(f"port {wanted} out of range (set it with --broker-map {node}=PORT)")
+                sock = self._bind(wanted)
+            except OSError as e:
+                self._warn_once(("listen", node), f"cannot listen for broker {node} on port {wanted}: "
+                                f"{getattr(e, 'strerror', None) or e}; its address goes to clients unchanged")
+                return host, port
+            self.ports[node] = sock.getsockname()[1]
+            self.log(f"broker {node} ({host}:{port}) listens on {self.options.advertised_host}:{self.ports[node]}")
+            self.tasks.add(task := asyncio.ensure_future(self._serve(node, sock)))
+            task.add_done_callback(self.tasks.discard)
+        return self.options.advertised_host, self.ports[node]
+
+    def rewrite(self, api_key: int, api_version: int, frame: bytes) -> bytes:
+        try:
+            out = rewrite_response(api_key, api_version, frame, self.address_of)
+        except Unchanged as e:
+            self.counters.unchanged += 1
+            self._warn_once(("rewrite", api_key, api_version),
+                            f"a response (API key {api_key} v{api_version}) could not be rewritten: {e}; "
+                            f"relayed unchanged (counted, warned once per API version)")
+            return frame
+        if out is not frame:
+            self.counters.rewritten += 1
+        return out
+
+    def _warn_once(self, key, message: str) -> None:
+        if key not in self.warned:
+            self.warned.add(key)
+            self.log(f"warning: {message}")
+
+    # -- the tap -------------------------------------------------------------------------------
+
+    def tap_open(self, conn: int, client, local) -> None:
+        if self.tap is not None and client and local:
+            self.tap.open(conn, time.time(), (client[0], client[1]), (local[0], local[1]))
+
+    def tap_data(self, conn: int, direction: int, data: bytes) -> None:
+        if direction == CLIENT:
+            self.counters.client_bytes += len(data)
+        else:
+            self.counters.server_bytes += len(data)
+        if self.tap is not None:
+            self.tap.data(conn, direction, time.time(), data)
+
+    def tap_end(self, conn: int, direction: int) -> None:
+        if self.tap is not None:
+            self.tap.end(conn, direction, time.time())
+
+    def closed(self, link: Link) -> None:
+        if self.links.pop(link.conn, None) is None:
+            return
+        self.counters.open -= 1
+        seconds = time.monotonic() - link.started
+        self.log(f"#{link.conn} {link.label} -> {link._target()}: closed by {link.closed_by or 'proxy'} "
+                 f"after {seconds:.1f} s; {link.up} bytes up, {link.down} bytes down, "
+                 f"{link.requests.frames} requests")
+        if not self.links:
+            self.idle.set()
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def in_flight(self) -> int:
+        return sum(link.in_flight for link in self.links.values())
+
+    async def drain(self, timeout: float) -> int:
+        """Stop accepting; wait (at most ``timeout`` s) until no request waits for its response
+        and no frame is half passed; close every link. Returns the requests still waiting."""
+        for server in self.servers.values():
+            server.close()
+        deadline = self.loop.time() + timeout
+        while self.loop.time() < deadline:
+            if all(not link.in_flight and not link.requests.mid_frame and not link.responses.mid_frame
+                   for link in self.links.values()):
+                break
+            await asyncio.sleep(0.01)
+        waiting = self.in_flight()
+        for link in list(self.links.values()):
+            if link.closed_by is None:
+                link.closed_by = "proxy (stopping)"
+            link.close()
+        if self.links:
+            try:
+                await asyncio.wait_for(self.idle.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+        for task in list(self.tasks):
+            task.cancel()
+        return waiting

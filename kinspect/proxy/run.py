@@ -1,0 +1,134 @@
+"""Running a proxy: the decoder's process, the event loop, signals, draining.
+
+    code = run(options, decoder, log=print_to_stderr, drain_timeout=10)
+
+``decoder(fd)`` runs in a child process forked before the event loop starts; it reads the tap's
+pipe (tap.PipeSource) until the relay closes it and returns the exit code. Without a decoder the
+relay only relays. Ctrl-C or SIGTERM (or ``duration``) stops accepting, drains in-flight requests
+for at most ``drain_timeout`` seconds, closes every connection and the pipe, and waits for the
+decoder to finish its output; a second signal stops without waiting for in-flight requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+from typing import Callable
+
+from kinspect.proxy.relay import Options, Proxy
+from kinspect.proxy.tap import DEFAULT_LIMIT, Tap
+
+
+def event_loop_factory():
+    """uvloop's loop when it is installed, else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop, "asyncio"
+    return uvloop.new_event_loop, "uvloop"
+
+
+class Stopped(Exception):
+    """The proxy could not start (a port in use, say): the message says what to do."""
+
+
+def run(options: Options, decoder: Callable[[int], int] | None, log: Callable[[str], None], *,
+        drain_timeout: float = 10.0, duration: float | None = None, tap_limit: int = DEFAULT_LIMIT,
+        on_started: Callable[[Proxy], None] | None = None) -> tuple[int, Proxy]:
+    """Returns (the decoder's exit code, or 0 without one; the proxy, for its counters)."""
+    child = None
+    write_fd = None
+    if decoder is not None:
+        read_fd, write_fd = os.pipe()
+        child = multiprocessing.get_context("fork").Process(target=_child, args=(decoder, read_fd, write_fd),
+                                                            name="kinspect-proxy-decoder", daemon=True)
+        child.start()
+        os.close(read_fd)
+    factory, _name = event_loop_factory()
+    proxy = None
+    owner = [write_fd]
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            proxy = runner.run(_serve(options, owner, log, drain_timeout, duration, tap_limit, on_started))
+    finally:
+        if write_fd is not None and owner[0] is not None:
+            os.close(write_fd)
+        code = 0
+        if child is not None:
+            child.join()
+            code = child.exitcode if child.exitcode is not None else 4
+            if code < 0:  # killed by a signal
+                log(f"the decoder process died (signal {-code}); its output stops short")
+                code = 4
+    return code, proxy
+
+
+class _Pipe(asyncio.Protocol):
+    def __init__(self):
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_lost(self, exc) -> None:
+        if not self.closed.done():
+            self.closed.set_result(exc)
+
+
+def _child(decoder: Callable[[int], int], read_fd: int, write_fd: int) -> None:
+    os.close(write_fd)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # the relay decides when the stream ends
+        signal.signal(sig, signal.SIG_IGN)
+    raise SystemExit(decoder(read_fd))
+
+
+async def _serve(options: Options, owner: list, log, drain_timeout: float, duration: float | None,
+                 tap_limit: int, on_started) -> Proxy:
+    loop = asyncio.get_running_loop()
+    tap = None
+    if owner[0] is not None:
+        pipe = os.fdopen(owner[0], "wb", buffering=0)
+        owner[0] = None
+        transport, pipe_protocol = await loop.connect_write_pipe(_Pipe, pipe)
+        transport.set_write_buffer_limits(high=tap_limit)
+        tap = Tap(transport, loop.call_soon, tap_limit)
+    proxy = Proxy(options, tap, log)
+    try:
+        await proxy.start()
+    except OSError as e:
+        if tap is not None:
+            tap.close()
+            await pipe_protocol.closed
+        raise Stopped(f"cannot listen on {options.listen_host}:{options.base_port}: {e.strerror or e}; "
+                      f"choose another --listen") from None
+    stop = asyncio.Event()
+    signals = 0
+
+    def on_signal():
+        nonlocal signals
+        signals += 1
+        stop.set()
+        if signals > 1:
+            nonlocal drain_timeout
+            drain_timeout = 0.0
+            for link in list(proxy.links.values()):
+                link.close()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    if on_started is not None:
+        on_started(proxy)
+    try:
+        await asyncio.wait_for(stop.wait(), duration) if duration is not None else await stop.wait()
+    except asyncio.TimeoutError:
+        pass
+    log(f"stopping: no new connections; draining {proxy.in_flight()} in-flight requests on "
+        f"{len(proxy.links)} connections (at most {drain_timeout:g} s)")
+    waiting = await proxy.drain(drain_timeout)
+    if waiting:
+        log(f"{waiting} requests were still waiting for their response after --drain-timeout")
+    if tap is not None:
+        tap.close()
+        await pipe_protocol.closed  # the decoder has every byte (its backlog is bounded by tap_limit)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.remove_signal_handler(sig)
+    return proxy

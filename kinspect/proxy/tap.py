@@ -1,0 +1,188 @@
+"""The relay's copy of its bytes for the decoder, over a pipe to another process.
+
+The relay writes each chunk to its peer first, then hands a copy to the ``Tap``, which gathers
+the copies of one turn of the event loop into one write on the pipe. When the pipe's backlog
+passes ``limit`` bytes the decoder has fallen behind: chunks are skipped (counted per direction)
+and the next chunk that fits is preceded by a gap of that many bytes, which the Kafka session
+reports as a notice and resynchronises after. The relay never waits for the decoder.
+
+``PipeSource`` is the other end: a StreamSource (pipeline.py) reading the pipe.
+
+Records on the pipe: kind (u8), connection id (u32), time (f64), length (u32), then ``length``
+bytes (the data; the missing byte count of a gap is the length field, with no bytes following).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import struct
+import time
+from typing import Iterator
+
+from kinspect.capture.tcp import TICK, StreamData, StreamEnd, StreamGap
+from kinspect.pipeline import StreamOpen
+
+HEADER = struct.Struct("<BIdI")
+OPEN, CLIENT, SERVER, CLIENT_GAP, SERVER_GAP, CLIENT_END, SERVER_END = range(7)
+GAP = {CLIENT: CLIENT_GAP, SERVER: SERVER_GAP}
+END = {CLIENT: CLIENT_END, SERVER: SERVER_END}
+DEFAULT_LIMIT = 64 << 20   # bytes waiting for the decoder before it skips
+TICK_EVERY = 0.25          # seconds without input between the source's ticks
+
+
+def _endpoint(host: str, port: int) -> bytes:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    ip = socket.inet_pton(family, host.split("%")[0])
+    return struct.pack("<B", len(ip)) + ip + struct.pack("<H", port)
+
+
+class Tap:
+    """Relay side. ``transport``: asyncio's write-pipe transport (or any object with write() and
+    get_write_buffer_size()); ``call_soon``: the loop's."""
+
+    def __init__(self, transport, call_soon, limit: int = DEFAULT_LIMIT):
+        self.transport = transport
+        self.call_soon = call_soon
+        self.limit = limit
+        self.pieces: list = []
+        self.queued = 0
+        self.scheduled = False
+        self.skipped: dict[tuple[int, int], int] = {}  # (connection, direction) -> bytes not yet told
+        self.skipped_bytes = 0     # in all
+        self.skipped_chunks = 0
+        self.closed = False
+
+    def _put(self, piece: bytes) -> None:
+        self.pieces.append(piece)
+        self.queued += len(piece)
+        if not self.scheduled:
+            self.scheduled = True
+            self.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.scheduled = False
+        if self.pieces and not self.closed:
+            self.transport.write(b"".join(self.pieces))
+        self.pieces.clear()
+        self.queued = 0
+
+    def open(self, conn: int, ts: float, client: tuple[str, int], server: tuple[str, int]) -> None:
+        payload = _endpoint(*client) + _endpoint(*server)
+        self._put(HEADER.pack(OPEN, conn, ts, len(payload)) + payload)
+
+    def data(self, conn: int, direction: int, ts: float, data: bytes) -> None:
+        if self.closed:
+            return
+        if self.queued + self.transport.get_write_buffer_size() + len(data) > self.limit:
+            key = (conn, direction)
+            self.skipped[key] = self.skipped.get(key, 0) + len(data)
+            self.skipped_bytes += len(data)
+            self.skipped_chunks += 1
+            return
+        if self.skipped:
+            missing = self.skipped.pop((conn, direction), 0)
+            if missing:
+                self._put(HEADER.pack(GAP[direction], conn, ts, missing))
+        self._put(HEADER.pack(direction, conn, ts, len(data)))
+        self._put(data)
+
+    def end(self, conn: int, direction: int, ts: float) -> None:
+        if self.closed:
+            return
+        missing = self.skipped.pop((conn, direction), 0)
+        if missing:
+            self._put(HEADER.pack(GAP[direction], conn, ts, missing))
+        self._put(HEADER.pack(END[direction], conn, ts, 0))
+
+    def close(self) -> None:
+        self.flush()
+        self.closed = True
+        self.transport.close()
+
+
+def _flow(payload: bytes) -> tuple:
+    n = payload[0]
+    client_ip, (client_port,) = payload[1:1 + n], struct.unpack_from("<H", payload, 1 + n)
+    at = 3 + n
+    m = payload[at]
+    server_ip, (server_port,) = payload[at + 1:at + 1 + m], struct.unpack_from("<H", payload, at + 1 + m)
+    return (bytes(client_ip), client_port, bytes(server_ip), server_port)
+
+
+class PipeSource:
+    """Decoder side: a StreamSource over the pipe's read end (a file descriptor, closed at the end)."""
+
+    size = None
+
+    def __init__(self, fd: int, tick_every: float = TICK_EVERY):
+        self.fd = fd
+        self.tick_every = tick_every
+        self.problems: list = []
+        self.bytes_read = 0
+        self.skipped = 0  # bytes the relay did not give to the decoder (the gaps' sum)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+    def streams(self) -> Iterator[tuple]:
+        flows: dict[int, list] = {}  # connection -> [client flow, ends seen (1 client, 2 server)]
+        buf = bytearray()
+        at = 0
+        size = HEADER.size
+        while True:
+            ready, _, _ = select.select([self.fd], [], [], self.tick_every)
+            if not ready:
+                yield (time.time(), TICK)
+                continue
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                break
+            self.bytes_read += len(chunk)
+            if at:
+                del buf[:at]
+                at = 0
+            buf += chunk
+            end = len(buf)
+            while end - at >= size:
+                kind, conn, ts, length = HEADER.unpack_from(buf, at)
+                if kind in (CLIENT_GAP, SERVER_GAP, CLIENT_END, SERVER_END):
+                    at += size
+                    entry = flows.get(conn)
+                    if entry is None:
+                        continue
+                    flow = entry[0]
+                    if kind == SERVER_GAP or kind == SERVER_END:
+                        flow = (flow[2], flow[3], flow[0], flow[1])
+                    if kind == CLIENT_GAP or kind == SERVER_GAP:
+                        self.skipped += length
+                        yield StreamGap(flow, ts, length)
+                    else:
+                        entry[1] |= 1 if kind == CLIENT_END else 2
+                        if entry[1] == 3:
+                            del flows[conn]
+                        yield StreamEnd(flow, ts, "closed")
+                    continue
+                if end - at < size + length:
+                    break
+                payload = bytes(buf[at + size:at + size + length])
+                at += size + length
+                if kind == OPEN:
+                    flow = _flow(payload)
+                    flows[conn] = [flow, 0]
+                    yield StreamOpen(flow, ts)
+                    continue
+                entry = flows.get(conn)
+                if entry is None:
+                    continue
+                flow = entry[0]
+                if kind == SERVER:
+                    flow = (flow[2], flow[3], flow[0], flow[1])
+                yield StreamData(flow, ts, payload)

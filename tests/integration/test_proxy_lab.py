@@ -1,0 +1,258 @@
+"""kinspect proxy between real clients and a real broker (issue 13's tests), on loopback.
+
+A Tansu broker; the proxy in front of it with its listeners; librdkafka (every codec),
+kafka-python and aiokafka bootstrapping to the proxy only. What each consumes must be what it
+produced; the proxy's decoded exchanges must be `kinspect decode` of a tcpdump capture of the
+client-side traffic (every field but the times); the capture must show no client connection to
+the broker's own port. Then the faults: the broker killed mid-stream, a client killed in the
+middle of a request, and Ctrl-C with requests in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kinspect.wire.encode import encode_request
+from tests.lab.pytest_fixtures import require_lab_host
+from tests.lab.recorder import Recorder
+from tests.lab.runner import run_client
+from tests.lab.tansu import TansuBroker
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+KINSPECT = [sys.executable, "-m", "kinspect"]
+LISTENING = re.compile(r"kinspect: listening on \S+:(\d+)")
+TIMING = ("request_time", "response_time", "latency_ms", "time")
+
+
+def free_base(span: int = 256) -> int:
+    """A port BASE with BASE..BASE+span all free on 127.0.0.1 (a broker N listens on BASE+1+N)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000 - span)
+        socks = []
+        try:
+            for port in range(base, base + span):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+class Proxy:
+    """kinspect proxy as a child; start() returns once it listens."""
+
+    def __init__(self, args, env=None):
+        self.argv = [*KINSPECT, "proxy", *args]
+        self.env = {**os.environ, **(env or {})}
+        self.stderr: list[str] = []
+
+    def start(self, timeout=20):
+        self.process = subprocess.Popen(self.argv, cwd=REPO, env=self.env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+        started = threading.Event()
+        self.out: list[str] = []
+        self._drain = threading.Thread(target=lambda: self.out.append(self.process.stdout.read()), daemon=True)
+        self._drain.start()
+
+        def pump():
+            for line in self.process.stderr:
+                self.stderr.append(line.rstrip())
+                m = LISTENING.search(line)
+                if m:
+                    self.port = int(m.group(1))
+                    started.set()
+            started.set()
+
+        self._pump = threading.Thread(target=pump, daemon=True)
+        self._pump.start()
+        assert started.wait(timeout) and self.process.poll() is None, "\n".join(self.stderr)
+        return self
+
+    def stop(self, sig=signal.SIGINT, timeout=60):
+        self.process.send_signal(sig)
+        self.process.wait(timeout)
+        self._drain.join(10)
+        self._pump.join(5)
+        return self.process.returncode, "".join(self.out)
+
+    def log_has(self, pattern: str, timeout: float = 10) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(re.search(pattern, line) for line in self.stderr):
+                return True
+            time.sleep(0.05)
+        return False
+
+
+def _json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _untimed(records) -> list[str]:
+    return sorted(json.dumps({k: v for k, v in r.items() if k not in TIMING}, sort_keys=True)
+                  for r in records if r["type"] == "exchange")
+
+
+def _decode(path: Path) -> list[dict]:
+    out = subprocess.run([*KINSPECT, "decode", "--json", "-j1", str(path)], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return _json_lines(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def broker():
+    require_lab_host()
+    with TansuBroker() as b:
+        yield b
+
+
+def _clients(bootstrap: str, label: str) -> list[dict]:
+    return [
+        run_client("librdkafka_client", ["--bootstrap", bootstrap, "--codecs", "none,gzip,snappy,lz4,zstd",
+                                         "--count", "3", "--value-size", "3000", "--label", f"{label}-rdk"]),
+        run_client("kafka_python_client", ["--bootstrap", bootstrap, "--codecs", "none,gzip", "--count", "3",
+                                           "--label", f"{label}-kp"]),
+        run_client("aiokafka_client", ["--bootstrap", bootstrap, "--codecs", "none,lz4", "--count", "3",
+                                       "--label", f"{label}-aio"]),
+    ]
+
+
+def test_real_clients_through_the_proxy_get_their_values_and_the_proxy_decodes_what_tcpdump_saw(broker, tmp_path):
+    base = free_base()
+    recorder = Recorder(tmp_path / "clients.pcap", "lo", f"tcp and not port {broker.port}")
+    with recorder:
+        proxy = Proxy(["--listen", f"127.0.0.1:{base}", "--upstream", broker.bootstrap, "--json"]).start()
+        manifests = _clients(f"127.0.0.1:{base}", "proxy")
+        code, out = proxy.stop()
+    assert code == 0, "\n".join(proxy.stderr)
+    for manifest in manifests:
+        produced = sorted(p["value"] for p in manifest["produced"] if p["delivered"])
+        assert len(produced) == len(manifest["produced"]) > 0
+        assert sorted(c["value"] for c in manifest["consumed"]) == produced, manifest["notes"]
+    records = _json_lines(out)
+    exchanges = [r for r in records if r["type"] == "exchange"]
+    assert len(exchanges) > 50
+    assert _untimed(exchanges) == _untimed(_decode(recorder.output))
+    # every connection a client made was to one of the proxy's ports, none to the broker's
+    ports = {int(r["conn"].rsplit(":", 1)[1]) for r in exchanges}
+    assert broker.port not in ports and base in ports and len(ports) == 2
+    # every Metadata response names the proxy, and the broker's address never reaches a client
+    for r in exchanges:
+        if r["api_name"] == "Metadata":
+            assert {(b["host"], b["port"]) for b in r["response"]["brokers"]} <= {("127.0.0.1", p) for p in ports}
+    assert f":{broker.port}" not in json.dumps([r["response"] for r in exchanges])
+    # the values went through the proxy decoded, in Produce requests and Fetch responses
+    text = json.dumps(exchanges)
+    assert all(p["value"] in text for m in manifests for p in m["produced"])
+    assert records[-1]["kind"] == "proxy" and records[-1]["skipped_bytes"] == 0
+    assert any(re.search(r"responses rewritten, 0 that named brokers relayed unchanged", line) for line in proxy.stderr)
+    assert not any("Traceback" in line for line in proxy.stderr)
+
+
+def test_no_rewrite_relays_every_byte_unchanged(broker):
+    base = free_base()
+    proxy = Proxy(["--listen", f"127.0.0.1:{base}", "--upstream", broker.bootstrap, "--no-rewrite", "--json"]).start()
+    with socket.create_connection(("127.0.0.1", base)) as s:
+        s.sendall(encode_request(3, 12, 1, "raw", {"topics": None, "allow_auto_topic_creation": False}))
+        response = _read_frame(s)
+    code, out = proxy.stop()
+    assert code == 0
+    assert f"{broker.host}".encode() in response and struct.pack(">i", broker.port) in response
+    exchange = _json_lines(out)[0]
+    assert exchange["response"]["brokers"][0]["port"] == broker.port
+
+
+def _read_frame(s: socket.socket) -> bytes:
+    head = _read_exactly(s, 4)
+    return head + _read_exactly(s, struct.unpack(">i", head)[0])
+
+
+def _read_exactly(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(out)} of {n} bytes")
+        out += chunk
+    return out
+
+
+def test_broker_killed_mid_stream_closes_its_clients_and_the_proxy_goes_on(tmp_path):
+    require_lab_host()
+    doomed = TansuBroker().start()
+    base = free_base()
+    proxy = Proxy(["--listen", f"127.0.0.1:{base}", "--upstream", doomed.bootstrap, "--json"]).start()
+    try:
+        s = socket.create_connection(("127.0.0.1", base), timeout=20)
+        s.sendall(encode_request(18, 3, 1, "victim", {"client_software_name": "t", "client_software_version": "1"}))
+        _read_frame(s)
+        # a request in flight when the broker dies: Fetch with a long max_wait on a missing topic
+        # would be answered at once, so just kill the broker and send one more request
+        doomed.process.kill()
+        doomed.process.wait()
+        try:
+            s.sendall(encode_request(3, 12, 2, "victim", {"topics": None}))
+        except OSError:
+            pass
+        assert s.recv(100) == b""  # the proxy closed the client's side
+        s.close()
+        assert proxy.log_has(r"#1 .* closed by broker")
+        # a new client: the broker is unreachable, said in one line, the client closed
+        with socket.create_connection(("127.0.0.1", base), timeout=20) as again:
+            assert again.recv(100) == b""
+        assert proxy.log_has(r"#2 .*cannot connect to bootstrap .*; closing the client")
+    finally:
+        code, out = proxy.stop()
+        doomed.stop()
+    assert code == 0, "\n".join(proxy.stderr)
+    records = _json_lines(out)
+    assert [r["api_name"] for r in records if r["type"] == "exchange"][:1] == ["ApiVersions"]
+    unanswered = [r for r in records if r["type"] == "exchange" and r["response"] is None]
+    assert [r["api_name"] for r in unanswered] in (["Metadata"], [])  # sent before or after the close
+    assert not any("Traceback" in line for line in proxy.stderr)
+
+
+def test_a_client_killed_mid_request_closes_its_broker_connection_and_others_go_on(broker):
+    base = free_base()
+    proxy = Proxy(["--listen", f"127.0.0.1:{base}", "--upstream", broker.bootstrap, "--json"]).start()
+    request = encode_request(3, 12, 1, "victim", {"topics": None})
+    s = socket.create_connection(("127.0.0.1", base), timeout=20)
+    s.sendall(request[:len(request) // 2])
+    assert proxy.log_has(r"#1 .* connected")
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()  # RST, as when the process is killed
+    assert proxy.log_has(r"#1 .* closed by client")
+    with socket.create_connection(("127.0.0.1", base), timeout=20) as other:
+        other.sendall(encode_request(3, 12, 1, "survivor", {"topics": None}))
+        assert len(_read_frame(other)) > 8
+    code, out = proxy.stop()
+    assert code == 0
+    records = _json_lines(out)
+    assert [(r["client_id"], r["response"] is not None) for r in records if r["type"] == "exchange"] == \
+        [("survivor", True)]
+    notices = [r for r in records if r["type"] == "notice" and r["kind"] != "proxy"]
+    assert [(n["kind"], n["what"]) for n in notices] == [
+        ("resync", f"stream ended inside a frame ({len(request) // 2} bytes)")], notices
+    assert not any("Traceback" in line for line in proxy.stderr)

@@ -1,0 +1,105 @@
+"""The relay's own header-only reading of frames (proxy/frames.py), over real clients' streams:
+bytes come out as they went in, whatever the chunking; each response is paired with its request;
+frames held for rewriting are exactly the responses of the APIs asked for."""
+
+import random
+import struct
+
+import pytest
+
+from kinspect.pipeline import DecodeRun
+from kinspect.proxy.frames import Requests, Responses
+from kinspect.wire.encode import encode_request
+from tests.conftest import PCAPS
+from tests.unit.proxy.streams import connections
+
+CAPTURES = [("librdkafka-produce-consume.pcapng", 42347), ("kafka41-librdkafka-mtu1500.pcap", 9092),
+            ("java-transactions.pcap", 9092), ("kafka39-legacy.pcap", 46645), ("aiokafka-mtu1500.pcapng", 9092)]
+
+
+def _chunks(data: bytes, rng: random.Random):
+    pos = 0
+    while pos < len(data):
+        n = rng.choice((1, 2, 3, 7, 8, 9, 100, 1500, 65536))
+        yield data[pos:pos + n]
+        pos += n
+
+
+def _decoded(name):
+    """(conn label, correlation id) -> (api key, api version) of every answered exchange."""
+    return {(r["conn"], r["correlation_id"]): (r["api_key"], r["api_version"])
+            for r in DecodeRun(str(PCAPS / name), decode_bodies=False).raw_records()
+            if r["type"] == "exchange" and r.get("response_size") is not None}
+
+
+def _label(flow):
+    src, sport, dst, dport = flow
+    return f"{'.'.join(map(str, src))}:{sport}-{'.'.join(map(str, dst))}:{dport}"
+
+
+@pytest.mark.parametrize("name,port", CAPTURES)
+def test_bytes_pass_unchanged_and_every_response_is_paired(name, port):
+    rng = random.Random(name)
+    expected = _decoded(name)
+    seen_responses = 0
+    for flow, conn in connections(name, port).items():
+        held = []
+
+        def rewrite(api_key, api_version, frame):
+            held.append((api_key, api_version, frame))
+            return frame
+
+        requests = Requests()
+        responses = Responses(requests, lambda k, v: True, rewrite, 1 << 30)
+        relayed = bytearray()
+        for direction, _ts, data in conn["events"]:  # in capture order, as the relay gets them
+            if direction == 1:
+                for chunk in _chunks(data, rng):
+                    requests.feed(chunk)
+            else:
+                for chunk in _chunks(data, rng):
+                    relayed += responses.feed(chunk)
+        assert bytes(relayed) == conn["server"]
+        # every response frame was held whole, with the API and version of its request
+        pos = 0
+        for api_key, api_version, frame in held:
+            size, correlation_id = struct.unpack_from(">ii", frame)
+            assert frame == conn["server"][pos:pos + 4 + size]
+            pos += 4 + size
+            assert expected[(_label(flow), correlation_id)] == (api_key, api_version)
+            seen_responses += 1
+        assert pos == len(conn["server"])
+        assert not responses.mid_frame and not requests.mid_frame
+    assert seen_responses == len(expected)
+
+
+@pytest.mark.parametrize("name,port", CAPTURES[:2])
+def test_frames_not_held_pass_as_the_same_objects(name, port):
+    for conn in connections(name, port).values():
+        requests = Requests()
+        responses = Responses(requests, lambda k, v: False, None, 1 << 30)
+        for direction, _ts, data in conn["events"]:
+            if direction == 1:
+                requests.feed(data)
+            else:
+                assert responses.feed(data) is data
+        assert requests.pending == {}
+
+
+def test_a_produce_request_with_acks_0_waits_for_no_response():
+    requests = Requests()
+    body = {"acks": 0, "timeout_ms": 1000, "topic_data": []}
+    for version in (3, 8, 9, 11):
+        requests.feed(encode_request(0, version, version, "c", {**body, "transactional_id": None}))
+    requests.feed(encode_request(0, 9, 100, "c", {**body, "acks": 1, "transactional_id": "t" * 40}))
+    assert list(requests.pending) == [100]
+    assert requests.frames == 5
+
+
+def test_a_response_too_big_to_hold_passes_as_it_comes():
+    requests = Requests()
+    requests.feed(encode_request(3, 12, 7, "c", {"topics": None}))
+    frame = struct.pack(">ii", 4 + 100, 7) + bytes(100)
+    responses = Responses(requests, lambda k, v: True, lambda *a: pytest.fail("held"), 50)
+    out = b"".join(responses.feed(frame[i:i + 10]) for i in range(0, len(frame), 10))
+    assert out == frame and requests.pending == {}

@@ -1,0 +1,146 @@
+"""Broker addresses rewritten in real responses (Metadata v0-v13, FindCoordinator v0-v6) from the
+committed captures, and in DescribeCluster and KIP-951 node endpoints built with kinspect's
+encoder: only host and port change, the frame's length follows, the rest decodes as before."""
+
+import struct
+
+import pytest
+
+from kinspect.proxy.frames import Requests, Responses
+from kinspect.proxy.rewrite import Unchanged, carries_addresses, rewrite_response
+from kinspect.wire.apis import response_header_version
+from kinspect.wire.encode import encode_body
+from kinspect.wire.headers import parse_response_header
+from kinspect.wire.messages import decode_body
+from tests.unit.proxy.streams import connections
+from tests.unit.proxy.test_frames import CAPTURES
+
+CAPTURES = [*CAPTURES, ("java-consumer-groups-describe.pcap", 9092), ("kafka-python-legacy-groups.pcapng", 9092),
+            ("java-console-consumer-kip848.pcap", 9092)]
+
+
+def _moved(node_id, host, port):
+    return "proxy.example", 30000 + node_id
+
+
+def _body(api_key, api_version, frame):
+    header = parse_response_header(frame, response_header_version(api_key, api_version), 4)
+    body, problems = decode_body(api_key, api_version, "response", frame, start=4 + header[1], raw_records=True)
+    assert problems == []
+    return header[0], body
+
+
+def _real_responses():
+    """(api key, version, frame) of every response naming brokers in the captures."""
+    out = []
+    for name, port in CAPTURES:
+        for conn in connections(name, port).values():
+            requests = Requests()
+            responses = Responses(requests, carries_addresses,
+                                  lambda k, v, frame: out.append((k, v, frame)) or frame, 1 << 30)
+            for direction, _ts, data in conn["events"]:
+                if direction == 1:
+                    requests.feed(data)
+                else:
+                    responses.feed(data)
+    return out
+
+
+REAL = _real_responses()
+
+
+def _addresses(api_key, api_version, body):
+    if api_key == 10 and api_version < 4:
+        return [(body["node_id"], body["host"], body["port"])]
+    key = {3: "brokers", 10: "coordinators", 60: "brokers"}.get(api_key, "node_endpoints")
+    node = "broker_id" if api_key == 60 else "node_id"
+    return [(e[node], e["host"], e["port"]) for e in body.get(key) or ()]
+
+
+def test_the_captures_hold_every_kind_of_real_response_naming_brokers():
+    kinds = {(k, v) for k, v, _ in REAL}
+    assert {(3, 0), (3, 2), (3, 12), (3, 13), (10, 0), (10, 2), (10, 6), (0, 10), (1, 16)} <= kinds
+
+
+@pytest.mark.parametrize("api_key,api_version,frame", REAL, ids=[f"{k}v{v}-{i}" for i, (k, v, _) in enumerate(REAL)])
+def test_real_responses_get_the_proxy_addresses_and_nothing_else_changes(api_key, api_version, frame):
+    correlation_id, before = _body(api_key, api_version, frame)
+    out = rewrite_response(api_key, api_version, frame, _moved)
+    addresses = _addresses(api_key, api_version, before)
+    if not any(node >= 0 for node, _, _ in addresses):  # a Produce or Fetch response naming no leader
+        assert out is frame
+        return
+    assert struct.unpack_from(">i", out)[0] == len(out) - 4
+    out_correlation_id, after = _body(api_key, api_version, out)
+    assert out_correlation_id == correlation_id
+    assert _addresses(api_key, api_version, after) == [
+        (node, *(_moved(node, host, port) if node >= 0 else (host, port))) for node, host, port in addresses]
+    for entry_before, entry_after in zip(*(_entries(api_key, api_version, b) for b in (before, after))):
+        entry_before.pop("host"), entry_before.pop("port"), entry_after.pop("host"), entry_after.pop("port")
+    assert after == before
+
+
+def _entries(api_key, api_version, body):
+    if api_key == 10 and api_version < 4:
+        return [body]
+    return body.get({3: "brokers", 10: "coordinators", 60: "brokers"}.get(api_key, "node_endpoints")) or []
+
+
+def test_addresses_already_right_give_back_the_same_frame():
+    api_key, api_version, frame = next(r for r in REAL if r[0] == 3)
+    assert rewrite_response(api_key, api_version, frame, lambda n, h, p: (h, p)) is frame
+
+
+def _frame(api_key, api_version, correlation_id, body):
+    payload = struct.pack(">i", correlation_id)
+    if response_header_version(api_key, api_version):
+        payload += b"\x00"
+    payload += encode_body(api_key, api_version, "response", body)
+    return struct.pack(">i", len(payload)) + payload
+
+
+ENDPOINTS = [{"node_id": 2, "host": "b2.internal", "port": 9092, "rack": None},
+             {"node_id": 3, "host": "b3.internal", "port": 9093, "rack": "r1"}]
+
+
+@pytest.mark.parametrize("api_key,api_version,body", [
+    (60, 0, {"brokers": [{"broker_id": 1, "host": "b1", "port": 9092, "rack": None}], "cluster_id": "c",
+             "controller_id": 1}),
+    (60, 1, {"endpoint_type": 1, "brokers": [{"broker_id": 1, "host": "b1", "port": 9092, "rack": None},
+                                             {"broker_id": 4, "host": "b4", "port": 9094, "rack": "x"}]}),
+    (0, 10, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 6, "current_leader": {"leader_id": 2, "leader_epoch": 5}}]}],
+        "node_endpoints": ENDPOINTS}),
+    (0, 12, {"responses": [], "node_endpoints": ENDPOINTS}),
+    (1, 16, {"responses": [{"topic_id": "5a4ee64c-7a50-4a47-b1b6-7e46e1c6d6a8", "partitions": [
+        {"partition_index": 0, "error_code": 6, "records": b"", "current_leader": {"leader_id": 3, "leader_epoch": 1}}]}],
+        "node_endpoints": ENDPOINTS}),
+    (1, 17, {"responses": [], "node_endpoints": ENDPOINTS[:1]}),
+    (10, 4, {"coordinators": [{"key": "g", "node_id": 3, "host": "b3", "port": 9093, "error_code": 0},
+                              {"key": "h", "node_id": -1, "host": "", "port": -1, "error_code": 15}]}),
+])
+def test_built_responses_naming_brokers(api_key, api_version, body):
+    frame = _frame(api_key, api_version, 42, body)
+    out = rewrite_response(api_key, api_version, frame, _moved)
+    assert struct.unpack_from(">i", out)[0] == len(out) - 4
+    correlation_id, after = _body(api_key, api_version, out)
+    _, before = _body(api_key, api_version, frame)
+    assert correlation_id == 42
+    assert _addresses(api_key, api_version, after) == [
+        (n, *(_moved(n, h, p) if n >= 0 else (h, p))) for n, h, p in _addresses(api_key, api_version, before)]
+
+
+def test_a_body_that_does_not_decode_is_left_alone():
+    api_key, api_version, frame = next(r for r in REAL if r[0] == 3 and r[1] == 12)
+    cut = frame[:-6]
+    cut = struct.pack(">i", len(cut) - 4) + cut[4:]
+    with pytest.raises(Unchanged):
+        rewrite_response(api_key, api_version, cut, _moved)
+
+
+def test_a_body_whose_encoding_differs_is_left_alone():
+    """A trailing byte after the body: decoding it again would not give the broker's bytes back."""
+    frame = _frame(60, 0, 1, {"brokers": [{"broker_id": 1, "host": "b1", "port": 9092}]}) + b"\x00"
+    frame = struct.pack(">i", len(frame) - 4) + frame[4:]
+    with pytest.raises(Unchanged):
+        rewrite_response(60, 0, frame, _moved)

@@ -1,0 +1,106 @@
+"""The relay → decoder pipe (proxy/tap.py) and pipeline.py's stream-source seam: real clients'
+connections, fed as a proxy feeds them, decode to what decode makes of the capture; a decoder
+that falls behind gets gaps of exactly the bytes it missed, and says so."""
+
+import json
+import os
+import threading
+
+from kinspect.pipeline import DecodeRun
+from kinspect.proxy.tap import CLIENT, SERVER, PipeSource, Tap
+from kinspect.render.jsonl import dumps
+from tests.conftest import PCAPS
+from tests.unit.proxy.streams import connections
+
+NAME, PORT = "librdkafka-produce-consume.pcapng", 42347
+
+
+class PipeTransport:
+    """The face of asyncio's write-pipe transport the Tap uses, over a blocking fd."""
+
+    def __init__(self, fd, backlog=0):
+        self.fd, self.backlog = fd, backlog
+
+    def write(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def get_write_buffer_size(self):
+        return self.backlog
+
+    def close(self):
+        os.close(self.fd)
+
+
+def _ip(raw):
+    return ".".join(map(str, raw))
+
+
+def _feed(tap, conns, skip_conn=None):
+    """Every connection through the tap in capture order; None: the decoder is behind for skip_conn."""
+    order = sorted(((ts, i, flow, direction, data) for flow, conn in conns.items()
+                    for i, (direction, ts, data) in enumerate(conn["events"])), key=lambda e: (e[0], e[1]))
+    ids = {flow: n for n, flow in enumerate(conns, 1)}
+    opened = set()
+    for ts, _i, flow, direction, data in order:
+        conn = ids[flow]
+        if conn not in opened:
+            opened.add(conn)
+            tap.open(conn, ts, (_ip(flow[0]), flow[1]), (_ip(flow[2]), flow[3]))
+        if conn == skip_conn and direction == SERVER:
+            tap.transport.backlog = tap.limit  # the pipe is full for this one chunk
+            tap.data(conn, direction, ts, data)
+            tap.transport.backlog = 0
+            continue
+        tap.data(conn, direction, ts, data)
+    for flow, conn in ids.items():
+        tap.end(conn, CLIENT, 0.0)
+        tap.end(conn, SERVER, 0.0)
+    tap.close()
+
+
+def _decode_through_pipe(conns, skip_conn=None):
+    read_fd, write_fd = os.pipe()
+    tap = Tap(PipeTransport(write_fd), lambda f: None, limit=1 << 30)
+    feeder = threading.Thread(target=lambda: (_feed(tap, conns, skip_conn), None))
+    feeder.start()
+    source = PipeSource(read_fd)
+    run = DecodeRun(source, pending_timeout=3600)
+    records = [json.loads(dumps(r)) for r in run.records()]
+    feeder.join()
+    return records, source, tap
+
+
+def _key(r):
+    return {k: v for k, v in r.items() if k not in ("request_time", "response_time", "latency_ms", "time")}
+
+
+def test_streams_through_the_pipe_decode_as_the_capture_does():
+    conns = connections(NAME, PORT)
+    records, source, tap = _decode_through_pipe(conns)
+    expected = [json.loads(dumps(r)) for r in DecodeRun(str(PCAPS / NAME)).records()]
+    exchanges = [_key(r) for r in records if r["type"] == "exchange"]
+    assert len(exchanges) > 30
+    assert sorted(map(json.dumps, exchanges)) == sorted(json.dumps(_key(r)) for r in expected if r["type"] == "exchange")
+    assert source.skipped == 0 and tap.skipped_bytes == 0
+
+
+def test_a_decoder_behind_gets_a_gap_of_the_bytes_it_missed():
+    conns = connections(NAME, PORT)
+    victim = 2
+    flow = list(conns)[victim - 1]
+    first_server_chunk = next(data for direction, _, data in conns[flow]["events"] if direction == SERVER)
+    records, source, tap = _decode_through_pipe(conns, skip_conn=victim)
+    assert tap.skipped_bytes == source.skipped == sum(
+        len(data) for direction, _, data in conns[flow]["events"] if direction == SERVER)
+    assert tap.skipped_chunks == sum(1 for d, _, _ in conns[flow]["events"] if d == SERVER)
+    assert len(first_server_chunk) > 0
+    gaps = [r for r in records if r["type"] == "notice" and r["kind"] == "gap"]
+    assert gaps and all(r["conn"].endswith(f":{PORT}") for r in gaps)
+    missing = sum(int(r["what"].split()[0]) for r in gaps if r["what"].split()[0].isdigit())
+    assert missing == tap.skipped_bytes
+    # the other connections decode whole
+    label = f"{_ip(flow[0])}:{flow[1]}-{_ip(flow[2])}:{flow[3]}"
+    others = [r for r in records if r["type"] == "exchange" and r["conn"] != label]
+    assert others and all(r["response"] is not None or r["api_name"] == "Produce" for r in others)
