@@ -15,6 +15,7 @@ one was cut off writing is taken back when the output is a regular file.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -257,8 +258,29 @@ START, DONE, WRITING = range(3)
 
 def _init(keep, mode, sink, turn, next_chunk, written, limits) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    _keep_heap()
     _worker.update(keep=keep, mode=mode, topics=TopicNames(), sink=sink, turn=turn, next=next_chunk,
                    written=written, limits=limits)
+
+
+# glibc's mallopt parameters, and the values workers use
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+KEEP_FREE_HEAP, MMAP_FROM = 64 << 20, 16 << 20
+
+
+def _keep_heap() -> None:
+    """Workers allocate and free buffers of up to megabytes all along (decompressed batches, their
+    JSON text). glibc hands the big ones back to the kernel as soon as they are free, and each
+    new one is faulted in again: 140k page faults and 0.5 s of system time on the loopback
+    capture with two workers. Buffers under MMAP_FROM now come from the heap, and up to
+    KEEP_FREE_HEAP of it stays: 52k faults, 0.35 s, 8% less wall time (tests/bench). Nothing
+    where the C library is not glibc."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(M_MMAP_THRESHOLD, MMAP_FROM)
+    mallopt(M_TRIM_THRESHOLD, KEEP_FREE_HEAP)
 
 
 def _work(task) -> list:
