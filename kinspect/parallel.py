@@ -168,11 +168,16 @@ class Probe:
     to cost the same per byte (as much again as read so far when its size is unknown, as from
     stdin). Workers start when they would save more than START_COST, with a margin: small
     captures, captures whose work is mostly reading, and busy machines stay in one process.
+
+    START_COST is fitted to tests/bench/results/decode-bench-*-20261124-14*: at 0.15 s the
+    default switched on the loopback capture's first 83 MB, where two workers save only 0.05 s,
+    and finished 6% after -j1 (0.66 vs 0.62 s); at 0.3 s it stays in one process there and
+    still switches from 160 MB of loopback and 125 MB of MTU-1500 traffic.
     """
 
     FIRST_LOOK = 0.1    # s since the start before the first look (/proc/stat counts in 10 ms ticks)
     LOOK_EVERY = 0.05   # s between looks; the CPUs free are those of the last WINDOW looks
-    START_COST = 0.15   # s: starting the workers, and the first chunks' wait (tests/bench)
+    START_COST = 0.3    # s: starting the workers and the first chunks' wait (fitted: see below)
     WORKER_COST = 1.2
     MARGIN = 0.85
 
