@@ -146,7 +146,9 @@ class Link:
             return
         local = self.client.transport.get_extra_info("sockname")
         proxy.tap_open(self.conn, self.client.transport.get_extra_info("peername"), local)
-        proxy.log(f"#{self.conn} {self.label} -> {self._target()}: connected")
+        via = self.server.transport.get_extra_info("sockname")
+        via = f" from {via[0]}:{via[1]}" if via else ""
+        proxy.log(f"#{self.conn} {self.label} -> {self._target()}{via}: connected")
         self.client.resume()
 
     def _target(self) -> str:

@@ -256,3 +256,96 @@ def test_a_client_killed_mid_request_closes_its_broker_connection_and_others_go_
     assert [(n["kind"], n["what"]) for n in notices] == [
         ("resync", f"stream ended inside a frame ({len(request) // 2} bytes)")], notices
     assert not any("Traceback" in line for line in proxy.stderr)
+
+
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def _fetch(correlation_id: int, topic: str, partitions: int, max_bytes: int) -> bytes:
+    return encode_request(1, 4, correlation_id, "slow-reader", {
+        "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": p, "fetch_offset": 0, "partition_max_bytes": max_bytes} for p in range(partitions)]}]})
+
+
+def test_a_consumer_that_stops_reading_keeps_the_relay_memory_flat(broker):
+    """Fetches of ~100 MB of records (Tansu answers 5 MB at most each) that the client does not
+    read: the relay stops reading the broker while the client's side is full, so its memory stays
+    flat; then every byte arrives."""
+    import confluent_kafka as ck
+    topic = "backpressure"
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "message.max.bytes": 2 << 20,
+                            "batch.size": 1 << 20})
+    value = bytes(range(256)) * 4096  # 1 MiB
+    for i in range(24):
+        producer.produce(topic, value=value, key=str(i).encode())
+    assert producer.flush(60) == 0
+    base = free_base()
+    proxy = Proxy(["--listen", f"127.0.0.1:{base}", "--upstream", broker.bootstrap, "--no-rewrite", "--summary",
+                   "--decode-buffer-mb", "8"]).start()
+    relay_pid = proxy.process.pid
+    s = socket.create_connection(("127.0.0.1", base))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+    requests = 20
+    for i in range(requests):
+        s.sendall(_fetch(i + 1, topic, 1, 64 << 20))
+    time.sleep(2)  # the broker answers; the client reads nothing
+    before = _rss_kb(relay_pid)
+    time.sleep(3)
+    after = _rss_kb(relay_pid)
+    # read everything now: every response whole
+    sizes = []
+    for _ in range(requests):
+        frame = _read_frame(s)
+        sizes.append(len(frame))
+    s.close()
+    code, out = proxy.stop()
+    assert code == 0, "\n".join(proxy.stderr)
+    assert min(sizes) > 4 << 20 and sum(sizes) > 80 << 20, sizes  # nothing lost while the relay waited
+    assert after - before < 8 << 10, (before, after)  # flat: under 8 MB more while the client stalled
+    assert after < 200 << 10, after
+    assert re.search(r"^Fetch\s", out, re.M)
+
+
+def test_a_thousand_concurrent_connections_all_answered(broker):
+    import selectors
+    base = free_base()
+    proxy = Proxy(["--listen", f"127.0.0.1:{base}", "--upstream", broker.bootstrap, "--json", "--quiet"]).start()
+    n = 1000
+    socks = [socket.create_connection(("127.0.0.1", base), timeout=30) for _ in range(n)]
+    selector = selectors.DefaultSelector()
+    buffers = {}
+    for i, s in enumerate(socks):
+        s.sendall(encode_request(18, 0, 1, f"c{i}", {}) + encode_request(3, 1, 2, f"c{i}", {"topics": []}))
+        s.setblocking(False)
+        selector.register(s, selectors.EVENT_READ, i)
+        buffers[i] = b""
+    done = set()
+    deadline = time.monotonic() + 120
+    while len(done) < n and time.monotonic() < deadline:
+        for key, _ in selector.select(1):
+            i = key.data
+            chunk = key.fileobj.recv(65536)
+            buffers[i] += chunk
+            frames, pos, data = [], 0, buffers[i]
+            while len(data) - pos >= 4 and len(data) - pos >= 4 + struct.unpack_from(">i", data, pos)[0]:
+                size = struct.unpack_from(">i", data, pos)[0]
+                frames.append(data[pos + 4:pos + 4 + size])
+                pos += 4 + size
+            if len(frames) == 2 or not chunk:
+                selector.unregister(key.fileobj)
+                done.add(i)
+                assert [struct.unpack_from(">i", f)[0] for f in frames] == [1, 2], (i, frames)
+                assert struct.pack(">i", broker.port) not in frames[1]  # the address was rewritten
+    rss = _rss_kb(proxy.process.pid)
+    for s in socks:
+        s.close()
+    code, out = proxy.stop()
+    assert code == 0, "\n".join(proxy.stderr[-20:])
+    assert len(done) == n
+    exchanges = [r for r in _json_lines(out) if r["type"] == "exchange"]
+    assert len(exchanges) == 2 * n and all(r["response"] is not None for r in exchanges)
+    assert len({r["conn"] for r in exchanges}) == n
+    assert rss < 250 << 10, rss  # the relay's memory for 2,000 sockets
