@@ -70,7 +70,8 @@ class LiveStats:
         self.requests[api] += 1
         latency = e.get("latency_ms")
         if e.get("response") is None and latency is None:
-            self.unanswered[api] += 1
+            if e.get("response_expected", True):  # Produce with acks=0 expects none
+                self.unanswered[api] += 1
         else:
             self.latency_sum[api] += latency or 0.0
         recent = self._recent.get(api)
