@@ -157,13 +157,16 @@ class Link:
         return f"{which} {host}:{port}"
 
     def received(self, direction: int, data: bytes) -> None:
+        peer = self.peer_of(direction).transport
+        if peer is None or peer.is_closing():  # its partner is gone: nowhere to relay to
+            return
         if direction == CLIENT:
-            self.server.transport.write(data)
+            peer.write(data)
             self.up += len(data)
             self.requests.feed(data)
         else:
             out = self.responses.feed(data)
-            self.client.transport.write(out)
+            peer.write(out)
             self.down += len(out)
             data = out
         self.proxy.tap_data(self.conn, direction, data)

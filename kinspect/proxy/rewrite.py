@@ -10,7 +10,10 @@ Every address a client learns from a broker is in one of these places (field nam
     Produce (0)            10+       node_endpoints[] (tag 0)      node_id  (KIP-951 new leaders)
     Fetch (1)              16+       node_endpoints[] (tag 0)      node_id  (KIP-951 new leaders)
 
-Each entry carries ``host`` and ``port``. A response holding one is decoded (record sets kept as
+Each entry carries ``host`` and ``port``. KIP-951 fills ``node_endpoints`` only for partitions whose
+error is NOT_LEADER_OR_FOLLOWER (6) or FENCED_LEADER_EPOCH (74): a Produce or Fetch response whose
+bytes hold neither int16 goes on without being decoded (the relay's common case). A response
+holding entries is decoded (record sets kept as
 bytes), its addresses replaced, and encoded again at its own version (wire/encode.py); the frame
 gets its new length. When the body does not decode cleanly, or encoding the decoded body does not
 give back the broker's bytes, the frame goes unchanged and the caller counts it.
@@ -29,6 +32,7 @@ from kinspect.wire.messages import decode_body
 _I32 = struct.Struct(">i")
 
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER = 0, 1, 3, 10, 60
+_NOT_LEADER, _FENCED_LEADER_EPOCH = b"\x00\x06", b"\x00\x4a"  # the error codes KIP-951 answers with endpoints
 
 
 def carries_addresses(api_key: int, api_version: int) -> bool:
@@ -63,6 +67,8 @@ class Unchanged(Exception):
 def rewrite_response(api_key: int, api_version: int, frame: bytes, address_of: AddressMap) -> bytes:
     """``frame`` (int32 size included) with its broker addresses replaced; the same object when
     none is there. Raises Unchanged when the body cannot be decoded and encoded again exactly."""
+    if api_key in (PRODUCE, FETCH) and _NOT_LEADER not in frame and _FENCED_LEADER_EPOCH not in frame:
+        return frame
     header = parse_response_header(frame, response_header_version(api_key, api_version), 4)
     if header is None:
         raise Unchanged("response header does not parse")

@@ -111,11 +111,15 @@ ENDPOINTS = [{"node_id": 2, "host": "b2.internal", "port": 9092, "rack": None},
     (0, 10, {"responses": [{"name": "t", "partition_responses": [
         {"index": 0, "error_code": 6, "current_leader": {"leader_id": 2, "leader_epoch": 5}}]}],
         "node_endpoints": ENDPOINTS}),
-    (0, 12, {"responses": [], "node_endpoints": ENDPOINTS}),
+    (0, 12, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 1, "error_code": 6, "current_leader": {"leader_id": 3, "leader_epoch": 2}}]}],
+        "node_endpoints": ENDPOINTS}),
     (1, 16, {"responses": [{"topic_id": "5a4ee64c-7a50-4a47-b1b6-7e46e1c6d6a8", "partitions": [
         {"partition_index": 0, "error_code": 6, "records": b"", "current_leader": {"leader_id": 3, "leader_epoch": 1}}]}],
         "node_endpoints": ENDPOINTS}),
-    (1, 17, {"responses": [], "node_endpoints": ENDPOINTS[:1]}),
+    (1, 17, {"responses": [{"topic_id": "5a4ee64c-7a50-4a47-b1b6-7e46e1c6d6a8", "partitions": [
+        {"partition_index": 0, "error_code": 74, "records": b"", "current_leader": {"leader_id": 2, "leader_epoch": 1}}]}],
+        "node_endpoints": ENDPOINTS[:1]}),
     (10, 4, {"coordinators": [{"key": "g", "node_id": 3, "host": "b3", "port": 9093, "error_code": 0},
                               {"key": "h", "node_id": -1, "host": "", "port": -1, "error_code": 15}]}),
 ])
@@ -144,3 +148,14 @@ def test_a_body_whose_encoding_differs_is_left_alone():
     frame = struct.pack(">i", len(frame) - 4) + frame[4:]
     with pytest.raises(Unchanged):
         rewrite_response(60, 0, frame, _moved)
+
+
+def test_produce_and_fetch_responses_without_a_leader_error_are_not_decoded(monkeypatch):
+    """KIP-951 endpoints come only with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH."""
+    import kinspect.proxy.rewrite as rewrite
+
+    frames = [(k, v, f) for k, v, f in REAL if k in (0, 1) and b"\x00\x06" not in f and b"\x00\x4a" not in f]
+    assert {k for k, _, _ in frames} == {0, 1}
+    monkeypatch.setattr(rewrite, "decode_body", lambda *a, **k: pytest.fail("decoded"))
+    for api_key, api_version, frame in frames:
+        assert rewrite_response(api_key, api_version, frame, _moved) is frame
