@@ -482,10 +482,8 @@ typedef struct {
 } Out;
 
 static int
-reserve(Out *out, Py_ssize_t more)
+grow(Out *out, Py_ssize_t more)
 {
-    if (out->limit - out->at >= more)
-        return 0;
     char *start = PyBytes_AS_STRING(out->bytes);
     Py_ssize_t used = out->at - start, size = out->limit - start;
     Py_ssize_t want = size * 2 > used + more ? size * 2 : used + more + 4096;
@@ -497,22 +495,41 @@ reserve(Out *out, Py_ssize_t more)
     return 0;
 }
 
+/* Room for ``more`` bytes at out->at: 0, or -1 (out of memory; out->bytes is gone). */
+static inline int
+reserve(Out *out, Py_ssize_t more)
+{
+    return out->limit - out->at >= more ? 0 : grow(out, more);
+}
+
 #define PUT(out, text) (memcpy((out)->at, text, sizeof(text) - 1), (out)->at += sizeof(text) - 1)
 
-static void
+static const char two_digits[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static inline void
 put_int(Out *out, long long value)
 {
-    char digits[24];
-    int n = 0;
+    char digits[24], *end = digits + sizeof digits, *at = end;
     unsigned long long magnitude = value < 0 ? 0ULL - (unsigned long long)value : (unsigned long long)value;
-    do {
-        digits[n++] = (char)('0' + magnitude % 10);
-        magnitude /= 10;
-    } while (magnitude);
+    while (magnitude >= 100) {  /* two digits a division */
+        unsigned int pair = (unsigned int)(magnitude % 100);
+        magnitude /= 100;
+        at -= 2;
+        memcpy(at, two_digits + 2 * pair, 2);
+    }
+    if (magnitude >= 10) {
+        at -= 2;
+        memcpy(at, two_digits + 2 * magnitude, 2);
+    } else {
+        *--at = (char)('0' + magnitude);
+    }
     if (value < 0)
         *out->at++ = '-';
-    while (n)
-        *out->at++ = digits[--n];
+    memcpy(out->at, at, end - at);
+    out->at += end - at;
 }
 
 /* How orjson writes each byte inside a string: 0 as it is, else the character after the
@@ -520,15 +537,34 @@ put_int(Out *out, long long value)
 static char escapes[256];
 static const char hex_digits[] = "0123456789abcdef";
 
-/* The high bit of each of the 8 bytes (little-endian) that is a control character, '"', '\\'
- * or not ASCII; bits above the first may be set wrongly, never the first. */
+/* The high bit of each of the 8 bytes that is a control character, '"', '\\' or not ASCII,
+ * and of no other (no carries cross bytes: the low 7 bits are tested apart from the high one). */
 static inline uint64_t
 special_bytes(uint64_t word)
 {
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    const uint64_t ones = 0x0101010101010101ULL, low7 = 0x7F7F7F7F7F7F7F7FULL,
+                   highs = 0x8080808080808080ULL;
     uint64_t quote = word ^ (ones * '"'), backslash = word ^ (ones * '\\');
-    return (((word - ones * 0x20) & ~word) | ((quote - ones) & ~quote) |
-            ((backslash - ones) & ~backslash) | word) & highs;
+    uint64_t control = ~(((word & low7) + ones * 0x60) | word);
+    uint64_t is_quote = ~(((quote & low7) + low7) | quote);
+    uint64_t is_backslash = ~(((backslash & low7) + low7) | backslash);
+    return (control | is_quote | is_backslash | word) & highs;
+}
+
+/* An ASCII byte that needs escaping, as orjson writes it. */
+static inline char *
+put_escape(char *at, unsigned char c)
+{
+    char e = escapes[c];
+    if (e == 'u') {
+        memcpy(at, "\\u00", 4);
+        at[4] = hex_digits[c >> 4];
+        at[5] = hex_digits[c & 15];
+        return at + 6;
+    }
+    at[0] = '\\';
+    at[1] = e;
+    return at + 2;
 }
 
 #define ESCAPE_BLOCK 65536
@@ -560,6 +596,22 @@ put_text(Out *out, const unsigned char *s, Py_ssize_t n)
                     i += 8;
                     continue;
                 }
+                if (!(word & 0x8080808080808080ULL)) {  /* ASCII: escape each special byte */
+                    int from = 0;
+                    do {
+                        int k = __builtin_ctzll(special) >> 3;
+                        uint64_t rest = word >> (8 * from);  /* bytes from..7, then zeros */
+                        memcpy(at, &rest, 8);
+                        at = put_escape(at + (k - from), s[i + k]);
+                        from = k + 1;
+                        special &= special - 1;
+                    } while (special);
+                    uint64_t rest = from < 8 ? word >> (8 * from) : 0;
+                    memcpy(at, &rest, 8);
+                    at += 8 - from;
+                    i += 8;
+                    continue;
+                }
                 int plain = __builtin_ctzll(special) >> 3;
                 at += plain;
                 i += plain;
@@ -577,19 +629,10 @@ put_text(Out *out, const unsigned char *s, Py_ssize_t n)
                 i += length;
                 continue;
             }
-            char e = escapes[c];
-            if (!e) {
+            if (escapes[c])
+                at = put_escape(at, c);
+            else
                 *at++ = (char)c;
-            } else if (e == 'u') {
-                memcpy(at, "\\u00", 4);
-                at[4] = hex_digits[c >> 4];
-                at[5] = hex_digits[c & 15];
-                at += 6;
-            } else {
-                at[0] = '\\';
-                at[1] = e;
-                at += 2;
-            }
             i++;
         }
         out->at = at;
