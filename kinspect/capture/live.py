@@ -37,6 +37,8 @@ from kinspect.capture.tcp import TICK
 from kinspect.problems import EXIT_UNREADABLE, EXIT_USAGE, Problem
 
 BACKENDS = ("auto", "ring", "dumpcap", "tcpdump")
+DUMPCAP_DELAY_NOTE = ("dumpcap hands packets over up to 250 ms late at low rates (its libpcap buffer timeout); "
+                      "--backend ring or tcpdump print lines sooner")
 TICK_EVERY = 0.1  # seconds: a tick at least this often, packets or not
 START_TIMEOUT = 10.0  # seconds a child has to say it is listening
 STOP_TIMEOUT = 5.0  # seconds a child has to flush and exit once told to stop
@@ -165,7 +167,13 @@ class PipeSource:
     def _argv(tool: str, interfaces: list[str], bpf: str, buffer_mb: int) -> list[str]:
         if tool == "dumpcap":
             # -f and -B before the -i's apply to every interface; -n: pcapng, whose interface
-            # statistics blocks carry the kernel's drop counts
+            # statistics blocks carry the kernel's drop counts.
+            # Line delay: dumpcap flushes its output after every batch it reads when writing to a
+            # pipe, and we read whatever is there; but it opens libpcap with a fixed 250 ms timeout
+            # (CAP_READ_TIMEOUT) and no immediate mode, so on TPACKET_V3 the kernel hands over a
+            # block of packets when it is full or 250 ms after its first packet. At low rates lines
+            # come 0-250 ms late, and no option of dumpcap changes that (--update-interval, in 4.2
+            # and later, only paces its reports to Wireshark). tcpdump takes --immediate-mode.
             argv = ["dumpcap", "-n", "-B", str(buffer_mb)]
             if bpf:
                 argv += ["-f", bpf]
@@ -248,12 +256,16 @@ class PipeSource:
             return stats
         parser = self._parser
         isb = getattr(parser, "statistics", None) or {}
+        # dumpcap's "received" (its ISB ifrecv, and its closing line) counts the packets it got
+        # from libpcap, drops not included: added to them, so that "received" means what it
+        # means for the ring and tcpdump (every packet the filter passed, the dropped included)
         if isb:  # the pcapng interface statistics blocks, written when dumpcap stops
-            stats["received"] = sum(c.get("ifrecv", 0) for c in isb.values())
-            stats["dropped"] = sum(c.get("ifdrop", 0) + c.get("osdrop", 0) for c in isb.values())
+            dropped = sum(c.get("ifdrop", 0) + c.get("osdrop", 0) for c in isb.values())
+            stats["received"] = sum(c.get("ifrecv", 0) for c in isb.values()) + dropped
+            stats["dropped"] = dropped
         elif self._per_interface:
-            stats["received"] = sum(c["received"] for c in self._per_interface.values())
             stats["dropped"] = sum(c["dropped"] for c in self._per_interface.values())
+            stats["received"] = sum(c["received"] for c in self._per_interface.values()) + stats["dropped"]
         stats["interfaces"] = dict(self._per_interface)
         return stats
 
