@@ -253,7 +253,7 @@ def _decode_records_py(data: bytes, pos: int, end: int, base_offset: int, base_t
             pos = record_end
         except (_Bad, IndexError) as e:
             check = e.check if type(e) is _Bad else "record_length"
-            if counted is None or not counted(check):  # past the first few, only counted
+            if counted is None or not counted(check, ERROR):  # past the first few, only counted
                 what = e.what if type(e) is _Bad else "record is truncated"
                 if compressed_at is None:
                     at = shift + start
@@ -348,7 +348,7 @@ def _decode_headers(data: bytes, pos: int, record_end: int, problems: list[Probl
         except UnicodeDecodeError:
             key = data[pos:stop].decode("utf-8", "replace")
             counted = getattr(problems, "counted", None)  # a ProblemCap: past its first few,
-            if counted is None or not counted("headers"):  # only counted, never built
+            if counted is None or not counted("headers", WARNING):  # only counted, never built
                 problems.append(Problem(f"header[{number}] key is not valid UTF-8",
                                         f"{where} → records[{index}]", at, WARNING, "headers"))
         value, pos = _bytes_or_null(data, stop, record_end, "headers", f"header[{number}] value")
@@ -368,4 +368,4 @@ def _key_warnings(bad_keys: list[tuple[int, int, int]], count: int, problems, wh
                                 shift + start if compressed_at is None else compressed_at,
                                 WARNING, "headers"))
     if count > len(bad_keys):
-        problems.count("headers", count - len(bad_keys))
+        problems.count("headers", count - len(bad_keys), WARNING)

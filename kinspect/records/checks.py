@@ -121,7 +121,7 @@ def _offset_delta_order(offsets: list[int], base: int, where: str, at: int, prob
                                     f"{where} → records[{first_index + i}]", at, ERROR,
                                     "offset_delta_order", f"> {highs[i]}", deltas[i]))
             bad -= 1
-        problems.count("offset_delta_order", bad)
+        problems.count("offset_delta_order", bad, ERROR)
     return highs[-1], gaps
 
 
