@@ -6,7 +6,8 @@ record checks; bit 2: small bounds, so big batches are streamed; bit 3: a memory
 mmap'ed segment is read), then the record set. Checks: no exception; decode_records gives what
 iter_batches gives; the C record loop (kinspect/native/_v2records.c) gives what the Python loop
 gives, records and problems; the C bytes → JSON text (_bytes_json.c) gives what Python does,
-on every key, value and header value; the units are written as a JSON line.
+on every key, value and header value; the units are written as a JSON line, the same line and
+problems when regular batches are packed (records/packed.py: C's scan and to_json).
 """
 
 import harness
@@ -43,10 +44,10 @@ def plain(units) -> list:
     return out
 
 
-def decode(buf, options: int, fast=NATIVE) -> tuple:
+def decode(buf, options: int, fast=NATIVE, pack: bool = False) -> tuple:
     saved, batch._fast = batch._fast, fast
     try:
-        bound = Budget(SMALL, len(buf)) if options & 4 else Budget(Limits(), len(buf))
+        bound = Budget(SMALL if options & 4 else Limits(), len(buf), pack_records=pack)
         units, problems = decode_records(buf, "records", 0, partial_ok=bool(options & 1),
                                          checks=bool(options & 2), max_output=bound)
         return plain(units), [p.to_dict() for p in problems]
@@ -65,7 +66,11 @@ def target(data: bytes) -> None:
         raise harness.Finding(f"iter_batches gives {len(walked)} units, decode_records {len(units)}")
     if NATIVE is not None and not (harness.KNOWN_BUDGET_SPLIT and options & 4):
         harness.agree("v2 records", (units, problems), decode(buf, options, None))
-    jsonl.dumpb({"units": units})
+    line = jsonl.dumpb({"units": units})
+    if NATIVE is not None:  # regular batches packed, their JSON written by C: the same line
+        packed, packed_problems = decode(buf, options, pack=True)
+        harness.agree("packed records", (jsonl.dumpb({"units": packed}), packed_problems),
+                      (line, problems))
     if TEXT_OR is not None:
         for unit in units:
             for record in unit["records"]:
