@@ -505,3 +505,119 @@ def _tail(path: Path, size: int = 6000) -> str:
         return path.read_bytes()[-size:].decode(errors="replace")
     except OSError:
         return f"({path} unreadable)"
+
+
+class ClusterNode(KafkaBroker):
+    """One node of a KafkaCluster: broker and controller, with the cluster's voters. Clients
+    reach it on PLAINTEXT (``port``); brokers replicate over INTERNAL, so a capture of the
+    PLAINTEXT ports sees client connections only."""
+
+    def __init__(self, node_id: int, voters: str, controller_port: int, **kwargs):
+        super().__init__(**kwargs)
+        self.node_id = node_id
+        self.voters = voters
+        self.controller_port = controller_port
+        self.internal_port = 0
+
+    def _kraft_settings(self) -> dict[str, object]:
+        self.internal_port = free_port()
+        return {
+            "process.roles": "broker,controller",
+            "node.id": self.node_id,
+            "controller.quorum.voters": self.voters,
+            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},INTERNAL://{LOOPBACK}:{self.internal_port},"
+                         f"CONTROLLER://{LOOPBACK}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},INTERNAL://{LOOPBACK}:{self.internal_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "INTERNAL",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            **self._common_settings(),
+        }
+
+    def _wait_until_started(self) -> None:
+        """Not here: a node starts only once a quorum of voters runs (KafkaCluster waits)."""
+
+    def wait_until_started(self) -> None:
+        KafkaBroker._wait_until_started(self)
+
+
+class KafkaCluster(KafkaTools):
+    """``size`` Apache Kafka KRaft nodes (node ids 1..size), each broker and controller, one
+    cluster id, replicated internal topics; a context manager. ``nodes[i].stop()`` stops one.
+
+        with KafkaCluster(3) as cluster:
+            cluster.create_topic("t", partitions=6, replication=3)
+    """
+
+    def __init__(self, size: int = 3, version: str = KAFKA_4, *, config: dict[str, object] | None = None,
+                 heap: str = "512m", start_timeout: float = 300):
+        super().__init__(version)
+        cluster_id = random_cluster_id()
+        controllers = {node: free_port() for node in range(1, size + 1)}
+        voters = ",".join(f"{node}@{LOOPBACK}:{port}" for node, port in controllers.items())
+        replicated = {"offsets.topic.replication.factor": min(size, 3), "default.replication.factor": min(size, 3),
+                      "transaction.state.log.replication.factor": min(size, 3), "transaction.state.log.min.isr": 1,
+                      "min.insync.replicas": 1, **(config or {})}
+        self.nodes = [ClusterNode(node, voters, port, version=version, config=replicated, heap=heap,
+                                  cluster_id=cluster_id, start_timeout=start_timeout)
+                      for node, port in controllers.items()]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes if node.running)
+
+    def start(self) -> "KafkaCluster":
+        for node in self.nodes:
+            node.start()
+        for node in self.nodes:
+            node.wait_until_started()
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> "KafkaCluster":
+        try:
+            return self.start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc) -> None:
+        for node in self.nodes:
+            node.__exit__(*exc)
+
+    def create_topic(self, name: str, partitions: int = 1, replication: int = 3) -> None:
+        self.run("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", self.bootstrap, "--create",
+                 "--topic", name, "--partitions", str(partitions), "--replication-factor", str(replication))
+
+
+class TlsKafkaBroker(KafkaBroker):
+    """A single-node KRaft broker with an SSL listener on ``ssl_port`` besides PLAINTEXT, from
+    tests/lab/certs.py's stores; ``client_auth="required"`` makes it mTLS."""
+
+    def __init__(self, keystore: Path, truststore: Path, password: str, client_auth: str = "required", **kwargs):
+        super().__init__(**kwargs)
+        self.keystore, self.truststore, self.password = keystore, truststore, password
+        self.client_auth = client_auth
+        self.ssl_port = 0
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        return f"{LOOPBACK}:{self.ssl_port}"
+
+    def _kraft_settings(self) -> dict[str, object]:
+        settings = super()._kraft_settings()
+        self.ssl_port = free_port()
+        ssl_listener = f"SSL://{LOOPBACK}:{self.ssl_port}"
+        settings.update({
+            "listeners": f"{settings['listeners']},{ssl_listener}",
+            "advertised.listeners": f"{settings['advertised.listeners']},{ssl_listener}",
+            "listener.security.protocol.map": f"{settings['listener.security.protocol.map']},SSL:SSL",
+            "ssl.keystore.type": "PKCS12", "ssl.keystore.location": self.keystore,
+            "ssl.keystore.password": self.password, "ssl.key.password": self.password,
+            "ssl.truststore.type": "PKCS12", "ssl.truststore.location": self.truststore,
+            "ssl.truststore.password": self.password, "ssl.client.auth": self.client_auth,
+        })
+        return settings
