@@ -269,7 +269,7 @@ def test_drops_of_a_child_backend_are_reported_under_a_flood(backend):
     datagram is either seen or had a copy dropped (seen + dropped >= sent), and that no more are
     seen than were sent. The kernel's count itself is read by the child (pcap_stats on its own
     socket) and is not readable from outside it; sniff reports tcpdump's every second (SIGUSR1)
-    and dumpcap's only when it stops (its pcapng interface statistics block), so the live drop
+    and dumpcap's only when it stops (its closing line), so the live drop
     notices must add up to the closing figure."""
     require_lab_host()
     sent = 120_000
