@@ -70,6 +70,11 @@ class _Side(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         transport.set_write_buffer_limits(high=WRITE_HIGH)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # asyncio leaves Nagle on for accepted sockets: a small response would wait for the
+            # client's delayed ACK (5 ms at p50 for a paced librdkafka producer)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.direction == CLIENT:
             transport.pause_reading()  # until the broker's side is connected
             self.link.accepted(self)
