@@ -18,7 +18,7 @@ import signal
 from typing import Callable
 
 from kinspect.proxy.relay import Options, Proxy
-from kinspect.proxy.tap import DEFAULT_LIMIT, Tap
+from kinspect.proxy.tap import DEFAULT_LIMIT, PipeWriter, Tap
 
 
 def event_loop_factory():
@@ -65,15 +65,6 @@ def run(options: Options, decoder: Callable[[int], int] | None, log: Callable[[s
     return code, proxy
 
 
-class _Pipe(asyncio.Protocol):
-    def __init__(self):
-        self.closed = asyncio.get_running_loop().create_future()
-
-    def connection_lost(self, exc) -> None:
-        if not self.closed.done():
-            self.closed.set_result(exc)
-
-
 def _child(decoder: Callable[[int], int], read_fd: int, write_fd: int) -> None:
     os.close(write_fd)
     for sig in (signal.SIGINT, signal.SIGTERM):  # the relay decides when the stream ends
@@ -86,18 +77,16 @@ async def _serve(options: Options, owner: list, log, drain_timeout: float, durat
     loop = asyncio.get_running_loop()
     tap = None
     if owner[0] is not None:
-        pipe = os.fdopen(owner[0], "wb", buffering=0)
+        pipe = PipeWriter(owner[0], loop)
         owner[0] = None
-        transport, pipe_protocol = await loop.connect_write_pipe(_Pipe, pipe)
-        transport.set_write_buffer_limits(high=tap_limit)
-        tap = Tap(transport, loop.call_soon, tap_limit)
+        tap = Tap(pipe, loop.call_soon, tap_limit)
     proxy = Proxy(options, tap, log)
     try:
         await proxy.start()
     except OSError as e:
         if tap is not None:
             tap.close()
-            await pipe_protocol.closed
+            await pipe.closed
         raise Stopped(f"cannot listen on {options.listen_host}:{options.base_port}: {e.strerror or e}; "
                       f"choose another --listen") from None
     stop = asyncio.Event()
@@ -128,7 +117,7 @@ async def _serve(options: Options, owner: list, log, drain_timeout: float, durat
         log(f"{waiting} requests were still waiting for their response after --drain-timeout")
     if tap is not None:
         tap.close()
-        await pipe_protocol.closed  # the decoder has every byte (its backlog is bounded by tap_limit)
+        await pipe.closed  # the decoder has every byte (its backlog is bounded by tap_limit)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.remove_signal_handler(sig)
     return proxy

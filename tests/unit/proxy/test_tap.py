@@ -104,3 +104,34 @@ def test_a_decoder_behind_gets_a_gap_of_the_bytes_it_missed():
     label = f"{_ip(flow[0])}:{flow[1]}-{_ip(flow[2])}:{flow[3]}"
     others = [r for r in records if r["type"] == "exchange" and r["conn"] != label]
     assert others and all(r["response"] is not None or r["api_name"] == "Produce" for r in others)
+
+
+def test_the_pipe_writer_keeps_a_backlog_in_order_and_closes_after_writing_it():
+    import asyncio
+
+    from kinspect.proxy.tap import PipeWriter
+
+    pieces = [bytes([i % 251]) * (1000 + 37 * i) for i in range(600)]  # 7.2 MB: far past the pipe's capacity
+    read_fd, write_fd = os.pipe()
+    received = bytearray()
+
+    def reader():
+        while chunk := os.read(read_fd, 1 << 16):
+            received.extend(chunk)
+        os.close(read_fd)
+
+    async def main():
+        writer = PipeWriter(write_fd, asyncio.get_running_loop())
+        for piece in pieces:
+            writer.write(piece)
+        backlog = writer.get_write_buffer_size()
+        thread = threading.Thread(target=reader)
+        thread.start()
+        writer.close()
+        await asyncio.wait_for(writer.closed, 30)
+        await asyncio.to_thread(thread.join)
+        return backlog, writer.get_write_buffer_size()
+
+    backlog, left = asyncio.run(main())
+    assert backlog > 1 << 20 and left == 0
+    assert bytes(received) == b"".join(pieces)
