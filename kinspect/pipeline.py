@@ -36,6 +36,10 @@ MAX_CONNECTIONS = 20_000  # TCP connections followed at once (--max-connections)
 # lines, not one each (the counts in decode --summary stay whole)
 NOTICES_AT_ONCE = 10
 EXPIRE_EVERY = 1.0  # seconds between expiry passes over pending requests and idle connections
+# APIs whose responses may name topic ids (TopicNames.learn): a run that decodes only some
+# connections (``keep_connection``) still decodes these responses on the others, so that its
+# Fetch v13+ rows name their topics as one whole run would (checked against Kafka's own specs)
+TOPIC_NAMING_APIS = frozenset({0, 3, 8, 19, 20, 56, 75, 91, 92})
 
 
 class PacketSource(Protocol):
@@ -125,10 +129,15 @@ class DecodeRun:
                  decode_bodies: bool = True, limits: Limits = DEFAULT_LIMITS,
                  max_connections: int = MAX_CONNECTIONS, show_secrets: bool = False,
                  pending_timeout: float | None = None, idle_timeout: float | None = None,
-                 on_tick: Callable[[float], None] | None = None):
+                 on_tick: Callable[[float], None] | None = None,
+                 keep_connection: Callable[[str], bool] | None = None):
         """``source``: a path, ``-`` or a binary file object (opened with open_capture), or a
-        PacketSource (a live one). ``pending_timeout``/``idle_timeout`` (seconds) act on ticks."""
+        PacketSource (a live one). ``pending_timeout``/``idle_timeout`` (seconds) act on ticks.
+        ``keep_connection(conn)``: ``records()`` gives only the records of the connections it
+        keeps (``conn`` "" for capture-wide notices), decoding the others' bodies only as far as
+        topic names need; the runs of a partition of the connections give one run's records."""
         self.source = source
+        self.keep_connection = keep_connection
         self.limits = limits
         self.max_connections = max_connections
         self.pending_timeout = pending_timeout
@@ -196,11 +205,34 @@ class DecodeRun:
         """Every output record in order, exchanges with their bodies decoded."""
         topics = self.topics
         budget = Budget(self.limits)
+        if self.keep_connection is not None:
+            yield from self._kept_records(progress, topics, budget)
+            return
         for record in self.raw_records(progress):
             if RAW in record:
                 budget.next_unit()  # the exchange before this one was consumed
                 complete(record, topics, budget)
             yield record
+
+    def _kept_records(self, progress, topics: TopicNames, budget: Budget) -> Iterator[dict]:
+        """records() of the kept connections: the others' exchanges are completed only when
+        their response may teach topic names, and not given out."""
+        keep = self.keep_connection
+        kept: dict[str, bool] = {}
+        for record in self.raw_records(progress):
+            conn = record.get("conn", "")
+            mine = kept.get(conn)
+            if mine is None:
+                if len(kept) >= MAX_CONNECTIONS:
+                    kept.clear()
+                mine = kept[conn] = keep(conn)
+            if RAW in record:
+                if not mine and record.get("api_key") not in TOPIC_NAMING_APIS:
+                    continue
+                budget.next_unit()
+                complete(record, topics, budget)
+            if mine:
+                yield record
 
     def raw_records(self, progress: Callable[[int], None] | None = None) -> Iterator[dict]:
         """Output records in order; exchanges carry their bodies raw (``exchange.complete`` decodes)."""

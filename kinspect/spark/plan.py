@@ -1,0 +1,113 @@
+"""Work units for `kinspect spark`, planned on the driver: pure Python, no Spark.
+
+- Inputs (files, directories, globs) are listed with their sizes.
+- Units go largest first, since Spark launches lower task indices first.
+- Small files are packed into units of about ``target`` bytes.
+- A file larger than ``factor`` times the median (or any file bigger than ``target`` when there
+  are fewer files than cores) is split into K shards by a symmetric hash of its TCP connections:
+  every shard reads the whole file and decodes only the connections that hash to it
+  (``connection_shard``), so the shards' rows together are one process's rows.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+import statistics
+import zlib
+from dataclasses import dataclass
+
+TARGET_BYTES = 256 << 20  # work per task when packing small files
+SPLIT_FACTOR = 4  # a file this many times the median size is split
+
+
+@dataclass(frozen=True)
+class Input:
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One Spark task: whole files, or shard ``shard`` of ``shards`` of a single file."""
+    files: tuple[Input, ...]
+    shard: int = 0
+    shards: int = 1
+
+    @property
+    def weight(self) -> int:
+        """Bytes this unit decodes (a shard decodes its share of its file)."""
+        return sum(f.size for f in self.files) // self.shards
+
+
+class NoInputs(Exception):
+    """An argument named nothing: a missing path, or a glob that matched no file."""
+
+
+def list_inputs(args: list[str]) -> list[Input]:
+    """Files named by ``args`` (files, directories walked recursively, globs), with sizes; each
+    file once, in the order first named. NoInputs names the first argument that matched nothing."""
+    seen: dict[str, Input] = {}
+    for arg in args:
+        if os.path.isdir(arg):
+            paths = sorted(os.path.join(root, name) for root, dirs, names in os.walk(arg)
+                           for name in names if not name.startswith("."))
+        elif os.path.exists(arg):
+            paths = [arg]
+        else:
+            paths = sorted(p for p in glob.glob(arg, recursive=True) if os.path.isfile(p))
+        if not paths:
+            raise NoInputs(f"{arg}: no such file, directory, or matching file")
+        for path in paths:
+            path = os.path.abspath(path)
+            if path not in seen:
+                seen[path] = Input(path, os.path.getsize(path))
+    return list(seen.values())
+
+
+def plan(inputs: list[Input], cores: int, target: int = TARGET_BYTES, factor: float = SPLIT_FACTOR) -> list[Unit]:
+    """Units, largest first. ``cores``: the parallelism the job will have."""
+    if not inputs:
+        return []
+    median = statistics.median(f.size for f in inputs)
+    few = len(inputs) < cores
+    units: list[Unit] = []
+    small: list[Input] = []
+    for f in inputs:
+        shards = 1
+        if f.size > target and cores > 1 and (f.size > factor * median or few):
+            shards = min(cores, math.ceil(f.size / target))
+        if shards > 1:
+            units.extend(Unit((f,), shard, shards) for shard in range(shards))
+        elif f.size >= target:
+            units.append(Unit((f,)))
+        else:
+            small.append(f)
+    units.extend(_pack(small, target))
+    units.sort(key=lambda u: u.weight, reverse=True)  # stable: shards of a file stay in order
+    return units
+
+
+def _pack(files: list[Input], target: int) -> list[Unit]:
+    """First-fit decreasing into bins of ``target`` bytes (a bin holds at least one file)."""
+    bins: list[list] = []  # [bytes, files]
+    for f in sorted(files, key=lambda f: f.size, reverse=True):
+        for b in bins:
+            if b[0] + f.size <= target:
+                b[0] += f.size
+                b[1].append(f)
+                break
+        else:
+            bins.append([f.size, [f]])
+    return [Unit(tuple(b[1])) for b in bins]
+
+
+def connection_shard(conn: str, shards: int) -> int:
+    """The shard of a connection label ("client:port-server:port"): the same for both of its
+    directions, whichever side is named first, and the same in every process (CRC-32, not
+    Python's salted hash). Records of no connection ("") are shard 0's."""
+    if shards <= 1 or not conn:
+        return 0
+    ends = sorted(conn.split("-", 1))
+    return zlib.crc32("|".join(ends).encode()) % shards

@@ -1,0 +1,63 @@
+import os
+
+import pytest
+
+from kinspect.spark.plan import Input, NoInputs, Unit, connection_shard, list_inputs, plan
+
+MB = 1 << 20
+
+
+def test_list_inputs_walks_directories_and_globs_once_each(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "one.pcap").write_bytes(b"x" * 10)
+    (tmp_path / "a" / ".hidden").write_bytes(b"x")
+    (tmp_path / "two.pcap").write_bytes(b"y" * 3)
+    found = list_inputs([str(tmp_path / "a"), str(tmp_path / "*.pcap"), str(tmp_path / "a" / "one.pcap")])
+    assert found == [Input(str(tmp_path / "a" / "one.pcap"), 10), Input(str(tmp_path / "two.pcap"), 3)]
+
+
+def test_list_inputs_names_what_matched_nothing(tmp_path):
+    with pytest.raises(NoInputs, match="nothing-here"):
+        list_inputs([str(tmp_path / "nothing-here*")])
+
+
+def test_small_files_pack_to_target_largest_first():
+    files = [Input(f"f{i}", size * MB) for i, size in enumerate([100, 60, 200, 50, 30, 120])]
+    units = plan(files, cores=2, target=256 * MB)
+    packed = sorted(sorted(f.path for f in u.files) for u in units)
+    # first-fit decreasing: 200+50, 120+100+30, 60
+    assert packed == [["f0", "f4", "f5"], ["f1"], ["f2", "f3"]]
+    assert all(sum(f.size for f in u.files) <= 256 * MB for u in units)
+    assert [u.weight for u in units] == sorted((u.weight for u in units), reverse=True)
+    assert sorted(f.path for u in units for f in u.files) == sorted(f.path for f in files)
+
+
+def test_a_file_far_above_the_median_is_split_into_connection_shards():
+    files = [Input("big", 2000 * MB)] + [Input(f"s{i}", 10 * MB) for i in range(5)]
+    units = plan(files, cores=4, target=256 * MB)
+    big = [u for u in units if u.files[0].path == "big"]
+    assert [(u.shard, u.shards) for u in big] == [(0, 4), (1, 4), (2, 4), (3, 4)]
+    assert units[:4] == big  # largest first: 500 MB each
+    assert len(units) == 5  # the five small files packed into one unit
+
+
+def test_a_lone_big_file_uses_every_core_but_small_ones_are_never_split():
+    assert len(plan([Input("one", 1000 * MB)], cores=2)) == 2
+    assert len(plan([Input("one", 1000 * MB)], cores=1)) == 1
+    assert plan([Input("one", 100 * MB)], cores=8) == [Unit((Input("one", 100 * MB),))]
+    # above target but not far above the median, with more files than cores: whole files
+    same = [Input(f"f{i}", 300 * MB) for i in range(4)]
+    assert all(u.shards == 1 and len(u.files) == 1 for u in plan(same, cores=2))
+
+
+def test_connection_shard_is_symmetric_and_stable():
+    conn, reverse = "10.0.0.5:51234-10.0.0.9:9092", "10.0.0.9:9092-10.0.0.5:51234"
+    assert connection_shard(conn, 7) == connection_shard(reverse, 7)
+    v6 = "[::1]:40000-[::1]:9092"
+    assert connection_shard(v6, 5) == connection_shard("[::1]:9092-[::1]:40000", 5)
+    assert connection_shard("", 4) == 0 and connection_shard(conn, 1) == 0
+    # CRC-32 of the sorted ends: the same in every process, whatever PYTHONHASHSEED
+    assert connection_shard(conn, 1000) == \
+        __import__("zlib").crc32(b"10.0.0.5:51234|10.0.0.9:9092") % 1000
+    spread = {connection_shard(f"10.0.0.5:{p}-10.0.0.9:9092", 4) for p in range(40000, 40100)}
+    assert spread == {0, 1, 2, 3}
