@@ -1,0 +1,62 @@
+"""One Spark task's work, without Spark: decode a planned unit into rows of rows.TASK.
+
+Each file is streamed through the one decode path (kinspect.pipeline.DecodeRun), the shard of a
+split file keeping only its own connections. A file that cannot be read as a capture gives its
+``files`` row an error, and the task goes on with the next file.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import pyarrow as pa
+
+from kinspect.capture.source import CaptureError
+from kinspect.pipeline import CaptureUnreadable, DecodeRun
+from kinspect.spark.plan import Input, Unit, connection_shard
+from kinspect.spark.rows import BATCH_ROWS, TASK, arrow_batches, exchange_row
+
+
+def _shard_of(shard: int, shards: int):
+    if shards <= 1:
+        return None
+    return lambda conn: connection_shard(conn, shards) == shard
+
+
+def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = None) -> Iterator[dict]:
+    """The exchanges rows of one file (or shard), then its files row (rows.FILE_COLUMNS). ``problems`` counts every
+    record that is not a clean exchange: problems of exchanges, notices, responses without a
+    request, and the capture's own problems."""
+    start = time.perf_counter()
+    run = DecodeRun(f.path, keep_connection=_shard_of(shard, shards), **(options or {}))
+    exchanges = problems = 0
+    error = None
+    try:
+        for record in run.records():
+            if record["type"] == "exchange":
+                exchanges += 1
+                problems += len(record["problems"])
+                row = exchange_row(f.path, record)
+                row["table"] = "exchanges"
+                yield row
+            else:
+                problems += 1
+    except (CaptureUnreadable, CaptureError) as e:
+        error = str(e)
+    except OSError as e:
+        error = f"{f.path}: {e.strerror or e}"
+    problems += len(run.capture_problems)
+    yield {"table": "files", "capture": f.path, "file_bytes": f.size, "file_packets": run.packets,
+           "file_exchanges": exchanges, "file_problems": problems, "file_error": error,
+           "file_seconds": time.perf_counter() - start, "file_shard": shard, "file_shards": shards}
+
+
+def unit_rows(unit: Unit, options: dict | None = None) -> Iterator[dict]:
+    for f in unit.files:
+        yield from file_rows(f, unit.shard, unit.shards, options)
+
+
+def unit_batches(unit: Unit, options: dict | None = None, size: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """What the task hands to Spark: Arrow batches of rows.TASK, ``size`` rows at most."""
+    return arrow_batches(unit_rows(unit, options), TASK, size)

@@ -1,0 +1,110 @@
+"""rows.py and task.py: the exchanges rows of each capture equal, field by field, decode --json's lines."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from kinspect.spark.plan import Input, Unit
+from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, FILES, TASK
+from kinspect.spark.task import file_rows, unit_batches
+from tests.conftest import PCAPS, REALDATA
+
+CAPTURES = sorted(p for p in PCAPS.iterdir() if p.suffix in (".pcap", ".pcapng")) + \
+    [REALDATA / "arkime/kafka.pcap", REALDATA / "go-sniffer/kafka.pcap", REALDATA / "ndpi/kafka.pcapng"]
+
+SAME = {"conn": "conn", "api_key": "api_key", "api_name": "api_name", "api_version": "api_version",
+        "correlation_id": "correlation_id", "client_id": "client_id", "request_time": "request_time",
+        "response_time": "response_time", "latency_ms": "latency_ms", "request_bytes": "request_size",
+        "response_bytes": "response_size", "error_codes": "error_codes"}
+
+
+def _decode_json(capture) -> list[tuple[dict, str]]:
+    out = subprocess.run([sys.executable, "-m", "kinspect", "decode", "--json", str(capture)],
+                         capture_output=True, check=False).stdout.decode()
+    return [(json.loads(line), line) for line in out.splitlines()]
+
+
+def _legacy_records(value) -> int:
+    """Records of the magic 0/1 messages in a JSON body (their expanded records)."""
+    if isinstance(value, dict):
+        if value.get("magic") in (0, 1) and "position" in value:
+            return len(value.get("records") or [])
+        return sum(_legacy_records(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_legacy_records(v) for v in value)
+    return 0
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_rows_equal_decode_json_field_by_field(capture):
+    lines = [(r, text) for r, text in _decode_json(capture) if r["type"] == "exchange"]
+    rows = [r for r in file_rows(Input(str(capture), capture.stat().st_size)) if r["table"] == "exchanges"]
+    assert len(rows) == len(lines) > 0
+    for row, (line, text) in zip(rows, lines):
+        assert row["capture"] == str(capture)
+        for column, key in SAME.items():
+            assert row[column] == line[key], (column, text[:200])
+        # from the line's text, not its structure: batches carry "position", and only they
+        # (and legacy messages) "compression"; strings in values are escaped (\")
+        assert row["batches"] == text.count('"position":')
+        assert row["codecs"] == sorted(set(re.findall(r'"compression":"(\w+)"', text)))
+        v2 = sum(int(n) for n in re.findall(r'"records_count":(\d+)', text))
+        assert row["records"] == v2 + _legacy_records(line["request"]) + _legacy_records(line["response"])
+        assert [(p["severity"], p["what"], p["path"], p["offset"]) for p in row["problems"]] == \
+            [(p["severity"], p["what"], p["path"], p["offset"]) for p in line["problems"]]
+        named = {m for m in re.findall(r'"(?:name|topic)":"([^"\\]*)"', text)}
+        assert set(row["topics"]) <= named
+
+
+def test_rows_of_a_known_produce_and_fetch():
+    """Hand-checked against decode -v of the README's sample capture."""
+    capture = PCAPS / "librdkafka-produce-consume.pcapng"
+    rows = [r for r in file_rows(Input(str(capture), 0)) if r["table"] == "exchanges"]
+    produce = next(r for r in rows if r["api_name"] == "Produce" and r["correlation_id"] == 2
+                   and r["conn"] == "127.0.0.1:32992-127.0.0.1:42347")
+    assert (produce["topics"], produce["partitions"], produce["batches"], produce["records"], produce["codecs"]) == \
+        (["lab-librdkafka"], 1, 1, 2, ["none"])
+    fetch = [r for r in rows if r["api_name"] == "Fetch" and r["records"]]
+    assert fetch and all(r["topics"] == ["lab-librdkafka"] for r in fetch)
+    assert {c for r in rows for c in r["codecs"]} >= {"none"}
+
+
+def test_files_row_counts_the_file_and_a_garbage_file_gets_an_error(tmp_path):
+    capture = PCAPS / "librdkafka-mtu1500.pcap"
+    rows = list(file_rows(Input(str(capture), capture.stat().st_size)))
+    last = rows[-1]
+    assert last["table"] == "files" and all(r["table"] == "exchanges" for r in rows[:-1])
+    assert last["file_exchanges"] == len(rows) - 1 and last["file_error"] is None
+    assert last["file_packets"] > last["file_exchanges"] and last["file_bytes"] == capture.stat().st_size
+    garbage = tmp_path / "garbage.pcap"
+    garbage.write_bytes(b"this is not a capture at all\n" * 50)
+    (row,) = file_rows(Input(str(garbage), 1450))
+    assert row["table"] == "files" and row["file_exchanges"] == 0 and row["file_error"]
+
+
+def test_a_truncated_capture_keeps_what_it_has_and_says_so(tmp_path):
+    capture = PCAPS / "librdkafka-mtu1500.pcap"
+    data = capture.read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(data[: len(data) // 2 + 7])
+    rows = list(file_rows(Input(str(cut), 0)))
+    whole = [r for r in file_rows(Input(str(capture), 0)) if r["table"] == "exchanges"]
+    assert 0 < rows[-1]["file_exchanges"] < len(whole)
+    assert rows[-1]["file_problems"] > 0 and rows[-1]["file_error"] is None
+
+
+def test_unit_batches_follow_the_task_schema_in_small_batches():
+    capture = PCAPS / "librdkafka-produce-consume.pcapng"
+    unit = Unit((Input(str(capture), capture.stat().st_size),))
+    batches = list(unit_batches(unit, size=16))
+    assert all(b.schema == TASK and b.num_rows <= 16 for b in batches)
+    table = pa.Table.from_batches(batches)
+    exchanges = table.filter(pc.equal(table["table"], "exchanges"))
+    assert exchanges.num_rows == sum(1 for r, _ in _decode_json(capture) if r["type"] == "exchange")
+    assert set(EXCHANGES.names) <= set(TASK.names) and len(set(TASK.names)) == len(TASK.names)
+    assert sorted(FILE_COLUMNS.values()) == sorted(FILES.names) and set(FILE_COLUMNS) <= set(TASK.names)
