@@ -1,0 +1,220 @@
+"""kinspect proxy's cost to a real producer (issue 13's benchmark).
+
+One Apache Kafka 4.1.2 broker on loopback; a librdkafka producer (tests/bench/proxy_load.py)
+sends 1 KiB or 16 KiB values (acks=1, no compression), direct to the broker, through the proxy
+relaying only (--no-decode), and through the proxy decoding (--json, written to /dev/null).
+The runs are interleaved (mode inside size inside round) because this shared machine's speed
+drifts. Each run: an unpaced throughput run (MB/s of values acknowledged) and a paced one at
+--rate messages/s (librdkafka's own per-message latency, p50/p99), each through a fresh proxy;
+the proxy's CPU (relay process, and the decoder process when decoding) from /proc over the run;
+for decoding runs, the bytes the decoder skipped because it fell behind (the proxy's closing
+lines); and how many CPUs the whole machine kept busy meanwhile (it is shared).
+
+    python tests/bench/bench_proxy.py [--seconds 10] [--rounds 2] [--sizes 1024,16384] [--rate 200]
+
+Writes tests/bench/results/proxy-<date>.json and .md, and prints each run as it ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.integration.test_proxy_lab import free_base  # noqa: E402
+from tests.lab.kafka import KafkaBroker  # noqa: E402
+
+MODES = ["direct", "relay", "decode"]
+TICK = os.sysconf("SC_CLK_TCK")
+RELAYED = re.compile(r"(\d+) bytes from clients, (\d+) bytes to clients; .* decoding skipped (\d+) bytes")
+DECODED = re.compile(r"decoded (\d+) exchanges")
+
+
+def _cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+class ProxyRun:
+    def __init__(self, upstream: str, decode: bool):
+        self.base = free_base(8)
+        args = ["--listen", f"127.0.0.1:{self.base}", "--upstream", upstream, "--quiet"]
+        args += ["--json"] if decode else ["--no-decode"]
+        self.process = subprocess.Popen([sys.executable, "-m", "kinspect", "proxy", *args], cwd=REPO,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.stderr: list[str] = []
+        started = threading.Event()
+
+        def pump():
+            for line in self.process.stderr:
+                self.stderr.append(line.rstrip())
+                if "listening on" in line:
+                    started.set()
+            started.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not started.wait(30):
+            raise RuntimeError("proxy did not start:\n" + "\n".join(self.stderr))
+        time.sleep(0.2)
+        self.decoder = next(iter(_children(self.process.pid)), None)
+
+    def cpu(self) -> tuple[float, float]:
+        return _cpu(self.process.pid), _cpu(self.decoder) if self.decoder else 0.0
+
+    def stop(self) -> dict:
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(120)
+        time.sleep(0.2)
+        text = "\n".join(self.stderr)
+        m = RELAYED.search(text)
+        d = DECODED.search(text)
+        return {"client_bytes": int(m.group(1)), "server_bytes": int(m.group(2)), "skipped_bytes": int(m.group(3)),
+                "exchanges_decoded": int(d.group(1)) if d else None}
+
+
+def _load(bootstrap: str, topic: str, size: int, seconds: float, rate: float = 0) -> dict:
+    argv = [sys.executable, "-m", "tests.bench.proxy_load", "--bootstrap", bootstrap, "--topic", topic,
+            "--size", str(size), "--seconds", str(seconds)]
+    if rate:
+        argv += ["--rate", str(rate)]
+    out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=seconds + 120)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _busy() -> float:
+    """CPU seconds the whole machine has spent busy so far (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / TICK
+
+
+def one_run(broker: KafkaBroker, mode: str, size: int, seconds: float, rate: float, topic: str) -> dict:
+    """The throughput run and the paced latency run, each with a proxy of its own (the latency
+    run must not share the CPU with a decoder still working through the throughput run)."""
+    row = {"mode": mode, "size": size}
+    for kind in ("throughput", "latency"):
+        proxy = None if mode == "direct" else ProxyRun(broker.bootstrap, decode=mode == "decode")
+        bootstrap = broker.bootstrap if proxy is None else f"127.0.0.1:{proxy.base}"
+        before, busy, t0 = proxy.cpu() if proxy else (0.0, 0.0), _busy(), time.monotonic()
+        row[kind] = _load(bootstrap, topic, size, seconds, rate if kind == "latency" else 0)
+        after, elapsed = proxy.cpu() if proxy else (0.0, 0.0), time.monotonic() - t0
+        row[kind]["machine_busy_cpus"] = round((_busy() - busy) / elapsed, 2)
+        if proxy:
+            row[kind]["relay_cpu"] = round((after[0] - before[0]) / elapsed, 3)  # CPUs over the run
+            row[kind]["decoder_cpu"] = round((after[1] - before[1]) / elapsed, 3)
+            if proxy.decoder:  # the decoder's backlog: until its CPU time stops growing
+                caught_up = time.monotonic()
+                last = proxy.cpu()[1]
+                while time.monotonic() - caught_up < 120:
+                    time.sleep(0.5)
+                    now = proxy.cpu()[1]
+                    if now - last < 0.02:
+                        break
+                    last = now
+                row[kind]["decoder_cpu_s"] = round(last - before[1], 2)
+                row[kind]["decoder_catch_up_s"] = round(time.monotonic() - caught_up - 0.5, 2)
+            row[kind]["proxy"] = proxy.stop()
+    if mode != "direct":
+        row["relay_cpu_share"] = row["throughput"]["relay_cpu"]
+        row["decoder_cpu_share"] = row["throughput"]["decoder_cpu"]
+        row["proxy"] = row["throughput"]["proxy"]
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--sizes", default="1024,16384")
+    p.add_argument("--rate", type=float, default=200)
+    args = p.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    with KafkaBroker(config={"num.partitions": 1, "auto.create.topics.enable": "true"}) as broker:
+        for size in sizes:
+            broker.create_topic(f"bench-{size}")
+        for round_ in range(args.rounds):
+            for size in sizes:
+                for mode in MODES:
+                    row = one_run(broker, mode, size, args.seconds, args.rate, f"bench-{size}")
+                    row["round"] = round_
+                    rows.append(row)
+                    t, l_ = row["throughput"], row["latency"]
+                    print(f"round {round_} {size:>6} B {mode:>6} (machine {t['machine_busy_cpus']:.1f} CPUs busy): "
+                          f"{t['mb_per_s']:7.1f} MB/s "
+                          f"({t['msgs_per_s']:8.0f} msg/s)  p50 {l_['p50_us']:7.0f} us  p99 {l_['p99_us']:7.0f} us"
+                          + (f"  relay {row['relay_cpu_share']:.2f} CPU, decoder {row['decoder_cpu_share']:.2f} CPU,"
+                             f" skipped {row['proxy']['skipped_bytes']} of {row['proxy']['client_bytes']} B"
+                             if "proxy" in row else ""), flush=True)
+    summary = _summary(rows, sizes)
+    stamp = time.strftime("%Y%m%d-%H%M", time.gmtime())
+    results = REPO / "tests" / "bench" / "results"
+    (results / f"proxy-{stamp}.json").write_text(json.dumps({"args": vars(args), "rows": rows,
+                                                              "summary": summary}, indent=1))
+    (results / f"proxy-{stamp}.md").write_text(_markdown(summary))
+    print(_markdown(summary))
+
+
+def _summary(rows: list[dict], sizes: list[int]) -> list[dict]:
+    out = []
+    for size in sizes:
+        by = {m: [r for r in rows if r["size"] == size and r["mode"] == m] for m in MODES}
+        direct_tp = statistics.median(r["throughput"]["mb_per_s"] for r in by["direct"])
+        direct_p50 = statistics.median(r["latency"]["p50_us"] for r in by["direct"])
+        direct_p99 = statistics.median(r["latency"]["p99_us"] for r in by["direct"])
+        for mode in MODES:
+            rs = by[mode]
+            tp = statistics.median(r["throughput"]["mb_per_s"] for r in rs)
+            row = {"size": size, "mode": mode, "mb_per_s": round(tp, 1), "ratio": round(tp / direct_tp, 3),
+                   "p50_us": round(statistics.median(r["latency"]["p50_us"] for r in rs)),
+                   "p99_us": round(statistics.median(r["latency"]["p99_us"] for r in rs))}
+            row["added_p50_us"] = row["p50_us"] - round(direct_p50)
+            row["added_p99_us"] = row["p99_us"] - round(direct_p99)
+            if mode != "direct":
+                row["relay_cpu"] = round(statistics.median(r["relay_cpu_share"] for r in rs), 2)
+                row["decoder_cpu"] = round(statistics.median(r["decoder_cpu_share"] for r in rs), 2)
+                skipped = sum(r["proxy"]["skipped_bytes"] for r in rs)
+                total = sum(r["proxy"]["client_bytes"] + r["proxy"]["server_bytes"] for r in rs)
+                row["skipped_share"] = round(skipped / total, 3) if total else 0.0
+                if mode == "decode":  # MB decoded per CPU-second of the decoder
+                    cpu = sum(r["throughput"]["decoder_cpu_s"] for r in rs)
+                    row["decode_mb_per_cpu_s"] = round((total - skipped) / cpu / 1e6, 1) if cpu else None
+                    row["busy_cpus"] = round(statistics.median(r["throughput"]["machine_busy_cpus"] for r in rs), 2)
+            out.append(row)
+    return out
+
+
+def _markdown(summary: list[dict]) -> str:
+    head = ("| value size | path | MB/s | × direct | p50 µs | p99 µs | added p50 | added p99 | relay CPU | "
+            "decoder CPU | not decoded | decoded MB per decoder CPU-s |\n"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+    lines = [f"| {r['size']} | {r['mode']} | {r['mb_per_s']} | {r['ratio']} | {r['p50_us']} | {r['p99_us']} | "
+             f"{r['added_p50_us']} | {r['added_p99_us']} | {r.get('relay_cpu', '-')} | {r.get('decoder_cpu', '-')} | "
+             f"{r.get('skipped_share', '-')} | {r.get('decode_mb_per_cpu_s', '-')} |" for r in summary]
+    return head + "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
