@@ -32,6 +32,7 @@ COMMANDS = {
     "offsets": "kinspect.cli.offsets",
     "proxy": "kinspect.cli.proxy",
     "sniff": "kinspect.cli.sniff",
+    "spark": "kinspect.cli.spark",
     "validate": "kinspect.cli.validate",
 }
 

@@ -24,10 +24,12 @@ def _shard_of(shard: int, shards: int):
     return lambda conn: connection_shard(conn, shards) == shard
 
 
-def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = None) -> Iterator[dict]:
-    """The exchanges rows of one file (or shard), then its files row (rows.FILE_COLUMNS). ``problems`` counts every
-    record that is not a clean exchange: problems of exchanges, notices, responses without a
-    request, and the capture's own problems."""
+def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = None,
+              keep=None) -> Iterator[dict]:
+    """The exchanges rows of one file (or shard), those ``keep(record)`` keeps when given (decode's
+    filters), then its files row (rows.FILE_COLUMNS). Its ``exchanges`` counts all the exchanges
+    decoded; ``problems`` every record that is not a clean exchange: problems of exchanges,
+    notices, responses without a request, and the capture's own problems."""
     start = time.perf_counter()
     run = DecodeRun(f.path, keep_connection=_shard_of(shard, shards), **(options or {}))
     exchanges = problems = 0
@@ -37,6 +39,8 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
             if record["type"] == "exchange":
                 exchanges += 1
                 problems += len(record["problems"])
+                if keep is not None and not keep(record):
+                    continue
                 row = exchange_row(f.path, record)
                 row["table"] = "exchanges"
                 yield row
@@ -52,11 +56,11 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
            "file_seconds": time.perf_counter() - start, "file_shard": shard, "file_shards": shards}
 
 
-def unit_rows(unit: Unit, options: dict | None = None) -> Iterator[dict]:
+def unit_rows(unit: Unit, options: dict | None = None, keep=None) -> Iterator[dict]:
     for f in unit.files:
-        yield from file_rows(f, unit.shard, unit.shards, options)
+        yield from file_rows(f, unit.shard, unit.shards, options, keep)
 
 
-def unit_batches(unit: Unit, options: dict | None = None, size: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+def unit_batches(unit: Unit, options: dict | None = None, keep=None, size: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """What the task hands to Spark: Arrow batches of rows.TASK, ``size`` rows at most."""
-    return arrow_batches(unit_rows(unit, options), TASK, size)
+    return arrow_batches(unit_rows(unit, options, keep), TASK, size)

@@ -1,0 +1,70 @@
+"""job.py on a real local[2] Spark: the written tables equal one process's decode."""
+
+import json
+from collections import Counter, defaultdict
+
+import pyarrow.dataset as ds
+import pytest
+
+from kinspect.spark import job
+from kinspect.spark.plan import Input, list_inputs, plan
+from kinspect.spark.rows import EXCHANGES
+from kinspect.spark.task import file_rows
+from tests.conftest import PCAPS, REALDATA
+
+CAPTURES = sorted(p for p in PCAPS.iterdir() if p.suffix in (".pcap", ".pcapng")) + \
+    [REALDATA / "arkime/kafka.pcap", REALDATA / "go-sniffer/kafka.pcap", REALDATA / "ndpi/kafka.pcapng"]
+
+
+def _key(row: dict) -> str:
+    return json.dumps({name: row[name] for name in EXCHANGES.names}, sort_keys=True)
+
+
+def _expected() -> list[dict]:
+    """Single-process rows (equal to decode --json's lines: test_rows.py)."""
+    return [r for c in CAPTURES for r in file_rows(Input(str(c), c.stat().st_size)) if r["table"] == "exchanges"]
+
+
+def _by_conn(rows):
+    out = defaultdict(list)
+    for row in sorted(rows, key=lambda r: (r["request_time"], r["correlation_id"])):
+        out[(row["capture"], row["conn"])].append(_key(row))
+    return out
+
+
+def test_local2_rows_equal_one_process_with_packed_and_sharded_files(spark_session, tmp_path):
+    inputs = list_inputs([str(c) for c in CAPTURES])
+    units = plan(inputs, cores=2, target=30_000, factor=2)  # packs the small captures, shards the big ones
+    assert any(u.shards > 1 for u in units) and any(len(u.files) > 1 for u in units)
+    written = job.write(spark_session, units, str(tmp_path / "out"))
+    table = ds.dataset(tmp_path / "out" / "exchanges", format="parquet", partitioning="hive").to_table()
+    rows = table.to_pylist()
+    expected = _expected()
+    assert Counter(map(_key, rows)) == Counter(map(_key, expected))
+    assert _by_conn(rows) == _by_conn(expected)
+    files = ds.dataset(tmp_path / "out" / "files", format="parquet").to_table().to_pylist()
+    assert sorted(f["path"] for f in files) == sorted(str(c) for c in CAPTURES)
+    per_file = Counter(r["capture"] for r in expected)
+    assert {f["path"]: f["exchanges"] for f in files} == {str(c): per_file[str(c)] for c in CAPTURES}
+    assert {f["path"]: f["bytes"] for f in files} == {str(c): c.stat().st_size for c in CAPTURES}
+    split = {f.path for u in units if u.shards > 1 for f in u.files}
+    assert {f["path"] for f in files if f["shards"] == 2} == split
+    assert written.exchanges == len(expected) and not written.unreadable
+
+
+def test_jsonl_tables_hold_every_column(spark_session, tmp_path):
+    capture = PCAPS / "librdkafka-produce-consume.pcapng"
+    units = plan(list_inputs([str(capture)]), cores=2)
+    job.write(spark_session, units, str(tmp_path / "out"), fmt="jsonl")
+    lines = [json.loads(line) for part in sorted((tmp_path / "out" / "exchanges").glob("part-*"))
+             for line in part.read_text().splitlines()]
+    assert all(list(line) == EXCHANGES.names for line in lines)
+    expected = [r for r in file_rows(Input(str(capture), 0)) if r["table"] == "exchanges"]
+    assert Counter(map(_key, lines)) == Counter(map(_key, expected))
+
+
+@pytest.mark.parametrize("master, expected", [("local", "local[1, 2]"), ("local[4]", "local[4, 2]"),
+                                              ("local[*]", "local[*, 2]"), ("local[2, 3]", "local[2, 3]"),
+                                              ("spark://h:7077", "spark://h:7077")])
+def test_local_masters_retry_tasks(master, expected):
+    assert job.local_master(master) == expected
