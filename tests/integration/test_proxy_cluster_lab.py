@@ -10,14 +10,19 @@ and every value arrives; consumer groups coordinated by different brokers work.
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import confluent_kafka as ck
 import pytest
 
-from tests.integration.test_proxy_lab import Proxy, _json_lines, free_base
+from kinspect.groups.partition import partition_for
+from kinspect.wire.encode import encode_request
+from kinspect.wire.messages import decode_body
+from tests.integration.test_proxy_lab import Proxy, _json_lines, _read_frame, free_base
 from tests.lab.kafka import KafkaCluster
 from tests.lab.pytest_fixtures import require_lab_host
 from tests.lab.recorder import Recorder
@@ -43,9 +48,36 @@ def _syns(pcap) -> list[tuple[int, int]]:
     return [tuple(map(int, line.split())) for line in out.stdout.splitlines() if line.strip()]
 
 
+def _offsets_leaders(cluster) -> dict[int, int]:
+    """__consumer_offsets partition -> leader: the topic made (a FindCoordinator straight to a
+    broker, before the test's capture), then described by kafka-topics."""
+    deadline = time.monotonic() + 90
+    while True:
+        with socket.create_connection(("127.0.0.1", cluster.nodes[0].port), timeout=30) as s:
+            s.sendall(encode_request(10, 3, 1, "setup", {"key": "setup", "key_type": 0}))
+            frame = _read_frame(s)
+        body, _ = decode_body(10, 3, "response", frame, start=9)  # size, correlation id, empty tags
+        if body["error_code"] == 0:
+            break
+        assert time.monotonic() < deadline, body
+        time.sleep(1)
+    described = cluster.run("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", cluster.bootstrap,
+                            "--describe", "--topic", "__consumer_offsets").stdout
+    return {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"Partition: (\d+)\s+Leader: (\d+)", described)}
+
+
+def _group_on(leaders: dict[int, int], broker: int, prefix: str) -> str:
+    """A group name whose coordinator is ``broker`` (its __consumer_offsets partition's leader)."""
+    return next(name for i in range(10_000) if leaders[partition_for(name := f"{prefix}-{i}", len(leaders))] == broker)
+
+
 def test_clients_of_a_three_broker_cluster_reach_every_broker_through_the_proxy_only(cluster, tmp_path):
     topic = "spread"
     cluster.create_topic(topic, partitions=6, replication=3)
+    leaders = _offsets_leaders(cluster)
+    assert set(leaders.values()) == {1, 2, 3}
+    groups = {"rdk": _group_on(leaders, 1, "g-rdk"), "kp": _group_on(leaders, 2, "g-kp"),
+              "java": _group_on(leaders, 3, "g-java")}
     base = free_base()
     bootstrap = f"127.0.0.1:{base}"
     broker_ports = [node.port for node in cluster.nodes]
@@ -54,18 +86,23 @@ def test_clients_of_a_three_broker_cluster_reach_every_broker_through_the_proxy_
     proxy = Proxy(["--listen", bootstrap, "--upstream", cluster.nodes[0].bootstrap, "--json"]).start()
     delivered, failed = [], []
     with recorder:
-        # librdkafka and kafka-python, each producing and consuming in a group of its own
-        manifests = [
-            run_client("librdkafka_client", ["--bootstrap", bootstrap, "--topic", topic, "--codecs", "none,zstd",
-                                             "--count", "12", "--label", "cluster-rdk", "--group", "g-rdk"]),
-            run_client("kafka_python_client", ["--bootstrap", bootstrap, "--topic", topic, "--codecs", "none",
-                                               "--count", "12", "--label", "cluster-kp", "--group", "g-kp"]),
-        ]
-        # Kafka's Java console producer and consumer
+        # at once (the suite's time): librdkafka and kafka-python, each producing and consuming in a
+        # group of its own, and Kafka's Java console producer
         java_values = [f"java-console-{i}" for i in range(10)]
         producer = cluster.main_class("org.apache.kafka.tools.ConsoleProducer", "kafka.tools.ConsoleProducer")
-        cluster.run(producer, "--bootstrap-server", bootstrap, "--topic", topic,
-                    input="".join(v + "\n" for v in java_values))
+        with ThreadPoolExecutor(3) as pool:
+            clients = [
+                pool.submit(run_client, "librdkafka_client", ["--bootstrap", bootstrap, "--topic", topic, "--codecs",
+                                                              "none,zstd", "--count", "12", "--label", "cluster-rdk",
+                                                              "--group", groups["rdk"]]),
+                pool.submit(run_client, "kafka_python_client", ["--bootstrap", bootstrap, "--topic", topic,
+                                                                "--codecs", "none", "--count", "12", "--label",
+                                                                "cluster-kp", "--group", groups["kp"]]),
+                pool.submit(cluster.run, producer, "--bootstrap-server", bootstrap, "--topic", topic,
+                            input="".join(v + "\n" for v in java_values)),
+            ]
+            manifests = [c.result() for c in clients[:2]]
+            clients[2].result()
         # a producer going on while broker 2 stops: leadership moves, nothing is lost
         p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                          "client.id": "cluster-moving", "message.timeout.ms": 60000,
@@ -85,7 +122,7 @@ def test_clients_of_a_three_broker_cluster_reach_every_broker_through_the_proxy_
         consumer = cluster.main_class("org.apache.kafka.tools.consumer.ConsoleConsumer", "kafka.tools.ConsoleConsumer")
         expected = {p_["value"] for m in manifests for p_ in m["produced"]} | set(java_values) | set(delivered)
         consumed = cluster.run(consumer, "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
-                               "--group", "g-java", "--timeout-ms", "15000", check=False).stdout.splitlines()
+                               "--group", groups["java"], "--timeout-ms", "6000", check=False).stdout.splitlines()
     code, out = proxy.stop()
     assert code == 0, "\n".join(proxy.stderr)
     assert failed == [] and len(delivered) == 400
@@ -125,7 +162,7 @@ def test_clients_of_a_three_broker_cluster_reach_every_broker_through_the_proxy_
                 if entry.get("node_id", -1) >= 0:
                     assert (entry["host"], entry["port"]) == ("127.0.0.1", ports[entry["node_id"]])
                     coordinators.add(entry["node_id"])
-    assert len(coordinators) >= 2, coordinators
+    assert coordinators == {1, 2, 3}, coordinators  # a group coordinated by each broker worked
     # the move was seen: NOT_LEADER_OR_FOLLOWER (or a broker gone) and KIP-951 endpoints rewritten
     moved = [r for r in exchanges if r["api_name"] == "Produce" and r["response"]
              and r["response"].get("node_endpoints")]

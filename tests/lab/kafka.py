@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 import zipfile
@@ -573,9 +574,14 @@ class KafkaCluster(KafkaTools):
             node.wait_until_started()
         return self
 
-    def stop(self) -> None:
-        for node in self.nodes:
-            node.stop()
+    def stop(self, timeout: float = 20) -> None:
+        """All at once: stopped one after another, the last ones lose their quorum and wait for
+        it until killed."""
+        threads = [threading.Thread(target=node.stop, args=(timeout,)) for node in self.nodes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     def __enter__(self) -> "KafkaCluster":
         try:
@@ -585,6 +591,7 @@ class KafkaCluster(KafkaTools):
             raise
 
     def __exit__(self, *exc) -> None:
+        self.stop()
         for node in self.nodes:
             node.__exit__(*exc)
 
