@@ -65,8 +65,15 @@ def run(options: Options, decoder: Callable[[int], int] | None, log: Callable[[s
     return code, proxy
 
 
+DECODER_NICE = 10  # the decoder yields the CPU to the relay (and to the clients and brokers beside it)
+
+
 def _child(decoder: Callable[[int], int], read_fd: int, write_fd: int) -> None:
     os.close(write_fd)
+    try:
+        os.nice(DECODER_NICE)  # when CPUs are short it falls behind and skips, never the relay
+    except OSError:
+        pass
     for sig in (signal.SIGINT, signal.SIGTERM):  # the relay decides when the stream ends
         signal.signal(sig, signal.SIG_IGN)
     raise SystemExit(decoder(read_fd))
