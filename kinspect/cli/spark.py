@@ -19,10 +19,12 @@ Examples:
   kinspect spark captures/ --out tables/
   kinspect spark 'captures/broker-*.pcap.gz' --out tables/ --master 'local[8]'
   kinspect spark captures/ --out tables/ --format jsonl --api Produce --api Fetch
+  kinspect spark captures/ --out tables/ --summary
 
 \b
 Tables in OUT: exchanges/ (one row per exchange; Parquet partitioned by api_name) and files/
-(one row per input: path, bytes, packets, exchanges, problems, error, seconds). The columns are
+(one row per input: path, bytes, packets, exchanges, problems, error, seconds); with --summary
+also summary/apis, summary/errors, summary/talkers. The columns are
 documented in kinspect/spark/rows.py. Needs pip install 'kinspect[spark]' and Java 17+.
 
 \b
@@ -44,10 +46,14 @@ install) or the job failed; 130 interrupted.
 @click.option("--task-mb", type=click.IntRange(1), default=TARGET_BYTES >> 20, show_default=True,
               help="Capture megabytes per task: small files are packed to this; a file far above the "
                    "median size (or a big one among fewer files than cores) is split by connection.")
+@click.option("--summary", is_flag=True,
+              help="Also compute in Spark, print and write as summary/: per-API counts, latency "
+                   "p50/p99/max (exact nearest rank, as decode --summary), bytes; errors by code "
+                   "and topic; top talkers by bytes.")
 @port_options
 @filter_options
 @secrets_option
-def spark(inputs, out, master, fmt, task_mb, ports, no_heuristic, keep: ExchangeFilter, show_secrets):
+def spark(inputs, out, master, fmt, task_mb, summary, ports, no_heuristic, keep: ExchangeFilter, show_secrets):
     """Decode a set of captures on Spark: files, directories or globs, here on every core by
     default (local[*]), or on a cluster with --master.
 
@@ -55,7 +61,7 @@ def spark(inputs, out, master, fmt, task_mb, ports, no_heuristic, keep: Exchange
     decode --json's exchanges.
     """
     refuse_writing_over_inputs(inputs, {"--out": out})
-    for table in ("exchanges", "files"):
+    for table in ("exchanges", "files", "summary"):
         if os.path.exists(os.path.join(out, table)):
             raise click.UsageError(f"--out {path_text(out)} already holds {table}/: choose another "
                                    f"directory, or remove it")
@@ -74,6 +80,10 @@ def spark(inputs, out, master, fmt, task_mb, ports, no_heuristic, keep: Exchange
     try:
         units = plan(files, cores=session.sparkContext.defaultParallelism, target=task_mb << 20)
         written = job.write(session, units, out, fmt, options, keep=keep if keep.active else None)
+        if summary:
+            from kinspect.spark import summary as summaries
+            tables = summaries.summarize(job.read_exchanges(session, out, fmt))
+            click.echo(summaries.render(summaries.write(tables, out, fmt)))
     finally:
         session.stop()
     for f in written.unreadable:

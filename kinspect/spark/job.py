@@ -128,6 +128,14 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
     return Written(collected, total)
 
 
+def read_exchanges(spark, out: str, fmt: str = "parquet"):
+    """The exchanges table as written (Parquet's api_name partitions read back as a column)."""
+    path = os.path.join(out, "exchanges")
+    if fmt == "parquet":
+        return spark.read.parquet(path)
+    return spark.read.schema(spark_schema(EXCHANGES)).json(path)
+
+
 def _files(rows):
     """One row per input: its shards' rows summed (every shard read the whole file)."""
     from pyspark.sql import functions as F

@@ -5,6 +5,9 @@ import subprocess
 import sys
 
 import pyarrow.dataset as ds
+from click.testing import CliRunner
+
+from kinspect.cli import cli
 
 from kinspect.problems import EXIT_UNFINISHED, EXIT_UNREADABLE, EXIT_USAGE
 from tests.conftest import PCAPS, REALDATA
@@ -16,12 +19,14 @@ def _kinspect(*args, env=None):
 
 
 def test_a_garbage_file_among_captures_gets_one_error_row_and_exit_3(tmp_path):
+    """In this process (CliRunner): its JVM stays up for tests/unit/spark's session."""
     garbage = tmp_path / "in" / "garbage.pcap"
     garbage.parent.mkdir()
     garbage.write_bytes(b"GET / HTTP/1.1\r\nHost: example\r\n\r\n" * 40)
     captures = [PCAPS / "librdkafka-mtu1500.pcap", REALDATA / "go-sniffer/kafka.pcap"]
-    done = _kinspect(*captures, garbage.parent, "--out", tmp_path / "out", "--master", "local[2]")
-    assert done.returncode == EXIT_UNREADABLE, done.stderr
+    done = CliRunner().invoke(cli, ["spark", *map(str, captures), str(garbage.parent), "--out", str(tmp_path / "out"),
+                                    "--master", "local[2]", "--summary"])
+    assert done.exit_code == EXIT_UNREADABLE, done.output
     assert f"{garbage}: not a pcap or pcapng capture" in done.stderr
     assert "3 files" in done.stderr and "1 unreadable" in done.stderr
     files = ds.dataset(tmp_path / "out" / "files", format="parquet").to_table().to_pylist()
@@ -31,6 +36,9 @@ def test_a_garbage_file_among_captures_gets_one_error_row_and_exit_3(tmp_path):
     exchanges = ds.dataset(tmp_path / "out" / "exchanges", format="parquet", partitioning="hive").to_table()
     assert exchanges.num_rows == sum(f["exchanges"] for f in files) > 0
     assert set(exchanges.column("capture").to_pylist()) == {str(c) for c in captures}
+    assert "Exchanges by API" in done.stdout and "Metadata" in done.stdout and "Exchanges" not in done.stderr
+    apis = ds.dataset(tmp_path / "out" / "summary" / "apis", format="parquet").to_table().to_pylist()
+    assert sum(r["count"] for r in apis) == exchanges.num_rows
 
 
 def test_without_java_one_line_says_what_to_install(tmp_path):

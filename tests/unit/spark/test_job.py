@@ -32,17 +32,24 @@ def _by_conn(rows):
     return out
 
 
-def test_local2_rows_equal_one_process_with_packed_and_sharded_files(spark_session, tmp_path):
+@pytest.fixture(scope="module")
+def tables(spark_session, tmp_path_factory):
+    """Every capture written once by local[2]: (units, written, out)."""
     inputs = list_inputs([str(c) for c in CAPTURES])
-    units = plan(inputs, cores=2, target=30_000, factor=2)  # packs the small captures, shards the big ones
+    units = plan(inputs, cores=2, target=100_000, factor=2)  # packs the small captures, shards the big ones
+    out = tmp_path_factory.mktemp("spark") / "out"
+    return units, job.write(spark_session, units, str(out)), out
+
+
+def test_local2_rows_equal_one_process_with_packed_and_sharded_files(tables):
+    units, written, out = tables
     assert any(u.shards > 1 for u in units) and any(len(u.files) > 1 for u in units)
-    written = job.write(spark_session, units, str(tmp_path / "out"))
-    table = ds.dataset(tmp_path / "out" / "exchanges", format="parquet", partitioning="hive").to_table()
+    table = ds.dataset(out / "exchanges", format="parquet", partitioning="hive").to_table()
     rows = table.to_pylist()
     expected = _expected()
     assert Counter(map(_key, rows)) == Counter(map(_key, expected))
     assert _by_conn(rows) == _by_conn(expected)
-    files = ds.dataset(tmp_path / "out" / "files", format="parquet").to_table().to_pylist()
+    files = ds.dataset(out / "files", format="parquet").to_table().to_pylist()
     assert sorted(f["path"] for f in files) == sorted(str(c) for c in CAPTURES)
     per_file = Counter(r["capture"] for r in expected)
     assert {f["path"]: f["exchanges"] for f in files} == {str(c): per_file[str(c)] for c in CAPTURES}
@@ -68,3 +75,41 @@ def test_jsonl_tables_hold_every_column(spark_session, tmp_path):
                                               ("spark://h:7077", "spark://h:7077")])
 def test_local_masters_retry_tasks(master, expected):
     assert job.local_master(master) == expected
+
+
+def test_summary_equals_decode_summary_of_the_same_exchanges(spark_session, tables):
+    """Spark's percentile_approx at the chosen accuracy gives decode --summary's nearest-rank values."""
+    from kinspect.parallel import SUMMARY, finish
+    from kinspect.pipeline import DecodeRun
+    from kinspect.spark import summary
+    from kinspect.summary import Summary
+    from kinspect.wire.topics import TopicNames
+
+    _, _, out = tables
+    rows = summary.write(summary.summarize(job.read_exchanges(spark_session, str(out))), str(out))
+    expected = Summary()
+    for capture in CAPTURES:  # decode --summary's own path, one capture after another
+        run = DecodeRun(str(capture))
+        topics = TopicNames()
+        for record in run.raw_records():
+            output, _ = finish(record, topics, lambda r: True, SUMMARY)
+            expected.add(output)
+    want = {r["api_name"]: {k: v for k, v in r.items() if k != "type"} for r in expected.rows()}
+    got = {r["api_name"]: r for r in rows["apis"]}
+    assert got == want
+    assert sorted((r["api_name"], r["error"], r["topic"], r["count"]) for r in rows["errors"]) == \
+        sorted((r["api_name"], r["error"], r["topic"], r["count"]) for r in expected.error_rows())
+    assert rows["errors"]  # the captures hold errors (kafka-python-legacy-rejected, java-transactions)
+    by_client = Counter()
+    for r in _expected():
+        by_client[r["client_id"] or ""] += (r["request_bytes"] or 0) + (r["response_bytes"] or 0)
+    top = sorted(by_client.items(), key=lambda kv: (-kv[1], kv[0]))[:summary.TOP_TALKERS]
+    assert [(r["client_id"], r["bytes"]) for r in rows["talkers"]] == top
+    assert (out / "summary" / "apis").is_dir()
+    text = summary.render(rows)
+    assert "Exchanges by API" in text and "Top talkers by bytes" in text
+
+
+def test_accuracy_is_above_the_largest_group_within_bounds():
+    from kinspect.spark.summary import EXACT_LATENCIES, accuracy
+    assert accuracy(5) == 10_000 and accuracy(50_000) == 50_001 and accuracy(10**9) == EXACT_LATENCIES

@@ -47,6 +47,7 @@ def test_rows_equal_decode_json_field_by_field(capture):
     assert len(rows) == len(lines) > 0
     for row, (line, text) in zip(rows, lines):
         assert row["capture"] == str(capture)
+        assert row["response_expected"] is line.get("response_expected", True)
         for column, key in SAME.items():
             assert row[column] == line[key], (column, text[:200])
         # from the line's text, not its structure: batches carry "position", and only they
