@@ -50,7 +50,8 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
         error = str(e)
     except OSError as e:
         error = f"{f.path}: {e.strerror or e}"
-    problems += len(run.capture_problems)
+    if shard == 0:  # every shard read the whole file: its own problems count once
+        problems += len(run.capture_problems)
     yield {"table": "files", "capture": f.path, "file_bytes": f.size, "file_packets": run.packets,
            "file_exchanges": exchanges, "file_problems": problems, "file_error": error,
            "file_seconds": time.perf_counter() - start, "file_shard": shard, "file_shards": shards}

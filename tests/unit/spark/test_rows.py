@@ -109,3 +109,16 @@ def test_unit_batches_follow_the_task_schema_in_small_batches():
     assert exchanges.num_rows == sum(1 for r, _ in _decode_json(capture) if r["type"] == "exchange")
     assert set(EXCHANGES.names) <= set(TASK.names) and len(set(TASK.names)) == len(TASK.names)
     assert sorted(FILE_COLUMNS.values()) == sorted(FILES.names) and set(FILE_COLUMNS) <= set(TASK.names)
+
+
+def test_shards_of_a_truncated_capture_count_its_problems_once(tmp_path):
+    data = (PCAPS / "kafka39-legacy.pcap").read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(data[: len(data) * 2 // 3 + 5])
+    f = Input(str(cut), 0)
+    whole = list(file_rows(f))
+    shards = [list(file_rows(f, i, 3)) for i in range(3)]
+    assert whole[-1]["file_problems"] > 0
+    for column in ("file_problems", "file_exchanges"):
+        assert sum(rows[-1][column] for rows in shards) == whole[-1][column]
+    assert all(rows[-1]["file_packets"] == whole[-1]["file_packets"] for rows in shards)
