@@ -14,7 +14,7 @@ and of its child (dumpcap/tcpdump) over the load's window, and wait4's rusage of
 2-vCPU machine's speed drifts. The highest rate each backend sustained with 0 drops and 0 gaps
 is its figure.
 
-Delay: the same load at 100 and 2,000 requests/s (lo left at its MTU: one segment a frame),
+Delay: the same load at 5, 100 and 2,000 requests/s (lo left at its MTU: one segment a frame),
 ``sniff --json``; each exchange line is stamped as the benchmark reads it: delay = read time -
 the response packet's kernel time stamp (response_time).
 
@@ -171,7 +171,7 @@ def main() -> None:
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--delay-seconds", type=float, default=20)
-    parser.add_argument("--delay-rates", default="100,2000", help="requests/s of the delay runs")
+    parser.add_argument("--delay-rates", default="5,100,2000", help="requests/s of the delay runs")
     args = parser.parse_args()
     backends = args.backends.split(",")
     results = {"head": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
@@ -180,14 +180,14 @@ def main() -> None:
     out = REPO / "tests" / "bench" / "results" / f"sniff-{time.strftime('%Y%m%d-%H%M')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     for round_ in range(args.rounds):
-        for rate in map(int, args.rates.split(",")):
+        for rate in [int(r) for r in args.rates.split(",") if r]:  # --rates "": delay runs only
             for backend in backends:  # interleaved: the machine's speed drifts
                 row = rate_run(backend, rate, args.seconds)
                 row["round"] = round_
                 results["rate"].append(row)
                 print(json.dumps(row), flush=True)
                 out.write_text(json.dumps(results, indent=1) + "\n")
-        for rate in map(int, args.delay_rates.split(",")):
+        for rate in [int(r) for r in args.delay_rates.split(",") if r]:
             for backend in backends:
                 row = delay_run(backend, rate, args.delay_seconds)
                 row["round"] = round_
