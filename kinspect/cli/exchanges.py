@@ -109,6 +109,23 @@ def print_record(out: Output, record: dict, verbose: bool, write=None) -> None:
     write("".join([escape(line if isinstance(line, str) else line.plain, layout=True) + "\n" for line in lines]))
 
 
+def emit(out: Output, output, mode: str, totals: Summary, lines: bool, verbose: bool, write=None) -> None:
+    """One finished record of a live adapter (sniff, the proxy) out as its mode says: into the
+    summary's totals, or written at once (JSON pieces, or the text lines) and flushed, unless
+    ``lines`` is false (the dashboard holds the terminal)."""
+    from kinspect.parallel import JSON, SUMMARY
+
+    if mode == SUMMARY:
+        totals.add(output)
+    elif lines:
+        if mode == JSON:
+            for piece in output:
+                out.write_line(piece)
+        else:
+            print_record(out, output, verbose, write)
+        out.flush()
+
+
 def print_summary(out: Output, totals: Summary) -> None:
     rows, errors, bounds = totals.rows(), totals.error_rows(), totals.bound_rows()
     if out.as_json:

@@ -13,7 +13,7 @@ import time
 
 import click
 
-from kinspect.cli.exchanges import (filter_options, port_options, print_record, print_summary, report_options,
+from kinspect.cli.exchanges import (emit, filter_options, port_options, print_summary, report_options,
                                     secrets_option, stream_bound_options)
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
@@ -160,15 +160,7 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
                 any_problems |= error
                 if output is None:
                     continue
-                if mode == SUMMARY:
-                    totals.add(output)
-                elif lines:
-                    if mode == JSON:
-                        for piece in output:
-                            out.write_line(piece)
-                    else:
-                        print_record(out, output, verbose, write)
-                    out.flush()
+                emit(out, output, mode, totals, lines, verbose, write)
                 if record.get("type") == "exchange":
                     shown += 1
                     if count is not None and shown >= count:
