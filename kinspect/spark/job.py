@@ -19,6 +19,19 @@ from kinspect.spark.plan import Unit
 from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, TASK
 
 DEFAULT_MASTER = "local[*]"
+# The driver's log4j: errors only, one line each. Spark's default prints its banner and WARNs;
+# the gateway's logger at the root's level keeps away PySpark's "Setting default log level" lines.
+LOG4J = """\
+rootLogger.level = error
+logger.repl.name = org.apache.spark.api.python.PythonGatewayServer
+logger.repl.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
 TASK_RETRIES = 2  # local[N] never retries a failed task; local[N, 2] does, as a cluster does
 
 
@@ -68,9 +81,18 @@ def session(master: str = DEFAULT_MASTER, app: str = "kinspect spark"):
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", "4096"))
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j_file()}")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _log4j_file() -> str:
+    import tempfile
+    path = os.path.join(tempfile.gettempdir(), f"kinspect-log4j2-{os.getuid()}.properties")
+    with open(path, "w") as f:
+        f.write(LOG4J)
+    return path
 
 
 def _decoder(units: list[Unit], options: dict, keep):

@@ -18,7 +18,7 @@ def _kinspect(*args, env=None):
                           text=True, env=env, timeout=300)
 
 
-def test_a_garbage_file_among_captures_gets_one_error_row_and_exit_3(tmp_path):
+def test_a_garbage_file_among_captures_gets_one_error_row_and_exit_3(tmp_path, capfd):
     """In this process (CliRunner): its JVM stays up for tests/unit/spark's session."""
     garbage = tmp_path / "in" / "garbage.pcap"
     garbage.parent.mkdir()
@@ -27,6 +27,8 @@ def test_a_garbage_file_among_captures_gets_one_error_row_and_exit_3(tmp_path):
     done = CliRunner().invoke(cli, ["spark", *map(str, captures), str(garbage.parent), "--out", str(tmp_path / "out"),
                                     "--master", "local[2]", "--summary"])
     assert done.exit_code == EXIT_UNREADABLE, done.output
+    jvm = capfd.readouterr().err  # the JVM writes to the process's stderr, not click's
+    assert "log4j" not in jvm and "Setting default log level" not in jvm and " WARN " not in jvm
     assert f"{garbage}: not a pcap or pcapng capture" in done.stderr
     assert "3 files" in done.stderr and "1 unreadable" in done.stderr
     files = ds.dataset(tmp_path / "out" / "files", format="parquet").to_table().to_pylist()
