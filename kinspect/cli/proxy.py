@@ -13,7 +13,7 @@ import time
 
 import click
 
-from kinspect.cli.exchanges import filter_options, print_record, print_summary
+from kinspect.cli.exchanges import emit, filter_options, print_summary
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.filters import ExchangeFilter
@@ -238,17 +238,8 @@ class _Decoder:
                 output, error = finish(record, topics, self.keep, mode, budget)
                 stats.add(record)
                 any_problems |= error
-                if output is None:
-                    continue
-                if mode == SUMMARY:
-                    totals.add(output)
-                elif lines:
-                    if mode == JSON:
-                        for piece in output:
-                            out.write_line(piece)
-                    else:
-                        print_record(out, output, self.verbose, write)
-                    out.flush()
+                if output is not None:
+                    emit(out, output, mode, totals, lines, self.verbose, write)
         finally:
             if board is not None:
                 board.__exit__(None, None, None)
