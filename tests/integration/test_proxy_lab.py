@@ -159,9 +159,11 @@ def test_real_clients_through_the_proxy_get_their_values_and_the_proxy_decodes_w
     ports = {int(r["conn"].rsplit(":", 1)[1]) for r in exchanges}
     assert broker.port not in ports and base in ports and len(ports) == 2
     # every Metadata response names the proxy, and the broker's address never reaches a client
-    for r in exchanges:
-        if r["api_name"] == "Metadata":
-            assert {(b["host"], b["port"]) for b in r["response"]["brokers"]} <= {("127.0.0.1", p) for p in ports}
+    # (a request a client sends as the proxy stops goes out unanswered: it names nothing)
+    answered = [r for r in exchanges if r["api_name"] == "Metadata" and r["response"]]
+    assert answered
+    for r in answered:
+        assert {(b["host"], b["port"]) for b in r["response"]["brokers"]} <= {("127.0.0.1", p) for p in ports}
     assert f":{broker.port}" not in json.dumps([r["response"] for r in exchanges])
     # the values went through the proxy decoded, in Produce requests and Fetch responses
     text = json.dumps(exchanges)

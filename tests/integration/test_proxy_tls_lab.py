@@ -154,6 +154,7 @@ def test_the_proxy_speaks_mtls_to_a_kafka_ssl_listener(ca):
                 for t in r["request"]["topic_data"] for p_ in t["partition_data"]
                 for batch in p_["records"] for rec in batch["records"]]
     assert sorted(produced) == sorted(values)
-    metadata = [r for r in exchanges if r["api_name"] == "Metadata"]
+    # answered ones: a Metadata request librdkafka sends as the proxy stops goes out unanswered
+    metadata = [r for r in exchanges if r["api_name"] == "Metadata" and r["response"]]
     assert metadata and all(b["port"] == base + 1 + b["node_id"] for r in metadata for b in r["response"]["brokers"])
     assert any(f"with TLS" in line for line in proxy.stderr)
