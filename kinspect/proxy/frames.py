@@ -19,10 +19,13 @@ _I32 = struct.Struct(">i")
 _I32X2 = struct.Struct(">ii")
 HEAD = 512          # bytes of a request read for its header (and a Produce request's acks)
 PRODUCE = 0
+# Requests followed at once per connection: a broker queues a few hundred (queued.max.requests),
+# so past this a client floods or lies. The oldest is forgotten: its response passes as it comes.
+MAX_PENDING = 1 << 16
 
 
 class Requests:
-    __slots__ = ("pending", "head", "want", "skip", "rest", "frames")
+    __slots__ = ("pending", "head", "want", "skip", "rest", "frames", "forgotten")
 
     def __init__(self):
         self.pending: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, api version)
@@ -31,6 +34,7 @@ class Requests:
         self.skip = 0            # bytes of the current frame past its head, still to come
         self.rest = 0            # the same, while the head is being read
         self.frames = 0
+        self.forgotten = 0       # requests dropped from pending past MAX_PENDING
 
     @property
     def mid_frame(self) -> bool:
@@ -70,11 +74,18 @@ class Requests:
             if len(head) >= 12:  # a long client id: the fixed part is enough
                 api_key, api_version = struct.unpack_from(">hh", head, 4)
                 (correlation_id,) = _I32.unpack_from(head, 8)
-                self.pending[correlation_id] = (api_key, api_version)
+                self._pend(correlation_id, api_key, api_version)
             return
         if header.api_key == PRODUCE and produce_acks(header.api_version, head, 4 + header.size) == 0:
             return
-        self.pending[header.correlation_id] = (header.api_key, header.api_version)
+        self._pend(header.correlation_id, header.api_key, header.api_version)
+
+    def _pend(self, correlation_id: int, api_key: int, api_version: int) -> None:
+        pending = self.pending
+        if len(pending) >= MAX_PENDING and correlation_id not in pending:
+            del pending[next(iter(pending))]
+            self.forgotten += 1
+        pending[correlation_id] = (api_key, api_version)
 
 
 class Responses:

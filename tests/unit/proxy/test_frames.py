@@ -103,3 +103,23 @@ def test_a_response_too_big_to_hold_passes_as_it_comes():
     responses = Responses(requests, lambda k, v: True, lambda *a: pytest.fail("held"), 50)
     out = b"".join(responses.feed(frame[i:i + 10]) for i in range(0, len(frame), 10))
     assert out == frame and requests.pending == {}
+
+
+# -- hostile clients: the relay's own reading stays bounded ------------------------------------
+
+def test_a_flood_of_unanswered_requests_keeps_pending_bounded(monkeypatch):
+    monkeypatch.setattr("kinspect.proxy.frames.MAX_PENDING", 1000)
+    requests = Requests()
+    frames = b"".join(encode_request(18, 3, correlation_id, "c", {}) for correlation_id in range(20_000))
+    for i in range(0, len(frames), 4096):
+        requests.feed(frames[i:i + 4096])
+    assert requests.frames == 20_000
+    assert len(requests.pending) == 1000 and requests.forgotten == 19_000
+    assert list(requests.pending)[0] == 19_000  # the newest kept, the oldest forgotten
+
+
+def test_a_lying_request_length_is_skipped_without_holding_it():
+    requests = Requests()
+    requests.feed(struct.pack(">i", 0x7FFFFFFF) + encode_request(18, 3, 1, "c", {})[4:] + bytes(100_000))
+    assert requests.frames == 1 and requests.skip > 0x7FFFFFFF - 200_000
+    assert len(requests.head) == 0  # only the first 512 bytes were ever read into memory
