@@ -31,12 +31,6 @@ GENERATED_FLAG = "-instrument_generated="
 # Problems that a catch-all made of an exception: a bug, not a data problem.
 HIDDEN_EXCEPTIONS = ("decoder_error",)
 HIDDEN_PREFIXES = ("record decoder failed", "decoder error")
-# Known findings not fixed yet, tolerated here so that CI stays green meanwhile (each has an
-# xfail(strict=True) test in test_regressions.py; set to False when the fix lands). Both are
-# fixed (b25d72a): a batch streamed past its bound reported a bad record twice (KNOWN_REPEATS);
-# the C and Python record loops spent the budget differently past it (KNOWN_BUDGET_SPLIT).
-KNOWN_REPEATS = False
-KNOWN_BUDGET_SPLIT = False
 # The longest input of each corpus (-max_len): files of a few packets or batches, smaller units.
 MAX_LEN = {
     "pcap": 16384, "pcapng": 16384, "source": 16384, "captures": 16384, "link": 2048,
@@ -90,7 +84,7 @@ def check_problems(problems, where: str = "", once: bool = True) -> None:
         if p.get("offset") is None or "→ records" not in str(p.get("path")):
             continue  # a record set's problems are each reported once; elsewhere a body's
             # warnings name a field, not an element, and may repeat (checked on record sets)
-        if once and key in seen and not (KNOWN_REPEATS and "→ records[" in str(p.get("path"))):
+        if once and key in seen:
             raise Finding(f"{where}a problem is reported twice: {p}")
         seen.add(key)
 

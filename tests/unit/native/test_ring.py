@@ -68,7 +68,6 @@ def test_offsets_outside_the_block_stop_the_walk(walk):
         walk(lay_block(PACKETS), BLOCK, 101, 0)
 
 
-@pytest.mark.skipif(native.ring is None, reason="the C accelerator is not built")
 def test_the_twins_agree_on_every_cut_of_a_block():
     for count in range(len(PACKETS) + 1):
         for num in (count, count + 3):

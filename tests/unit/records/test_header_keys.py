@@ -16,8 +16,6 @@ from kinspect.records.recordset import decode_records
 from kinspect.render.jsonl import dumpb
 from tests.unit.records.handmade import record, record_body, v2_batch, varint
 
-pytestmark = pytest.mark.skipif(native.v2records is None, reason="C accelerator not built")
-
 GZIP, ZSTD = 1, 4
 BAD = b"\xff\xfe"  # not UTF-8
 REPLACED = b"\xef\xbf\xbd"  # U+FFFD written as UTF-8: valid, and what a bad byte decodes to
