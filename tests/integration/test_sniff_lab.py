@@ -15,7 +15,6 @@ from collections import Counter
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lab.kinspect_child import KINSPECT, REPO, KinspectChild, json_lines
 from tests.lab.netns import loopback_namespace
 from tests.lab.pytest_fixtures import require_lab_host
 from tests.lab.recorder import Recorder
@@ -33,8 +33,6 @@ from tests.lab.tansu import TansuBroker, free_port
 
 pytestmark = pytest.mark.lab
 
-REPO = Path(__file__).resolve().parents[2]
-KINSPECT = [sys.executable, "-m", "kinspect"]
 STARTED = re.compile(r"kinspect: capturing on ")
 BACKENDS = ["ring", "ring-pure-python", "dumpcap", "tcpdump"]
 
@@ -46,51 +44,14 @@ def broker():
         yield b
 
 
-class Sniff:
+class Sniff(KinspectChild):
     """kinspect sniff as a child; start() returns once it says it is capturing."""
 
     def __init__(self, args, env=None, prefix=()):
-        self.argv = [*prefix, *KINSPECT, "sniff", *args]
-        self.env = {**os.environ, **(env or {})}
-        self.stderr: list[str] = []
-
-    def start(self, timeout=20):
-        self.process = subprocess.Popen(self.argv, cwd=REPO, env=self.env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
-        started = threading.Event()
-        self.out: list[str] = []
-
-        def drain():  # read as it comes: a full pipe would stall sniff (and the kernel would drop)
-            self.out.append(self.process.stdout.read())
-
-        self._drain = threading.Thread(target=drain, daemon=True)
-        self._drain.start()
-
-        def pump():
-            for line in self.process.stderr:
-                self.stderr.append(line.rstrip())
-                if STARTED.search(line):
-                    started.set()
-            started.set()
-
-        self._pump = threading.Thread(target=pump, daemon=True)
-        self._pump.start()
-        assert started.wait(timeout) and self.process.poll() is None, "\n".join(self.stderr)
-        return self
-
-    def stop(self, sig=signal.SIGINT, timeout=60):
-        self.process.send_signal(sig)
-        return self.wait(timeout)
-
-    def wait(self, timeout=60):
-        self.process.wait(timeout)
-        self._drain.join(10)
-        self._pump.join(5)
-        return self.process.returncode, "".join(self.out)
+        super().__init__("sniff", args, STARTED, env, prefix)
 
 
-def _json_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+_json_lines = json_lines
 
 
 def _keys(records) -> list[tuple]:
