@@ -11,6 +11,8 @@ middle of a request, and Ctrl-C with requests in flight.
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections import Counter
 import random
 import re
@@ -159,13 +161,7 @@ def test_no_rewrite_relays_every_byte_unchanged(broker):
     base = free_base()
     proxy = Proxy(["--listen", f"127.0.0.1:{base}", "--upstream", broker.bootstrap, "--no-rewrite", "--json"]).start()
     # the decoder is the relay's one child, and yields the CPU to it (nice 10)
-    decoders = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if _stat(int(stat.parent.name))[1] == str(proxy.process.pid):
-                decoders.append(int(stat.parent.name))
-        except OSError:  # a process of the machine's that ended meanwhile
-            continue
+    decoders = _decoders(proxy)
     assert len(decoders) == 1 and _stat(decoders[0])[16] == "10" and _stat(proxy.process.pid)[16] == "0"
     with socket.create_connection(("127.0.0.1", base)) as s:
         s.sendall(encode_request(3, 12, 1, "raw", {"topics": None, "allow_auto_topic_creation": False}))
@@ -175,6 +171,40 @@ def test_no_rewrite_relays_every_byte_unchanged(broker):
     assert f"{broker.host}".encode() in response and struct.pack(">i", broker.port) in response
     exchange = _json_lines(out)[0]
     assert exchange["response"]["brokers"][0]["port"] == broker.port
+
+
+def _decoders(proxy) -> list[int]:
+    """The relay's children: its one decoder process."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if _stat(int(stat.parent.name))[1] == str(proxy.process.pid):
+                found.append(int(stat.parent.name))
+        except OSError:  # a process of the machine's that ended meanwhile
+            continue
+    return found
+
+
+def test_a_dead_decoder_costs_the_relay_nothing_and_the_exit_code_says_so(broker):
+    """Hostile to the decoder (the OOM killer, a signal): the relay goes on relaying, and the run
+    ends with exit 4 and one line saying the decoded output stops short."""
+    base = free_base()
+    proxy = Proxy(["--listen", f"127.0.0.1:{base}", "--upstream", broker.bootstrap, "--json"]).start()
+    (decoder,) = _decoders(proxy)
+    request = encode_request(3, 12, 1, "raw", {"topics": None, "allow_auto_topic_creation": False})
+    with socket.create_connection(("127.0.0.1", base)) as s:
+        s.sendall(request)
+        before = _read_frame(s)
+        os.kill(decoder, signal.SIGKILL)
+        for correlation_id in range(2, 200):  # the relay writes on into the dead decoder's pipe
+            s.sendall(encode_request(3, 12, correlation_id, "raw", {"topics": None,
+                                                                  "allow_auto_topic_creation": False}))
+            assert _read_frame(s)[4:8] == struct.pack(">i", correlation_id)
+    code, _ = proxy.stop()
+    assert before[4:8] == struct.pack(">i", 1)
+    assert code == 4
+    assert proxy.log_has(r"the decoder process died \(signal 9\)")
+    assert not any("Traceback" in line for line in proxy.stderr)
 
 
 def _read_frame(s: socket.socket) -> bytes:
