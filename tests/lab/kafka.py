@@ -195,8 +195,9 @@ class KafkaBroker(KafkaTools):
     metadata="zookeeper" (3.x only): a ZooKeeper beside it, for the legacy message formats.
     `config` overrides or adds server.properties entries; `port` 0 picks a free one on
     127.0.0.1. `sasl_users` {user: password} (KRaft) adds a SASL_PLAINTEXT listener on
-    `sasl_port` with PLAIN and SCRAM-SHA-512, both knowing these users (SCRAM's credentials
-    are written at format time); `sasl_properties(user)` are a Java client's settings for it.
+    `sasl_port` with PLAIN and the `scram` mechanisms (SCRAM-SHA-512 unless told), all knowing
+    these users (SCRAM's credentials are written at format time); `sasl_properties(user)` are a
+    Java client's settings for it.
     stop() is SIGTERM and a wait, so segments and indexes are flushed and trimmed; the log dir
     stays until the context exits (or forever with keep=True or a given workdir).
     """
@@ -204,7 +205,8 @@ class KafkaBroker(KafkaTools):
     def __init__(self, version: str = KAFKA_4, *, config: dict[str, object] | None = None,
                  metadata: str = "kraft", workdir: Path | None = None, keep: bool = False,
                  start_timeout: float = 240, heap: str = "768m", cluster_id: str | None = None,
-                 port: int = 0, sasl_users: dict[str, str] | None = None):
+                 port: int = 0, sasl_users: dict[str, str] | None = None,
+                 scram: tuple[str, ...] = ("SCRAM-SHA-512",)):
         super().__init__(version)
         if metadata not in ("kraft", "zookeeper"):
             raise ValueError(f"metadata must be kraft or zookeeper, not {metadata!r}")
@@ -220,6 +222,7 @@ class KafkaBroker(KafkaTools):
         self.requested_port = port
         self.port = 0
         self.sasl_users = dict(sasl_users or {})
+        self.scram = tuple(scram)
         self.sasl_port = 0
         self.settings: dict[str, object] = {}
         self._broker: subprocess.Popen | None = None
@@ -279,8 +282,8 @@ class KafkaBroker(KafkaTools):
             _write_properties(properties, settings)
             self.run(self.main_class("kafka.tools.StorageTool", "org.apache.kafka.tools.StorageTool"),
                      "format", "--ignore-formatted", f"--cluster-id={self.cluster_id}", "-c", str(properties),
-                     *(f"--add-scram=SCRAM-SHA-512=[name={user},password={password}]"
-                       for user, password in self.sasl_users.items()))
+                     *(f"--add-scram={mechanism}=[name={user},password={password}]"
+                       for mechanism in self.scram for user, password in self.sasl_users.items()))
         else:
             zk_port = self._start_zookeeper()
             settings = self._zookeeper_settings(zk_port)
@@ -323,11 +326,11 @@ class KafkaBroker(KafkaTools):
                 "advertised.listeners": f"{settings['advertised.listeners']},{sasl}",
                 "listener.security.protocol.map": settings["listener.security.protocol.map"]
                 + ",SASL_PLAINTEXT:SASL_PLAINTEXT",
-                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+                "sasl.enabled.mechanisms": ",".join(("PLAIN", *self.scram)),
                 "listener.name.sasl_plaintext.plain.sasl.jaas.config":
                     f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};",
-                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
-                    "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+                **{f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config":
+                   "org.apache.kafka.common.security.scram.ScramLoginModule required;" for mechanism in self.scram},
             })
         return {**settings, **self._common_settings()}
 
