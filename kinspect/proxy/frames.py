@@ -5,6 +5,12 @@ into ``pending`` (for the responses' versions and for draining), except Produce 
 which gets no response. ``Responses`` follows the broker's frames: each is paired by correlation
 id; one that may carry broker addresses (rewrite.carries_addresses) is held whole and handed to
 ``rewrite``, every other byte passes as it came.
+
+SASL before KIP-152 (wire/sasl.py): after a SaslHandshake v0 that the broker accepts, the tokens
+go as size-prefixed frames without a Kafka header, both ways (PLAIN's answer is an empty frame).
+The handshake's response is held (it is small) for its error code, and the tokens are then
+counted as tokens, neither paired nor waited for, so that the requests after them are followed
+and rewritten as usual.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Callable
 
 from kinspect.wire.exchange import produce_acks
 from kinspect.wire.headers import parse_request_header
+from kinspect.wire.sasl import SASL_HANDSHAKE, RawSasl
 
 _I32 = struct.Struct(">i")
 _I32X2 = struct.Struct(">ii")
@@ -22,10 +29,11 @@ PRODUCE = 0
 # Requests followed at once per connection: a broker queues a few hundred (queued.max.requests),
 # so past this a client floods or lies. The oldest is forgotten: its response passes as it comes.
 MAX_PENDING = 1 << 16
+SASL_V0 = (SASL_HANDSHAKE, 0)  # its response is held whole: its error code starts the raw tokens
 
 
 class Requests:
-    __slots__ = ("pending", "head", "want", "skip", "rest", "frames", "forgotten")
+    __slots__ = ("pending", "head", "want", "skip", "rest", "frames", "forgotten", "sasl", "tokens")
 
     def __init__(self):
         self.pending: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, api version)
@@ -35,6 +43,8 @@ class Requests:
         self.rest = 0            # the same, while the head is being read
         self.frames = 0
         self.forgotten = 0       # requests dropped from pending past MAX_PENDING
+        self.sasl: RawSasl | None = None  # after a SaslHandshake v0 (see the module's notes)
+        self.tokens = 0          # raw SASL tokens among the frames
 
     @property
     def mid_frame(self) -> bool:
@@ -55,6 +65,11 @@ class Requests:
                 return
             if self.want == 4:
                 (size,) = _I32.unpack_from(self.head)
+                if size == 0 and self.sasl is not None and self.sasl.client_frame(b""):
+                    self.frames += 1  # an empty raw SASL token
+                    self.tokens += 1
+                    self.head.clear()
+                    continue
                 if size <= 0:  # not Kafka framing: stop following (the relay goes on)
                     self.head.clear()
                     self.skip = 1 << 62
@@ -69,6 +84,13 @@ class Requests:
 
     def _request(self, head: bytes) -> None:
         self.frames += 1
+        sasl = self.sasl
+        if sasl is not None:
+            if sasl.client_frame(head[4:]):
+                self.tokens += 1
+                return
+            if sasl.over:
+                self.sasl = None
         header = parse_request_header(head, 4)
         if header is None:
             if len(head) >= 12:  # a long client id: the fixed part is enough
@@ -78,6 +100,8 @@ class Requests:
             return
         if header.api_key == PRODUCE and produce_acks(header.api_version, head, 4 + header.size) == 0:
             return
+        if header.api_key == SASL_HANDSHAKE and header.api_version == 0:
+            self.sasl = RawSasl(header.correlation_id, head, 4 + header.size)
         self._pend(header.correlation_id, header.api_key, header.api_version)
 
     def _pend(self, correlation_id: int, api_key: int, api_version: int) -> None:
@@ -94,7 +118,8 @@ class Responses:
     held is decided at its first byte, from the oldest request waiting; frames that pass are
     never copied."""
 
-    __slots__ = ("requests", "wants_whole", "rewrite", "max_held", "head", "held", "skip", "api", "frames")
+    __slots__ = ("requests", "wants_whole", "rewrite", "max_held", "head", "want", "held", "skip", "api",
+                 "frames", "tokens")
 
     def __init__(self, requests: Requests, wants_whole: Callable[[int, int], bool],
                  rewrite: Callable[[int, int, bytes], bytes], max_held: int):
@@ -103,10 +128,12 @@ class Responses:
         self.rewrite = rewrite          # (api key, version, frame) -> frame to send
         self.max_held = max_held
         self.head = bytearray()   # the first 8 bytes (size, correlation id) of the current frame
+        self.want = 8             # bytes of head: 4 (the size) for a raw SASL token
         self.held: bytearray | None = None  # the frame being held whole
-        self.skip = 0             # bytes of the current frame after its first 8
+        self.skip = 0             # bytes of the current frame after its head
         self.api: tuple[int, int] | None = None
         self.frames = 0
+        self.tokens = 0           # raw SASL tokens among the frames
 
     @property
     def mid_frame(self) -> bool:
@@ -115,7 +142,14 @@ class Responses:
     def _done(self, out: list) -> None:
         """The held frame is whole: out goes its rewritten form."""
         held, self.held = bytes(self.held), None
-        out.append(self.rewrite(*self.api, held) if self.api is not None else held)
+        if self.api == SASL_V0:
+            sasl = self.requests.sasl
+            if sasl is not None:
+                (correlation_id,) = _I32.unpack_from(held, 4)
+                sasl.answered(correlation_id, held[4:], 4)
+            out.append(held)
+        else:
+            out.append(self.rewrite(*self.api, held) if self.api is not None else held)
 
     def feed(self, data: bytes) -> bytes:
         out: list | None = [] if self.held is not None else None
@@ -133,23 +167,35 @@ class Responses:
                     self._done(out)
                     start = pos
                 continue
-            if not self.head:  # a frame starts: is it the answer to one to rewrite?
+            if not self.head:  # a frame starts: a raw SASL token, or the answer to one to rewrite?
                 self.frames += 1
-                oldest = next(iter(pending.values()), None)
-                self.api = oldest
-                if oldest is not None and self.wants_whole(*oldest):
-                    if out is None:
-                        out = []
-                    out.append(data[start:pos])
-                    self.held = bytearray()
-            take = min(8 - len(self.head), n - pos)
+                sasl = self.requests.sasl
+                if sasl is not None and sasl.server_frame(b""):
+                    self.want = 4
+                    self.api = None
+                else:
+                    self.want = 8
+                    oldest = next(iter(pending.values()), None)
+                    self.api = oldest
+                    if oldest is not None and (oldest == SASL_V0 or self.wants_whole(*oldest)):
+                        if out is None:
+                            out = []
+                        out.append(data[start:pos])
+                        self.held = bytearray()
+            take = min(self.want - len(self.head), n - pos)
             piece = data[pos:pos + take]
             self.head += piece
             if self.held is not None:
                 self.held += piece
             pos += take
-            if len(self.head) < 8:
+            if len(self.head) < self.want:
                 break
+            if self.want == 4:  # a raw SASL token: its bytes pass, nothing is paired
+                (size,) = _I32.unpack_from(self.head)
+                self.head.clear()
+                self.tokens += 1
+                self.skip = size if size >= 0 else 1 << 62
+                continue
             size, correlation_id = _I32X2.unpack_from(self.head)
             self.head.clear()
             api = pending.pop(correlation_id, None)

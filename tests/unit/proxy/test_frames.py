@@ -123,3 +123,65 @@ def test_a_lying_request_length_is_skipped_without_holding_it():
     requests.feed(struct.pack(">i", 0x7FFFFFFF) + encode_request(18, 3, 1, "c", {})[4:] + bytes(100_000))
     assert requests.frames == 1 and requests.skip > 0x7FFFFFFF - 200_000
     assert len(requests.head) == 0  # only the first 512 bytes were ever read into memory
+
+
+# -- SASL before KIP-152: raw tokens after a SaslHandshake v0 ----------------------------------
+
+def _response(correlation_id: int, body: bytes) -> bytes:
+    return struct.pack(">ii", 4 + len(body), correlation_id) + body
+
+
+def _token(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+def _sasl_v0_session(mechanism: str, client_tokens, server_tokens, error: int = 0) -> list:
+    """(direction, bytes) in the order they go: a v0 handshake, its raw tokens (each client
+    token before its answer), then a Metadata exchange (whose response names a broker)."""
+    events = [(1, encode_request(17, 0, 1, "kp", {"mechanism": mechanism})),
+              (2, _response(1, struct.pack(">hi", error, 1) + struct.pack(">h", len(mechanism))
+                            + mechanism.encode()))]
+    for i, token in enumerate(client_tokens):
+        events.append((1, _token(token)))
+        if i < len(server_tokens):
+            events.append((2, _token(server_tokens[i])))
+    events += [(1, encode_request(3, 1, 2, "kp", {"topics": None})), (2, _response(2, b"metadata-body"))]
+    return events
+
+
+def _relay(events, seed):
+    rng = random.Random(seed)
+    requests = Requests()
+    held = []
+    responses = Responses(requests, lambda k, v: k == 3, lambda k, v, f: held.append((k, v)) or f, 1 << 20)
+    relayed = bytearray()
+    for direction, data in events:
+        for chunk in _chunks(data, rng):
+            if direction == 1:
+                requests.feed(chunk)
+            else:
+                relayed += responses.feed(chunk)
+    assert bytes(relayed) == b"".join(data for direction, data in events if direction == 2)
+    assert requests.pending == {} and not requests.mid_frame and not responses.mid_frame
+    return requests, responses, held
+
+
+SCRAM_CLIENT = [b"n,,n=bob,r=abc", b"c=biws,r=abcdef,p=cHJvb2Y="]
+SCRAM_SERVER = [b"r=abcdef,s=c2FsdA==,i=4096", b"v=c2lnbmF0dXJl"]
+
+
+@pytest.mark.parametrize("mechanism,client_tokens,server_tokens", [
+    ("PLAIN", [b"\x00alice\x00alice-pw"], [b""]),  # PLAIN's answer is an empty frame
+    ("SCRAM-SHA-512", SCRAM_CLIENT, SCRAM_SERVER),
+    ("GSSAPI", [b"\x60\x82\x02token", b"\x05\x04wrap"], [b"\x60reply"]),  # tokens until a request
+])
+def test_raw_sasl_tokens_are_neither_paired_nor_waited_for(mechanism, client_tokens, server_tokens):
+    for seed in range(20):
+        requests, responses, held = _relay(_sasl_v0_session(mechanism, client_tokens, server_tokens), seed)
+        assert held == [(3, 1)]  # the Metadata response after the tokens was paired and held
+        assert requests.tokens == len(client_tokens) and responses.tokens == len(server_tokens)
+
+
+def test_a_refused_v0_handshake_starts_no_tokens():
+    requests, responses, held = _relay(_sasl_v0_session("GSSAPI", [], [], error=33), 0)  # UNSUPPORTED_SASL_MECHANISM
+    assert held == [(3, 1)] and requests.tokens == responses.tokens == 0
