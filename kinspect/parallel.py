@@ -15,15 +15,11 @@ one was cut off writing is taken back when the output is a regular file.
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
 import os
 import signal
 import stat
 import time
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator, Protocol
 
 from kinspect.filters import topics_of
@@ -280,6 +276,8 @@ def _keep_heap() -> None:
     capture with two workers. Buffers under MMAP_FROM now come from the heap, and up to
     KEEP_FREE_HEAP of it stays: 52k faults, 0.35 s, 8% less wall time (tests/bench). Nothing
     where the C library is not glibc."""
+    import ctypes
+
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
@@ -409,6 +407,8 @@ class _Forks:
     died, even once multiprocessing has reaped it."""
 
     def __init__(self):
+        import multiprocessing  # with the modules below, only once workers start: -j1 never does
+
         self.context = multiprocessing.get_context("fork")
         self.started: list = []
 
@@ -422,6 +422,9 @@ class _Forks:
 
 
 def _parallel(records, run, keep, mode, jobs, sink) -> Iterator[tuple]:
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     context = _Forks()
     turn, next_chunk = context.Condition(), context.Value("q", 0, lock=False)
     written = context.Array("q", 3, lock=False)

@@ -12,7 +12,6 @@ from kinspect.filters import ExchangeFilter, resolve_api
 from kinspect.pipeline import MAX_CONNECTIONS
 from kinspect.wire.frames import MAX_FRAME
 from kinspect.render.safe import escape
-from kinspect.render.text import exchange_line, problem_lines, tree_lines
 from kinspect.summary import Summary
 
 
@@ -95,6 +94,8 @@ def print_record(out: Output, record: dict, verbose: bool, write=None) -> None:
     """A record's lines: through rich on a terminal; piped (``write``: the stream's), as the plain
     escaped text rich prints there (no colour, no wrapping), written straight out as dump's table
     does: rich's print costs ~100 µs a line, more than all the rest of a notice's work."""
+    from kinspect.render.text import exchange_line, problem_lines, tree_lines  # rich: text output only
+
     lines = [exchange_line(record), *problem_lines(record)]
     if verbose and record.get("type") == "exchange":
         for side in ("request", "response"):

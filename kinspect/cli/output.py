@@ -4,28 +4,46 @@ terminal and plain text when piped (sqlite-utils' output_options/output_rows ide
 Text, tables and warnings are printed with their control characters escaped (render.safe): what
 came from the input never reaches the terminal raw (lines keep the tabs and newlines kinspect
 laid them out with; table cells and warnings keep none). JSON needs nothing: its encoder escapes
-them."""
+them.
+
+rich is imported only when something is printed through it: JSON Lines to a file or a pipe never
+need it, and importing it took a sixth of such a run's start-up."""
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-from rich.table import Table
 
 from kinspect.render import jsonl
 from kinspect.render.safe import escape, escape_text, text_of
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        """The reader went away (| head): as for any other write, cli.main ends the run quietly
-        (rich's own way exits 1, which says problems were found)."""
-        self.quiet = True
-        raise BrokenPipeError
+@functools.cache
+def _console_class():
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """The reader went away (| head): as for any other write, cli.main ends the run quietly
+            (rich's own way exits 1, which says problems were found)."""
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console
+
+
+def _may_be_terminal(stream) -> bool:
+    """False only where rich's Console.is_terminal is False too: not a tty, and no variable that
+    makes rich treat the stream as a terminal (TTY_COMPATIBLE, FORCE_COLOR)."""
+    if os.environ.get("TTY_COMPATIBLE") or os.environ.get("FORCE_COLOR") is not None:
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def output_options(command):
@@ -40,16 +58,28 @@ class Output:
     def __init__(self, as_json: bool, stream=None):
         self.as_json = as_json
         self.stream = stream or sys.stdout
-        # emoji=False: a client id ":fire:" stays those six characters
-        self.console = _Console(file=self.stream, highlight=False, soft_wrap=True, emoji=False)
-        if not self.console.is_terminal:
-            self.console = _Console(file=self.stream, highlight=False, soft_wrap=True, width=400,
-                                    no_color=True, emoji=False)
-        self.err = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+        self._console = self._err = None
+
+    @property
+    def console(self):
+        if self._console is None:
+            console = _console_class()
+            # emoji=False: a client id ":fire:" stays those six characters
+            self._console = console(file=self.stream, highlight=False, soft_wrap=True, emoji=False)
+            if not self._console.is_terminal:
+                self._console = console(file=self.stream, highlight=False, soft_wrap=True, width=400,
+                                        no_color=True, emoji=False)
+        return self._console
+
+    @property
+    def err(self):
+        if self._err is None:
+            self._err = _console_class()(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+        return self._err
 
     @property
     def interactive(self) -> bool:
-        return self.console.is_terminal
+        return _may_be_terminal(self.stream) and self.console.is_terminal
 
     def record(self, record: dict) -> None:
         binary = getattr(self.stream, "buffer", None)
@@ -84,6 +114,8 @@ class Output:
 
     def table(self, title: str, rows: list[dict], columns: list[str]) -> None:
         """Rows as a table (rich on a terminal, aligned plain text when piped)."""
+        from rich.table import Table
+
         table = Table(title=escape(title), box=None if not self.interactive else None, title_justify="left",
                       show_edge=False, pad_edge=False)
         for column in columns:
@@ -98,7 +130,7 @@ class Output:
 
     def progress(self, total: int | None):
         """A progress bar on stderr when it is a terminal; a no-op otherwise."""
-        if total and self.err.is_terminal:
+        if total and _may_be_terminal(sys.stderr) and self.err.is_terminal:
             return _Bar(total, self.err)
         return _NoBar()
 
@@ -123,7 +155,9 @@ class _NoBar:
 
 
 class _Bar:
-    def __init__(self, total: int, console: Console):
+    def __init__(self, total: int, console):
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
         self._progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                                   TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True)
         self._task = self._progress.add_task("decoding", total=total)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
-import secrets
 from collections.abc import Iterator
 from functools import partial
 
@@ -27,7 +27,7 @@ _LINE_OPTIONS = orjson.OPT_APPEND_NEWLINE
 
 # A batch too big to hold (RecordStream) is written as a mark first, then its records replace
 # the mark a chunk at a time. The nonce keeps decoded data from forging a mark.
-_MARK = f"\x00kinspect-records-{secrets.token_hex(16)}\x00"
+_MARK = f"\x00kinspect-records-{os.urandom(16).hex()}\x00"
 _MARK_JSON = orjson.dumps(_MARK)
 _streams: list = []  # RecordStreams and BatchStreams met by the dump in progress
 _preview: list[int] = []           # set by plain(): streams shown as their first records

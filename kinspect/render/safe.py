@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
-from rich.text import Text
+if TYPE_CHECKING:  # rich only when a Text is escaped: JSON output never imports it
+    from rich.text import Text
 
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _UNSAFE_BUT_LAYOUT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -50,6 +52,8 @@ def text_of(value) -> str:
 
 def escape_text(text: Text, layout: bool = False) -> Text:
     """A rich Text with its characters escaped and each span's style on what its characters became."""
+    from rich.text import Text
+
     plain = text.plain
     if (_UNSAFE_BUT_LAYOUT if layout else _UNSAFE).search(plain) is None:
         return text
