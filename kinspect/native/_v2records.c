@@ -20,6 +20,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 static PyObject *k_offset, *k_timestamp, *k_key, *k_value, *k_headers;
 /* {"offset": None, "timestamp": None, "key": None, "value": None, "headers": None}: copying it
@@ -585,6 +588,42 @@ put_text(Out *out, const unsigned char *s, Py_ssize_t n)
             return -1;
         char *at = out->at;
         while (i < block_end) {
+#if defined(__SSE2__)
+            if (i + 16 <= n) {  /* 16 bytes a compare: record values are mostly long plain runs */
+                __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+                _mm_storeu_si128((__m128i *)at, v);  /* what precedes the first special byte stays */
+                /* signed: below 0x20 is a control character or a byte from 0x80 (not ASCII) */
+                __m128i special = _mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
+                                               _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                            _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+                unsigned int mask = (unsigned int)_mm_movemask_epi8(special);
+                if (!mask) {
+                    at += 16;
+                    i += 16;
+                    continue;
+                }
+                if (!_mm_movemask_epi8(v)) {  /* ASCII: escape each special byte */
+                    unsigned char block[32];  /* the 16 bytes, then zeros: each copy reads 16 */
+                    _mm_storeu_si128((__m128i *)block, v);
+                    _mm_storeu_si128((__m128i *)(block + 16), _mm_setzero_si128());
+                    int from = 0;
+                    do {
+                        int k = __builtin_ctz(mask);
+                        memcpy(at, block + from, 16);
+                        at = put_escape(at + (k - from), block[k]);
+                        from = k + 1;
+                        mask &= mask - 1;
+                    } while (mask);
+                    memcpy(at, block + from, 16);
+                    at += 16 - from;
+                    i += 16;
+                    continue;
+                }
+                int plain = __builtin_ctz(mask);
+                at += plain;
+                i += plain;
+            }
+#endif
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
             if (i + 8 <= n) {
                 uint64_t word, special;

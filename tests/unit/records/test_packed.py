@@ -98,6 +98,25 @@ def test_long_values_cross_the_escape_blocks():
     assert agree(body(value="é".encode() * 40_000))   # multi-byte characters across a block end
 
 
+def test_specials_at_every_position_of_the_16_and_8_byte_scans():
+    """C scans 16 bytes at a time (SSE2), then 8, then one: a byte that needs a look at each
+    position of a value of each length, alone, next to another one, or before a UTF-8 sequence."""
+    specials = [b'"', b"\\", b"\x00", b"\x1f", b"\x7f", b"\xc3\xa9", b"\xc3", b"\xe2\x82\xac", b"\xff"]
+    values = []
+    for size in range(0, 41):
+        plain = bytes(97 + i % 26 for i in range(size))
+        for at in range(size + 1):
+            for special in specials:
+                values.append(plain[:at] + special + plain[at:])
+                values.append(plain[:at] + special + b'"' + plain[at:] + b"\n")
+    for start in range(0, len(values), 64):
+        group = values[start:start + 64]
+        data = b"".join(body(n, n, key=v, value=v) for n, v in enumerate(group))
+        agree(data)
+        for v in group:  # each alone too: an invalid one must not hide the others
+            agree(body(value=v))
+
+
 def test_offsets_timestamps_and_limits():
     data = b"".join(body(n, -n * 7) for n in range(5))
     assert scan(data, 0, len(data), 100, 1000, None, 5) == (5, 1000)
