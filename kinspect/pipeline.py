@@ -10,6 +10,12 @@ two byte streams, as a proxy relays them. No link or TCP layer: its events (``St
 the client's flow, then capture/tcp.py's StreamData, StreamGap and StreamEnd, and ticks) feed the
 same Kafka session.
 
+TLS (tls/layer.py) sits between the two on the packet path: every new direction is watched until
+its first bytes say whether it is TLS; a plaintext direction then leaves ``watch`` and its events
+go straight to the session, a TLS one's come out of the layer as plaintext events (and notices).
+Exchanges of decrypted connections carry ``"tls": {"version", "cipher"}``. Secrets come from
+``keylog`` and from a pcapng's Decryption Secrets Blocks (``capture.secrets``).
+
 A live source also yields ticks, ``(now, TICK, b"", 0)``, when no packet came for a while: on
 them the run expires requests waiting longer than ``pending_timeout`` for their response (they
 go out as "no response" exchanges) and connections idle longer than ``idle_timeout``, and calls
@@ -21,9 +27,12 @@ from __future__ import annotations
 from typing import Callable, Iterator, NamedTuple, Protocol
 
 from kinspect.capture.link import decoder_for
+from kinspect.capture.pcapng import TLS_KEY_LOG
 from kinspect.capture.source import CaptureError, open_capture
 from kinspect.capture.tcp import TICK, StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
 from kinspect.limits import DEFAULT_LIMITS, Budget, Limits
+from kinspect.tls.keylog import KeyLog
+from kinspect.tls.layer import TlsLayer
 from kinspect.wire.exchange import RAW, complete
 from kinspect.wire.frames import MAX_FRAME
 from kinspect.wire.session import DEFAULT_PORTS, KafkaSession
@@ -40,6 +49,7 @@ EXPIRE_EVERY = 1.0  # seconds between expiry passes over pending requests and id
 # connections (``keep_connection``) still decodes these responses on the others, so that its
 # Fetch v13+ rows name their topics as one whole run would (checked against Kafka's own specs)
 TOPIC_NAMING_APIS = frozenset({0, 3, 8, 19, 20, 56, 75, 91, 92})
+TLS_PATIENCE = 5.0  # seconds a live run holds a TLS connection's records while its keys may still come
 
 
 class PacketSource(Protocol):
@@ -118,6 +128,29 @@ class _NoticeCap:
                        "more": more}
 
 
+class _MoreKeys:
+    """Asked by the TLS layer when a connection's keys are missing: the secrets the capture read
+    since (pcapng Decryption Secrets Blocks), and what the key-log files gained. (An object, not
+    a bound method of DecodeRun: that would make a reference cycle.)"""
+
+    __slots__ = ("keylog", "capture", "read")
+
+    def __init__(self, keylog: KeyLog) -> None:
+        self.keylog = keylog
+        self.capture = None  # set when the run starts reading
+        self.read = 0
+
+    def __call__(self) -> int:
+        added = 0
+        secrets = getattr(self.capture, "secrets", None)
+        while secrets and self.read < len(secrets):
+            kind, data = secrets[self.read]
+            self.read += 1
+            if kind == TLS_KEY_LOG:
+                added += self.keylog.add_text(data, "pcapng decryption secrets block")
+        return added + self.keylog.refresh()
+
+
 class CaptureUnreadable(Exception):
     """The input is not a capture, cannot be opened, or holds only unsupported link types."""
 
@@ -130,12 +163,13 @@ class DecodeRun:
                  max_connections: int = MAX_CONNECTIONS, show_secrets: bool = False,
                  pending_timeout: float | None = None, idle_timeout: float | None = None,
                  on_tick: Callable[[float], None] | None = None,
-                 keep_connection: Callable[[str], bool] | None = None):
+                 keep_connection: Callable[[str], bool] | None = None, keylog: KeyLog | None = None):
         """``source``: a path, ``-`` or a binary file object (opened with open_capture), or a
         PacketSource (a live one). ``pending_timeout``/``idle_timeout`` (seconds) act on ticks.
         ``keep_connection(conn)``: ``records()`` gives only the records of the connections it
         keeps (``conn`` "" for capture-wide notices), decoding the others' bodies only as far as
-        topic names need; the runs of a partition of the connections give one run's records."""
+        topic names need; the runs of a partition of the connections give one run's records.
+        ``keylog``: TLS secrets (tls/keylog.py); TLS is detected and reported without it too."""
         self.source = source
         self.keep_connection = keep_connection
         self.limits = limits
@@ -146,6 +180,9 @@ class DecodeRun:
         self.session = KafkaSession(ports, heuristic=heuristic, max_frame=max_frame, decode_bodies=decode_bodies,
                                     show_secrets=show_secrets)
         self.topics = TopicNames()
+        self.keylog = keylog if keylog is not None else KeyLog()
+        self.tls = TlsLayer(self.keylog, more_keys=_MoreKeys(self.keylog),
+                            patience=TLS_PATIENCE if on_tick is not None else 0.0)
         self.capture_problems: list = []
         self.packets = 0
         self.tcp_packets = 0
@@ -166,11 +203,13 @@ class DecodeRun:
     def _timeouts(self, session: KafkaSession, reassembler: TcpReassembler, now: float) -> Iterator[dict]:
         """Requests waiting past pending_timeout, then connections idle past idle_timeout."""
         if self.pending_timeout is not None:
-            yield from session.expire_pending(now - self.pending_timeout, self.pending_timeout)
+            yield from self._marked(session.expire_pending(now - self.pending_timeout, self.pending_timeout))
+        if self.tls.waiting:
+            yield from self._tls(session, self.tls.tick(now))
         if self.idle_timeout is not None:
             cap = _NoticeCap()
             for event in reassembler.expire_idle(now - self.idle_timeout, now):
-                yield from cap.passed(_dispatch(session, event))
+                yield from cap.passed(self._route(session, event))
             yield from cap.counted(now, f"idle for more than {self.idle_timeout:g} s")
 
     def _expired_notice(self, ts: float, directions: int) -> dict:
@@ -188,10 +227,56 @@ class DecodeRun:
         for event in events:
             if type(event) is StreamEnd and event.reason == "expired":
                 expired += 1
-            yield from cap.passed(_dispatch(session, event))
+            yield from cap.passed(self._route(session, event))
         yield from cap.counted(ts, "closed at once when they expired")
         if expired:
             yield self._expired_notice(ts, expired)
+
+    def _tls(self, session: KafkaSession, items: list) -> Iterator[dict]:
+        """The TLS layer's events into the session; exchanges of decrypted connections marked."""
+        marks = self.tls.marks
+        for item in items:
+            if type(item) is dict:
+                yield item
+                continue
+            for record in _dispatch(session, item):
+                if record["type"] != "notice":
+                    mark = marks.get(record.get("conn"))
+                    if mark is not None:
+                        record["tls"] = mark
+                yield record
+
+    def _route(self, session: KafkaSession, event) -> Iterator[dict]:
+        """A stream event other than a plaintext direction's data, through the TLS layer."""
+        tls = self.tls
+        kind = type(event)
+        if kind is StreamStart:
+            tls.start(event.flow)
+            return _dispatch(session, event)
+        if event.flow not in tls.watch:
+            return _dispatch(session, event)
+        if kind is StreamData:
+            return self._tls(session, tls.data(event.flow, event.ts, event.data))
+        if kind is StreamGap:
+            return self._tls(session, tls.gap(event.flow, event.ts, event.missing))
+        return self._tls(session, tls.end(event.flow, event.ts, event.reason))
+
+    def _marked(self, records) -> Iterator[dict]:
+        marks = self.tls.marks
+        for record in records:
+            if marks and record["type"] != "notice":
+                mark = marks.get(record.get("conn"))
+                if mark is not None:
+                    record["tls"] = mark
+            yield record
+
+    @property
+    def tls_connections(self) -> int:
+        return self.tls.connections
+
+    @property
+    def tls_undecrypted(self) -> int:
+        return self.tls.undecrypted
 
     @property
     def size(self) -> int | None:
@@ -245,6 +330,8 @@ class DecodeRun:
             yield from self._stream_records(capture)
             return
         session = self.session
+        watch = self.tls.watch
+        self.tls.more_keys.capture = capture
         reassembler = TcpReassembler(max_streams=2 * self.max_connections)
         last_ts = 0.0
         sweeps = 0
@@ -280,16 +367,18 @@ class DecodeRun:
                     yield from self._expiry(session, events, ts)
                     continue
                 for event in events:
-                    if type(event) is StreamData:  # nearly every event: no _dispatch call
+                    # nearly every event: a plaintext direction's data, straight to the session
+                    if type(event) is StreamData and event[0] not in watch:
                         out = session.data(event[0], ts, event[2])
                         if out:
                             yield from out
                     else:
-                        yield from _dispatch(session, event)
+                        yield from self._route(session, event)
             cap = _NoticeCap()
             for event in reassembler.finish(last_ts):
-                yield from cap.passed(_dispatch(session, event))
-            yield from cap.passed(session.finish(last_ts))
+                yield from cap.passed(self._route(session, event))
+            yield from cap.passed(self._tls(session, self.tls.finish(last_ts)))
+            yield from cap.passed(self._marked(session.finish(last_ts)))
             yield from cap.counted(last_ts, "still open when the capture ended")
             self.capture_problems = list(capture.problems)
         self.packets, self.tcp_packets = packets, tcp_packets

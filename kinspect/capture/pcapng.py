@@ -2,7 +2,9 @@
 
 Sections (SHB) set the byte order and reset the interfaces; interfaces (IDB) give each
 packet its link type and timestamp unit (if_tsresol, if_tsoffset). Packets come from
-Enhanced, Simple and obsolete Packet Blocks; every other block is skipped by its length.
+Enhanced, Simple and obsolete Packet Blocks; every other block is skipped by its length, but
+Decryption Secrets Blocks, whose secrets are kept as bytes in ``secrets`` for the layers above
+(``editcap --inject-secrets tls,keys.txt``: a TLS key log).
 A block whose length fields are inconsistent ends the parse with a Problem.
 """
 
@@ -20,6 +22,9 @@ OPB = 2
 SPB = 3
 EPB = 6
 ISB = 5
+DSB = 0x0000000A
+TLS_KEY_LOG = 0x544C534B  # "TLSK": a Decryption Secrets Block holding an NSS key log
+MAX_SECRETS = 64 << 20  # bytes of secrets kept from a file's DSBs
 BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
 BLOCK_NAMES = {
@@ -51,6 +56,9 @@ class PcapngParser(RecordParser):
         # interface id -> {"ifrecv", "ifdrop", "osdrop"}: the latest interface statistics block's
         # counters (dumpcap writes one per interface when it stops), for live drop reports
         self.statistics: dict[int, dict[str, int]] = {}
+        # (secrets type, secrets bytes) of each Decryption Secrets Block, in file order
+        self.secrets: list[tuple[int, bytes]] = []
+        self._secrets_bytes = 0
         self._set_byte_order("<")
 
     def _set_byte_order(self, order: str) -> None:
@@ -142,6 +150,8 @@ class PcapngParser(RecordParser):
                     self._interface(buf, pos, blen)
                 elif btype == ISB:
                     self._statistics(buf, pos, blen)
+                elif btype == DSB:
+                    self._secrets(buf, pos, blen)
                 pos = block_end
                 continue
             pos = block_end
@@ -218,6 +228,24 @@ class PcapngParser(RecordParser):
                 name = {ISB_IFRECV: "ifrecv", ISB_IFDROP: "ifdrop", ISB_OSDROP: "osdrop"}[code]
                 counters[name] = struct.unpack_from(order + "Q", buf, value)[0]
         self.statistics[iface] = counters
+
+    def _secrets(self, buf, pos: int, blen: int) -> None:
+        """A Decryption Secrets Block: type, length, the secrets (kept as bytes, not read here)."""
+        if blen < 20:
+            self._problem(f"decryption secrets block is too short ({blen} bytes); skipped", self._base + pos,
+                          check="structure")
+            return
+        kind, size = struct.unpack_from(self._order + "II", buf, pos + 8)
+        if 16 + size + 4 > blen:
+            self._problem(f"decryption secrets block claims {size} bytes of secrets but holds only {blen - 20}; "
+                          f"skipped", self._base + pos, check="structure")
+            return
+        if self._secrets_bytes + size > MAX_SECRETS:
+            self._problem(f"more than {MAX_SECRETS} bytes of decryption secrets; the rest are not read",
+                          self._base + pos, WARNING, "limit")
+            return
+        self._secrets_bytes += size
+        self.secrets.append((kind, bytes(buf[pos + 16:pos + 16 + size])))
 
     def _options(self, buf, opt: int, opts_end: int):
         """A block's options from ``opt`` to ``opts_end``: (code, value position, length)."""

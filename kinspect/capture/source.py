@@ -125,6 +125,11 @@ class Capture:
     def packet_count(self) -> int:
         return self._parser.count
 
+    @property
+    def secrets(self) -> list[tuple[int, bytes]]:
+        """(secrets type, bytes) of the pcapng Decryption Secrets Blocks read so far."""
+        return getattr(self._parser, "secrets", [])
+
     def packets(self) -> Iterator[Packet]:
         """An iterator of ``(ts seconds, linktype, data, number)``, one per complete packet."""
         parser = self._parser

@@ -1,0 +1,158 @@
+"""TLS handshake messages: the few fields decryption needs, sans-I/O.
+
+``HandshakeReader`` reassembles one direction's handshake messages (``type(1) length(3)
+body``) across records, keeping whole only the types asked for and skipping the rest by count,
+so a certificate chain costs no memory. ``client_hello`` and ``server_hello`` read RFC 8446 4.1.2
+and 4.1.3 (and RFC 5246 7.4.1): the randoms, the session id, the cipher suite, the server name
+(RFC 6066 SNI) and supported_versions, which says TLS 1.3. A ServerHello whose random is the
+HelloRetryRequest value is no ServerHello: a second ClientHello and ServerHello follow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+CLIENT_HELLO, SERVER_HELLO, NEW_SESSION_TICKET = 1, 2, 4
+ENCRYPTED_EXTENSIONS, CERTIFICATE, CERTIFICATE_REQUEST, CERTIFICATE_VERIFY = 8, 11, 13, 15
+FINISHED, KEY_UPDATE, HELLO_REQUEST = 20, 24, 0
+EXT_SERVER_NAME, EXT_SUPPORTED_VERSIONS = 0, 43
+HELLO_RETRY_RANDOM = hashlib.sha256(b"HelloRetryRequest").digest()
+MAX_MESSAGE = 1 << 17  # a kept message (hellos, Finished, KeyUpdate) larger than this is refused
+
+VERSION_NAMES = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}
+_u16 = struct.Struct(">H").unpack_from
+
+
+def version_name(version: int) -> str:
+    return VERSION_NAMES.get(version, f"TLS version {version:#06x}")
+
+
+class HandshakeError(ValueError):
+    """A handshake message that cannot be read: ``where`` names the field."""
+
+
+class HandshakeReader:
+    """Handshake bytes in, ``(msg_type, body)`` out for the types in ``keep`` (others skipped)."""
+
+    __slots__ = ("keep", "buf", "skip", "error")
+
+    def __init__(self, keep) -> None:
+        self.keep = keep
+        self.buf = b""
+        self.skip = 0  # bytes of an unkept message still to pass over
+        self.error: str | None = None
+
+    def feed(self, data) -> list:
+        if self.error is not None:
+            return []
+        data = bytes(data)
+        if self.skip:
+            passed = min(self.skip, len(data))
+            self.skip -= passed
+            data = data[passed:]
+        data = self.buf + data if self.buf else data
+        out = []
+        pos, end = 0, len(data)
+        while end - pos >= 4:
+            msg_type = data[pos]
+            length = int.from_bytes(data[pos + 1:pos + 4], "big")
+            if msg_type not in self.keep:
+                take = min(length, end - pos - 4)
+                self.skip = length - take
+                pos += 4 + take
+                continue
+            if length > MAX_MESSAGE:
+                self.error = f"handshake message type {msg_type} of {length} bytes (kept at most {MAX_MESSAGE})"
+                self.buf = b""
+                return out
+            if end - pos - 4 < length:
+                break
+            out.append((msg_type, data[pos + 4:pos + 4 + length]))
+            pos += 4 + length
+        self.buf = data[pos:]
+        return out
+
+
+class _Cursor:
+    __slots__ = ("data", "pos", "what")
+
+    def __init__(self, data: bytes, what: str) -> None:
+        self.data, self.pos, self.what = data, 0, what
+
+    def take(self, size: int, field: str) -> bytes:
+        if self.pos + size > len(self.data):
+            raise HandshakeError(f"{self.what} → {field}: needs {size} bytes at byte {self.pos}, "
+                                 f"{len(self.data) - self.pos} left")
+        chunk = self.data[self.pos:self.pos + size]
+        self.pos += size
+        return chunk
+
+    def u8(self, field: str) -> int:
+        return self.take(1, field)[0]
+
+    def u16(self, field: str) -> int:
+        return _u16(self.take(2, field))[0]
+
+    def vector(self, width: int, field: str) -> bytes:
+        size = int.from_bytes(self.take(width, field + " length"), "big")
+        return self.take(size, field)
+
+    def extensions(self) -> dict[int, bytes]:
+        out: dict[int, bytes] = {}
+        if self.pos == len(self.data):
+            return out  # no extensions at all (TLS 1.0 era)
+        block = _Cursor(self.vector(2, "extensions"), self.what + " → extensions")
+        while block.pos < len(block.data):
+            ext_type = block.u16("extension_type")
+            out.setdefault(ext_type, block.vector(2, f"extension {ext_type}"))
+        return out
+
+
+def client_hello(body: bytes) -> dict:
+    """legacy_version, random, session_id, cipher_suites, server_name, supported_versions."""
+    c = _Cursor(body, "ClientHello")
+    version = c.u16("legacy_version")
+    random = c.take(32, "random")
+    session_id = c.vector(1, "legacy_session_id")
+    suites = c.vector(2, "cipher_suites")
+    c.vector(1, "legacy_compression_methods")
+    ext = c.extensions()
+    hello = {"legacy_version": version, "random": random, "session_id": session_id,
+             "cipher_suites": [_u16(suites, i)[0] for i in range(0, len(suites) - 1, 2)],
+             "server_name": None, "supported_versions": [], "session_ticket": 35 in ext,
+             "pre_shared_key": 41 in ext}
+    sni = ext.get(EXT_SERVER_NAME)
+    if sni:
+        names = _Cursor(sni, "ClientHello → server_name")
+        names = _Cursor(names.vector(2, "server_name_list"), "ClientHello → server_name_list")
+        while names.pos < len(names.data):
+            name_type = names.u8("name_type")
+            name = names.vector(2, "host_name")
+            if name_type == 0:
+                hello["server_name"] = name.decode("ascii", "replace")
+                break
+    versions = ext.get(EXT_SUPPORTED_VERSIONS)
+    if versions:
+        v = _Cursor(versions, "ClientHello → supported_versions")
+        listed = v.vector(1, "versions")
+        hello["supported_versions"] = [_u16(listed, i)[0] for i in range(0, len(listed) - 1, 2)]
+    return hello
+
+
+def server_hello(body: bytes) -> dict:
+    """version (supported_versions when present), random, session_id, cipher_suite, retry."""
+    c = _Cursor(body, "ServerHello")
+    version = c.u16("legacy_version")
+    random = c.take(32, "random")
+    session_id = c.vector(1, "legacy_session_id_echo")
+    suite = c.u16("cipher_suite")
+    c.u8("legacy_compression_method")
+    ext = c.extensions()
+    chosen = ext.get(EXT_SUPPORTED_VERSIONS)
+    if chosen is not None:
+        if len(chosen) != 2:
+            raise HandshakeError(f"ServerHello → supported_versions: {len(chosen)} bytes, not 2")
+        version = _u16(chosen)[0]
+    return {"version": version, "random": random, "session_id": session_id, "cipher_suite": suite,
+            "retry": random == HELLO_RETRY_RANDOM}

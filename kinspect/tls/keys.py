@@ -1,0 +1,164 @@
+"""Record keys from key-log secrets, and the record protection they open.
+
+TLS 1.2 (RFC 5246 5, 6.3): key_block = PRF(master_secret, "key expansion", server_random +
+client_random), cut into MAC keys (none for AEAD), write keys and write IVs. AES-GCM (RFC 5288)
+takes a 4-byte implicit IV and an 8-byte explicit nonce at the head of each record;
+ChaCha20-Poly1305 (RFC 7905) xors the 12-byte IV with the sequence number. The additional data
+is seq_num + type + version + plaintext length.
+
+TLS 1.3 (RFC 8446 7.1-7.3): key and IV = HKDF-Expand-Label(traffic secret, "key"/"iv", "", n);
+the nonce is the IV xor the record sequence number; the additional data is the record header;
+the plaintext ends with the real content type and zero padding. KeyUpdate: the next secret is
+HKDF-Expand-Label(secret, "traffic upd", "", Hash.length).
+
+``cryptography`` does the AEAD, the HKDF and the HMAC; it is imported when the first key is made,
+so that a capture without TLS never pays for it.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+
+class Suite(NamedTuple):
+    name: str
+    aead: str  # "aes-gcm" or "chacha20"
+    key_size: int
+    iv_size: int  # TLS 1.2: the implicit part (4 for GCM, 12 for ChaCha20); 1.3: always 12
+    hash: str  # "sha256" or "sha384": the PRF's / HKDF's hash
+    tls13: bool
+
+
+def _suites() -> dict[int, Suite]:
+    table = {
+        0x1301: Suite("TLS_AES_128_GCM_SHA256", "aes-gcm", 16, 12, "sha256", True),
+        0x1302: Suite("TLS_AES_256_GCM_SHA384", "aes-gcm", 32, 12, "sha384", True),
+        0x1303: Suite("TLS_CHACHA20_POLY1305_SHA256", "chacha20", 32, 12, "sha256", True),
+    }
+    for code, kx, bits, digest in [
+        (0xC02B, "ECDHE_ECDSA", 128, "SHA256"), (0xC02C, "ECDHE_ECDSA", 256, "SHA384"),
+        (0xC02F, "ECDHE_RSA", 128, "SHA256"), (0xC030, "ECDHE_RSA", 256, "SHA384"),
+        (0x009C, "RSA", 128, "SHA256"), (0x009D, "RSA", 256, "SHA384"),
+        (0x009E, "DHE_RSA", 128, "SHA256"), (0x009F, "DHE_RSA", 256, "SHA384"),
+        (0x00A2, "DHE_DSS", 128, "SHA256"), (0x00A3, "DHE_DSS", 256, "SHA384"),
+        (0x00A8, "PSK", 128, "SHA256"), (0x00A9, "PSK", 256, "SHA384"),
+    ]:
+        table[code] = Suite(f"TLS_{kx}_WITH_AES_{bits}_GCM_{digest}", "aes-gcm", bits // 8, 4, digest.lower(), False)
+    for code, kx in [(0xCCA8, "ECDHE_RSA"), (0xCCA9, "ECDHE_ECDSA"), (0xCCAA, "DHE_RSA"),
+                     (0xCCAB, "PSK"), (0xCCAC, "ECDHE_PSK"), (0xCCAD, "DHE_PSK")]:
+        table[code] = Suite(f"TLS_{kx}_WITH_CHACHA20_POLY1305_SHA256", "chacha20", 32, 12, "sha256", False)
+    return table
+
+
+SUITES = _suites()
+TAG = 16
+_seq_head = struct.Struct(">QBHH").pack  # TLS 1.2 additional data
+_head = struct.Struct(">BHH").pack  # TLS 1.3 additional data: the record header
+
+
+def suite_name(code: int) -> str:
+    suite = SUITES.get(code)
+    return suite.name if suite is not None else f"cipher suite {code:#06x}"
+
+
+def _hash(name: str):
+    from cryptography.hazmat.primitives import hashes
+    return hashes.SHA256() if name == "sha256" else hashes.SHA384()
+
+
+def _hmac(key: bytes, data: bytes, digest: str) -> bytes:
+    from cryptography.hazmat.primitives import hmac
+    h = hmac.HMAC(key, _hash(digest))
+    h.update(data)
+    return h.finalize()
+
+
+def tls12_prf(secret: bytes, label: bytes, seed: bytes, size: int, digest: str = "sha256") -> bytes:
+    """RFC 5246 5: P_hash(secret, label + seed) cut to ``size`` bytes."""
+    seed = label + seed
+    out = b""
+    a = seed
+    while len(out) < size:
+        a = _hmac(secret, a, digest)
+        out += _hmac(secret, a + seed, digest)
+    return out[:size]
+
+
+def hkdf_expand_label(secret: bytes, label: bytes, context: bytes, length: int, digest: str = "sha256") -> bytes:
+    """RFC 8446 7.1: HKDF-Expand(secret, HkdfLabel(length, "tls13 " + label, context), length)."""
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+    full = b"tls13 " + label
+    info = struct.pack(">HB", length, len(full)) + full + bytes([len(context)]) + context
+    return HKDFExpand(_hash(digest), length, info).derive(secret)
+
+
+def _aead(suite: Suite, key: bytes):
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+    return AESGCM(key) if suite.aead == "aes-gcm" else ChaCha20Poly1305(key)
+
+
+class RecordKeys:
+    """One direction's record protection: ``open(type, version, fragment)`` → plaintext
+    (TLS 1.3: inner plaintext, type and padding still on), raising ``cryptography``'s
+    InvalidTag when the record does not authenticate; the sequence number moves on either way."""
+
+    __slots__ = ("suite", "decrypt", "iv", "iv_int", "seq", "secret")
+
+    def __init__(self, suite: Suite, key: bytes, iv: bytes, secret: bytes | None = None) -> None:
+        self.suite = suite
+        self.decrypt = _aead(suite, key).decrypt
+        self.iv = iv
+        self.iv_int = int.from_bytes(iv, "big")
+        self.seq = 0
+        self.secret = secret  # TLS 1.3: the traffic secret, for KeyUpdate
+
+    def open(self, ctype: int, version: int, fragment):
+        seq = self.seq
+        self.seq = seq + 1
+        suite = self.suite
+        if suite.tls13:
+            nonce = (self.iv_int ^ seq).to_bytes(12, "big")
+            return self.decrypt(nonce, fragment, _head(ctype, version, len(fragment)))
+        if suite.aead == "aes-gcm":
+            if len(fragment) < 8 + TAG:
+                raise ValueError(f"a {len(fragment)}-byte record is too short for AES-GCM")
+            nonce = self.iv + bytes(fragment[:8])
+            return self.decrypt(nonce, fragment[8:], _seq_head(seq, ctype, version, len(fragment) - 8 - TAG))
+        nonce = (self.iv_int ^ seq).to_bytes(12, "big")
+        if len(fragment) < TAG:
+            raise ValueError(f"a {len(fragment)}-byte record is too short for ChaCha20-Poly1305")
+        return self.decrypt(nonce, fragment, _seq_head(seq, ctype, version, len(fragment) - TAG))
+
+
+def tls12_keys(suite: Suite, master: bytes, client_random: bytes, server_random: bytes) -> tuple[RecordKeys, RecordKeys]:
+    """(client's write keys, server's write keys) from the master secret."""
+    size = 2 * (suite.key_size + suite.iv_size)
+    block = tls12_prf(master, b"key expansion", server_random + client_random, size, suite.hash)
+    k, i = suite.key_size, suite.iv_size
+    client_key, server_key = block[:k], block[k:2 * k]
+    client_iv, server_iv = block[2 * k:2 * k + i], block[2 * k + i:2 * k + 2 * i]
+    return RecordKeys(suite, client_key, client_iv), RecordKeys(suite, server_key, server_iv)
+
+
+def tls13_keys(suite: Suite, secret: bytes) -> RecordKeys:
+    key = hkdf_expand_label(secret, b"key", b"", suite.key_size, suite.hash)
+    iv = hkdf_expand_label(secret, b"iv", b"", 12, suite.hash)
+    return RecordKeys(suite, key, iv, secret)
+
+
+def next_traffic_secret(suite: Suite, secret: bytes) -> bytes:
+    """RFC 8446 7.2: application_traffic_secret_N+1."""
+    return hkdf_expand_label(secret, b"traffic upd", b"", len(secret), suite.hash)
+
+
+def split_inner(plain) -> tuple[int, memoryview]:
+    """TLS 1.3 inner plaintext → (content type, content): zero padding and the type byte off.
+    Content type 0 means the record was all padding (an error, RFC 8446 5.4)."""
+    view = memoryview(plain)
+    end = len(view)
+    if end and not view[end - 1]:
+        end = len(bytes(plain).rstrip(b"\0"))
+    if not end:
+        return 0, view[:0]
+    return view[end - 1], view[:end - 1]

@@ -1,0 +1,489 @@
+"""The TLS layer: capture/tcp.py's stream events in, the same events out with plaintext inside.
+
+It sits between TCP reassembly and the Kafka session (pipeline.py routes the events). A
+direction's first bytes decide: a ClientHello (on any port) makes its connection TLS, anything
+else is passed on and forgotten, so a plaintext connection costs one dict lookup per event.
+
+For a TLS connection the records are framed (records.py), the hellos read (handshake.py), and
+the keys looked up in the key log by the client random when the first protected record comes
+(keys.py). Application data goes on as ``StreamData`` holding plaintext; handshake records,
+alerts and ChangeCipherSpec go no further. In TLS 1.3 the handshake messages sent under the
+handshake keys are opened and read up to Finished, then the application keys take over; a
+KeyUpdate moves its direction to the next secret; NewSessionTicket is passed over.
+
+Trouble is a notice record (a dict) among the events, and never stops the other connections:
+
+- ``tls_no_keys``: the key log has no secrets for the connection (one per connection, when it
+  closes: server name, version, cipher suite, bytes, and what to pass);
+- ``tls_unsupported``: a cipher suite kinspect does not decrypt (CBC, export...);
+- ``tls_auth``: a record did not authenticate: direction, stream offset, cause. Its bytes become
+  a gap for the session and the next records are still opened (their sequence numbers are
+  known); a direction whose first record fails, or several in a row, stops there;
+- ``tls_gap``: bytes of a TLS stream never captured: record framing and sequence numbers are
+  lost, so that direction is not decrypted any further;
+- ``tls_stopped``: a record header or handshake message that cannot be read, or renegotiation;
+- ``tls_no_handshake``: TLS records from a connection whose handshake the capture missed.
+
+``more_keys`` (a callable, set by the pipeline) is asked once when a connection's keys are
+missing: it reads secrets that came later (a pcapng Decryption Secrets Block, a key-log file that
+grew). With ``patience`` seconds (a live capture), the connection's protected records are held
+(bounded) and tried again on each ``tick(now)`` until then.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from kinspect.addresses import format_addr
+from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap
+from kinspect.tls import keylog as kl
+from kinspect.tls.handshake import (CLIENT_HELLO, FINISHED, HELLO_REQUEST, KEY_UPDATE, SERVER_HELLO, HandshakeError,
+                                    HandshakeReader, client_hello, server_hello, version_name)
+from kinspect.tls.keys import SUITES, RecordKeys, next_traffic_secret, split_inner, suite_name, tls12_keys, tls13_keys
+from kinspect.tls.records import (ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, RecordReader,
+                                  plausible_header)
+
+HINT = "pass --keylog FILE (the client's SSLKEYLOGFILE, or Python's SSLContext.keylog_filename)"
+MAX_FAILURES = 4  # records in a row that do not authenticate before a direction is given up
+MAX_HELD = 4 << 20  # protected bytes held per direction while waiting for keys (live capture)
+MAX_MARKS = 1 << 16  # connection labels remembered for marking their exchanges
+TLS13 = 0x0304
+_UNDECIDED = b""
+
+
+def _reverse(flow):
+    src, sport, dst, dport = flow
+    return (dst, dport, src, sport)
+
+
+class _Dir:
+    """One direction of a TLS connection."""
+
+    __slots__ = ("conn", "flow", "side", "records", "hs", "protected", "keys", "next_secret", "opened",
+                 "failures", "dead", "ended", "held", "held_bytes")
+
+    def __init__(self, conn: "_Conn", flow, side: str, keep) -> None:
+        self.conn = conn
+        self.flow = flow
+        self.side = side  # "client" or "server"
+        self.records = RecordReader()
+        self.hs = HandshakeReader(keep)  # plaintext handshake, then (1.3) the protected one
+        self.protected = False  # records are under keys from here on
+        self.keys: RecordKeys | None = None
+        self.next_secret: bytes | None = None  # TLS 1.3: the application secret after Finished
+        self.opened = 0  # records that authenticated
+        self.failures = 0  # in a row
+        self.dead: str | None = None  # why this direction is no longer decrypted
+        self.ended = False
+        self.held: list | None = None  # protected records waiting for keys
+        self.held_bytes = 0
+
+
+class _Conn:
+    __slots__ = ("label", "client", "server", "hello", "shello", "version", "suite_code", "keys_state",
+                 "bytes", "waiting_since", "reported", "blind")
+
+    def __init__(self, client_flow) -> None:
+        src, sport, dst, dport = client_flow
+        self.label = f"{format_addr(src, sport)}-{format_addr(dst, dport)}"
+        self.client = _Dir(self, client_flow, "client", frozenset({CLIENT_HELLO}))
+        self.server = _Dir(self, _reverse(client_flow), "server", frozenset({SERVER_HELLO}))
+        self.hello: dict | None = None
+        self.shello: dict | None = None
+        self.version: int | None = None
+        self.suite_code: int | None = None
+        self.keys_state: str | None = None  # None: not looked up; "ok"; "missing"; "unsupported"; "waiting"
+        self.bytes = 0  # TLS bytes seen, both directions
+        self.waiting_since: float | None = None
+        self.reported = False
+        self.blind = False  # its handshake was not captured
+
+    @property
+    def tls13(self) -> bool:
+        return self.version == TLS13
+
+    def describe(self) -> str:
+        parts = [version_name(self.version) if self.version else "TLS"]
+        name = (self.hello or {}).get("server_name")
+        if name:
+            parts.append(f"to {name!r}")
+        if self.suite_code is not None:
+            parts.append(f"with {suite_name(self.suite_code)}")
+        return " ".join(parts)
+
+    def facts(self) -> dict:
+        return {"server_name": (self.hello or {}).get("server_name"),
+                "tls_version": version_name(self.version) if self.version else None,
+                "cipher": suite_name(self.suite_code) if self.suite_code is not None else None,
+                "bytes": self.bytes}
+
+
+class TlsLayer:
+    """Sans-I/O: ``start``/``data``/``gap``/``end`` for the flows in ``watch`` (``start`` puts
+    every new direction there), each returning a list of stream events and notice dicts."""
+
+    def __init__(self, keylog: kl.KeyLog | None = None, more_keys=None, patience: float = 0.0) -> None:
+        self.keylog = keylog if keylog is not None else kl.KeyLog()
+        self.more_keys = more_keys
+        self.patience = patience
+        self.watch: dict = {}  # flow → _Dir, or bytes held while its first record header is incomplete
+        self.marks: OrderedDict = OrderedDict()  # label → {"version", "cipher"} of decrypted connections
+        self.waiting: dict = {}  # label → _Conn waiting for keys (patience)
+        self.connections = 0  # TLS connections seen
+        self.decrypted = 0  # of which decrypted
+        self.undecrypted = 0  # reported without keys, unsupported, or without their handshake
+
+    # -- stream events --------------------------------------------------------------------------
+
+    def start(self, flow) -> None:
+        if flow not in self.watch:
+            self.watch[flow] = _UNDECIDED
+
+    def data(self, flow, ts: float, data) -> list:
+        d = self.watch.get(flow)
+        if type(d) is _Dir:
+            return self._records(d, ts, data)
+        if d is None:
+            return [StreamData(flow, ts, data)]
+        return self._first(flow, ts, d + bytes(data) if d else data)
+
+    def gap(self, flow, ts: float, missing: int) -> list:
+        d = self.watch.get(flow)
+        if type(d) is not _Dir:
+            out = self._undecided_out(flow, ts)
+            self.watch.pop(flow, None)
+            return out + [StreamGap(flow, ts, missing)]
+        if d.dead is None:
+            conn = d.conn
+            if conn.keys_state == "ok" or not d.protected:
+                out = self._stop(d, ts, "tls_gap", f"{missing} bytes of the {d.side}'s TLS stream were not captured: "
+                                 f"record framing and sequence numbers are lost, the rest of this direction "
+                                 f"is not decrypted", missing=missing, offset=d.records.offset)
+                return out + [StreamGap(flow, ts, missing)]
+            d.dead = "gap"
+        return []
+
+    def end(self, flow, ts: float, reason: str) -> list:
+        d = self.watch.pop(flow, None)
+        if type(d) is not _Dir:
+            if d:  # held first bytes, never decided: give them on as they are
+                return [StreamData(flow, ts, d), StreamEnd(flow, ts, reason)]
+            return [StreamEnd(flow, ts, reason)]
+        out: list = []
+        d.ended = True
+        conn = d.conn
+        other = conn.server if d is conn.client else conn.client
+        if other.ended or reason in ("expired", "idle"):
+            if not other.ended:
+                other.ended = True
+                self.watch.pop(other.flow, None)
+            out += self._close(conn, ts)
+        out.append(StreamEnd(flow, ts, reason))
+        return out
+
+    def tick(self, now: float) -> list:
+        """A live source's pause: connections waiting for keys try again, or give up."""
+        out: list = []
+        if not self.waiting:
+            return out
+        if self.more_keys is not None:
+            self.more_keys()
+        for conn in list(self.waiting.values()):
+            out += self._retry(conn, now)
+        return out
+
+    def finish(self, ts: float) -> list:
+        """Connections never ended by the stream (the pipeline ends them all first, normally)."""
+        out: list = []
+        for flow, d in list(self.watch.items()):
+            out += self.end(flow, ts, "capture_end")
+        return out
+
+    # -- deciding --------------------------------------------------------------------------------
+
+    def _first(self, flow, ts: float, data) -> list:
+        if not data:
+            return []
+        if len(data) < 6 and data[:1] in (b"\x14", b"\x15", b"\x16", b"\x17") and data[1:2] in (b"", b"\x03"):
+            self.watch[flow] = bytes(data)  # maybe a record header: wait for its first bytes
+            return []
+        if len(data) >= 6 and data[0] == HANDSHAKE and data[5] == CLIENT_HELLO and plausible_header(data):
+            conn = _Conn(flow)
+            self.connections += 1
+            self.watch[flow] = conn.client
+            back = conn.server.flow
+            if self.watch.get(back, _UNDECIDED) == _UNDECIDED:  # a reply already passed on stays plaintext
+                self.watch[back] = conn.server
+            return self._records(conn.client, ts, data)
+        if data[0] in (APPLICATION_DATA, HANDSHAKE, ALERT) and plausible_header(data):
+            # TLS whose ClientHello the capture missed: it cannot be decrypted, and must not be
+            # taken for Kafka. One notice; both directions' bytes are counted and dropped.
+            conn = _Conn(flow)
+            conn.blind = True
+            self.connections += 1
+            self.undecrypted += 1
+            self.watch[flow] = conn.client
+            back = conn.server.flow
+            if self.watch.get(back, _UNDECIDED) == _UNDECIDED:
+                self.watch[back] = conn.server
+            conn.client.dead = conn.server.dead = "no handshake"
+            conn.bytes += len(data)
+            conn.reported = True
+            return [self._notice(conn, ts, "tls_no_handshake",
+                                 "TLS records from a connection whose handshake the capture does not hold "
+                                 "(it began before the capture): it cannot be decrypted", side="client")]
+        del self.watch[flow]
+        return [StreamData(flow, ts, data)]
+
+    def _undecided_out(self, flow, ts: float) -> list:
+        held = self.watch.get(flow)
+        return [StreamData(flow, ts, held)] if held else []
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def _records(self, d: _Dir, ts: float, data) -> list:
+        conn = d.conn
+        if d.dead is not None:
+            conn.bytes += len(data)
+            return []
+        out: list = []
+        plain: list = []
+        records = d.records.feed(data)
+        for ctype, version, fragment, offset in records:
+            conn.bytes += 5 + len(fragment)
+            if d.dead is not None:
+                continue
+            if not d.protected:
+                if ctype == HANDSHAKE:
+                    self._handshake(d, ts, fragment, out)
+                elif ctype == CHANGE_CIPHER_SPEC and conn.suite_code is not None and not conn.tls13:
+                    d.protected = True  # TLS 1.2: what follows is under this side's keys
+                continue
+            if conn.tls13 and ctype != APPLICATION_DATA:
+                continue  # ChangeCipherSpec for middleboxes, or an alert sent in the clear
+            if d.keys is None and not self._keys(d, ts, out):
+                if conn.keys_state == "waiting" and d.held is not None:
+                    if d.held_bytes + len(fragment) <= MAX_HELD:
+                        d.held.append((ctype, version, bytes(fragment), offset))
+                        d.held_bytes += len(fragment)
+                    else:
+                        self._give_up(conn, ts, out)
+                continue
+            self._open(d, ts, ctype, version, fragment, offset, plain, out)
+        if d.records.error is not None and d.dead is None:
+            if plain:
+                out.append(StreamData(d.flow, ts, b"".join(plain)))
+                plain = []
+            out += self._stop(d, ts, "tls_stopped", d.records.error + "; the rest of this direction is not decrypted",
+                              offset=d.records.offset)
+        if plain:
+            out.append(StreamData(d.flow, ts, plain[0] if len(plain) == 1 else b"".join(plain)))
+        return out
+
+    def _open(self, d: _Dir, ts: float, ctype: int, version: int, fragment, offset: int, plain: list, out: list) -> None:
+        conn = d.conn
+        try:
+            opened = d.keys.open(ctype, version, fragment)
+        except Exception as e:  # InvalidTag, or a record too short for its cipher
+            self._failed(d, ts, offset, len(fragment), e, plain, out)
+            return
+        d.opened += 1
+        d.failures = 0
+        if conn.tls13:
+            inner, content = split_inner(opened)
+        else:
+            inner, content = ctype, opened
+        if inner == APPLICATION_DATA:
+            if content:
+                plain.append(content if type(content) is bytes else bytes(content))
+        elif inner == HANDSHAKE:
+            if plain:
+                out.append(StreamData(d.flow, ts, b"".join(plain)))
+                plain.clear()
+            self._protected_handshake(d, ts, content, out)
+        elif inner == 0:
+            self._failed(d, ts, offset, len(fragment), "no content type (all padding)", plain, out)
+
+    def _failed(self, d: _Dir, ts: float, offset: int, size: int, cause, plain: list, out: list) -> None:
+        if plain:
+            out.append(StreamData(d.flow, ts, b"".join(plain)))
+            plain.clear()
+        d.failures += 1
+        why = type(cause).__name__ if isinstance(cause, Exception) and not str(cause) else str(cause)
+        if isinstance(cause, Exception) and type(cause).__name__ == "InvalidTag":
+            why = "authentication tag mismatch (bytes damaged, or not these keys)"
+        if not d.opened:
+            out += self._stop(d, ts, "tls_auth",
+                              f"the first protected record from the {d.side} does not open: {why}; the key log's "
+                              f"secrets do not fit this connection, so this direction is not decrypted",
+                              offset=offset)
+            return
+        if d.failures >= MAX_FAILURES:
+            out += self._stop(d, ts, "tls_auth", f"{d.failures} records in a row from the {d.side} do not open "
+                              f"(last: {why}); this direction is not decrypted any further", offset=offset)
+            return
+        out.append(self._notice(d.conn, ts, "tls_auth", f"a {size}-byte record from the {d.side} at stream byte "
+                                f"{offset} does not open: {why}; it is skipped, the next records are still opened",
+                                side=d.side, offset=offset))
+        out.append(StreamGap(d.flow, ts, max(size - 17, 1)))
+
+    # -- handshake -------------------------------------------------------------------------------
+
+    def _handshake(self, d: _Dir, ts: float, fragment, out: list) -> None:
+        conn = d.conn
+        for msg_type, body in d.hs.feed(fragment):
+            try:
+                if msg_type == CLIENT_HELLO:
+                    conn.hello = client_hello(body)  # a second one after a HelloRetryRequest replaces it
+                elif msg_type == SERVER_HELLO:
+                    shello = server_hello(body)
+                    if shello["retry"]:
+                        conn.suite_code = shello["cipher_suite"]
+                        continue  # HelloRetryRequest: a new ClientHello and the real ServerHello follow
+                    conn.shello = shello
+                    conn.version = shello["version"]
+                    conn.suite_code = shello["cipher_suite"]
+                    # the readers go on (a message may be cut between records); what they keep changes
+                    if conn.tls13:
+                        d.protected = conn.client.protected = True
+                        d.hs.keep = conn.client.hs.keep = frozenset({FINISHED, KEY_UPDATE})
+                    else:
+                        conn.client.hs.keep = frozenset({CLIENT_HELLO, FINISHED})
+                        d.hs.keep = frozenset({HELLO_REQUEST, FINISHED})
+            except HandshakeError as e:
+                out += self._stop(d, ts, "tls_stopped", f"{e}; this connection is not decrypted")
+                d.conn.client.dead = d.conn.server.dead = "bad hello"
+                return
+        if d.hs.error is not None:
+            out += self._stop(d, ts, "tls_stopped", d.hs.error)
+
+    def _protected_handshake(self, d: _Dir, ts: float, content, out: list) -> None:
+        conn = d.conn
+        for msg_type, body in d.hs.feed(content):
+            if not conn.tls13:
+                if msg_type != FINISHED:  # HelloRequest or ClientHello: renegotiation
+                    out += self._stop(d, ts, "tls_stopped", "TLS 1.2 renegotiation: the new keys are not in the "
+                                      "key log's entry for this connection; this direction is not decrypted further")
+                    return
+                continue
+            if msg_type == FINISHED and d.next_secret is not None:
+                suite = SUITES[conn.suite_code]
+                d.keys = tls13_keys(suite, d.next_secret)  # the application traffic keys from here
+                d.next_secret = None
+            elif msg_type == KEY_UPDATE and d.keys is not None and d.next_secret is None:
+                suite = SUITES[conn.suite_code]
+                d.keys = tls13_keys(suite, next_traffic_secret(suite, d.keys.secret))
+        if d.hs.error is not None:
+            out += self._stop(d, ts, "tls_stopped", d.hs.error)
+
+    # -- keys --------------------------------------------------------------------------------------
+
+    def _keys(self, d: _Dir, ts: float, out: list) -> bool:
+        """Install the connection's keys when its first protected record comes; False: none."""
+        conn = d.conn
+        if conn.keys_state == "ok":
+            return d.keys is not None
+        if conn.keys_state in ("missing", "unsupported"):
+            return False
+        if conn.keys_state == "waiting":  # the held records first, in their order
+            out += self._retry(conn, ts)
+            return conn.keys_state == "ok"
+        state = self._lookup(conn, ts)
+        if state == "missing" and self.patience > 0:
+            conn.keys_state = "waiting"
+            conn.waiting_since = ts
+            conn.client.held, conn.server.held = [], []
+            self.waiting[conn.label] = conn
+            return False
+        conn.keys_state = state
+        return state == "ok"
+
+    def _lookup(self, conn: _Conn, ts: float) -> str:
+        """"ok" (keys installed on both directions), "missing" or "unsupported"."""
+        if conn.hello is None or conn.shello is None:
+            return "missing"
+        suite = SUITES.get(conn.suite_code)
+        if suite is None or suite.tls13 != conn.tls13:
+            return "unsupported"
+        secrets = self.keylog.get(conn.hello["random"])
+        if not self._complete(secrets, conn) and self.more_keys is not None:
+            self.more_keys()
+            secrets = self.keylog.get(conn.hello["random"])
+        if not self._complete(secrets, conn):
+            return "missing"
+        if conn.tls13:
+            conn.client.keys = tls13_keys(suite, secrets[kl.CLIENT_HS])
+            conn.server.keys = tls13_keys(suite, secrets[kl.SERVER_HS])
+            conn.client.next_secret = secrets[kl.CLIENT_AP]
+            conn.server.next_secret = secrets[kl.SERVER_AP]
+        else:
+            conn.client.keys, conn.server.keys = tls12_keys(suite, secrets[kl.MASTER], conn.hello["random"],
+                                                            conn.shello["random"])
+        conn.keys_state = "ok"
+        self.decrypted += 1
+        self.waiting.pop(conn.label, None)
+        self.marks[conn.label] = {"version": version_name(conn.version), "cipher": suite.name}
+        if len(self.marks) > MAX_MARKS:
+            self.marks.popitem(last=False)
+        return "ok"
+
+    @staticmethod
+    def _complete(secrets, conn: _Conn) -> bool:
+        if secrets is None:
+            return False
+        if conn.tls13:
+            return all(k in secrets for k in (kl.CLIENT_HS, kl.SERVER_HS, kl.CLIENT_AP, kl.SERVER_AP))
+        return kl.MASTER in secrets
+
+    def _retry(self, conn: _Conn, now: float) -> list:
+        out: list = []
+        if self._lookup(conn, now) == "ok":
+            for d in (conn.client, conn.server):
+                held, d.held, d.held_bytes = d.held or [], None, 0
+                plain: list = []
+                for ctype, version, fragment, offset in held:
+                    if d.dead is None:
+                        self._open(d, now, ctype, version, fragment, offset, plain, out)
+                if plain:
+                    out.append(StreamData(d.flow, now, b"".join(plain)))
+        elif now - (conn.waiting_since or now) >= self.patience:
+            self._give_up(conn, now, out)
+        return out
+
+    def _give_up(self, conn: _Conn, ts: float, out: list) -> None:
+        conn.keys_state = "missing"
+        self.waiting.pop(conn.label, None)
+        for d in (conn.client, conn.server):
+            d.held, d.held_bytes = None, 0
+
+    # -- notices -----------------------------------------------------------------------------------
+
+    def _close(self, conn: _Conn, ts: float) -> list:
+        self.waiting.pop(conn.label, None)
+        conn.client.conn = conn.server.conn = None  # no cycle left for the GC
+        if conn.reported or conn.blind:
+            return []
+        conn.reported = True
+        if conn.keys_state in ("missing", "waiting"):
+            self.undecrypted += 1
+            return [self._notice(conn, ts, "tls_no_keys",
+                                 f"{conn.describe()}: {conn.bytes} bytes not decrypted, the key log has no "
+                                 f"secrets for it; {HINT}", hint=HINT)]
+        if conn.keys_state == "unsupported":
+            self.undecrypted += 1
+            return [self._notice(conn, ts, "tls_unsupported",
+                                 f"{conn.describe()}: {conn.bytes} bytes not decrypted: kinspect decrypts TLS 1.2 "
+                                 f"and 1.3 with AES-GCM and ChaCha20-Poly1305 only")]
+        return []
+
+    def _stop(self, d: _Dir, ts: float, kind: str, what: str, **extra) -> list:
+        d.dead = kind
+        d.held, d.held_bytes = None, 0
+        return [self._notice(d.conn, ts, kind, what, side=d.side, **extra)]
+
+    @staticmethod
+    def _notice(conn: _Conn, ts: float, kind: str, what: str, **extra) -> dict:
+        notice = {"type": "notice", "conn": conn.label, "time": ts, "kind": kind, "what": what}
+        notice.update(conn.facts())
+        notice.update(extra)
+        return notice

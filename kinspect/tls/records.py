@@ -1,0 +1,70 @@
+"""TLS record framing, sans-I/O: one direction's bytes in, whole records out.
+
+A record is ``type(1) version(2) length(2) fragment``; RFC 8446 5.2 and RFC 5246 6.2.3 bound
+the fragment at 2^14 + 2048 (TLS 1.2 ciphertext; 1.3 allows 2^14 + 256). Records may be split
+over TCP segments and many may share one: ``feed()`` keeps the unfinished tail (at most one
+record) and returns the complete ones. A header that cannot be a record (unknown type, major
+version not 3, length past the bound) stops the reader with ``error`` set: the stream is out of
+step, or not TLS.
+"""
+
+from __future__ import annotations
+
+import struct
+
+CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT = 20, 21, 22, 23, 24
+CONTENT_TYPES = frozenset({CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT})
+MAX_FRAGMENT = (1 << 14) + 2048
+HEADER = 5
+_header = struct.Struct(">BHH").unpack_from
+
+
+def plausible_header(data, pos: int = 0) -> bool:
+    """The 5 bytes at ``pos`` can start a TLS record (SSL 3.0 to TLS 1.3 framing)."""
+    if len(data) - pos < HEADER:
+        return False
+    ctype, version, length = _header(data, pos)
+    return ctype in CONTENT_TYPES and version >> 8 == 3 and version & 0xFF <= 4 and 0 < length <= MAX_FRAGMENT
+
+
+class RecordReader:
+    """Bytes in, ``(type, version, fragment, offset)`` out; ``offset`` is the record's position in
+    the stream. The fragment is a memoryview valid until the next ``feed()``."""
+
+    __slots__ = ("tail", "offset", "error")
+
+    def __init__(self, offset: int = 0) -> None:
+        self.tail = b""  # bytes of an unfinished record
+        self.offset = offset  # stream position of the tail's first byte
+        self.error: str | None = None
+
+    def feed(self, data) -> list:
+        if self.error is not None:
+            return []
+        if self.tail:
+            data = self.tail + data
+        view = memoryview(data)
+        end = len(data)
+        pos = 0
+        out = []
+        base = self.offset
+        while end - pos >= HEADER:
+            ctype, version, length = _header(data, pos)
+            if ctype not in CONTENT_TYPES or version >> 8 != 3 or length > MAX_FRAGMENT:
+                self.error = (f"not a TLS record header at stream byte {base + pos}: "
+                              f"{bytes(view[pos:pos + HEADER]).hex(' ')}")
+                self.tail = b""
+                self.offset = base + end
+                return out
+            stop = pos + HEADER + length
+            if stop > end:
+                break
+            out.append((ctype, version, view[pos + HEADER:stop], base + pos))
+            pos = stop
+        self.tail = bytes(view[pos:]) if pos < end else b""
+        self.offset = base + pos
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self.tail)

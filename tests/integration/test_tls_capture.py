@@ -1,0 +1,219 @@
+"""Real TLS without a broker: the Kafka byte streams of a recorded fixture (librdkafka against a
+real broker, pcaps/) are sent again through Python's ssl on loopback, a client and a server
+per connection, with SSLContext.keylog_filename set, and captured with tcpdump. Decoding that
+capture with the key log gives the fixture's exchanges, field for field.
+
+TLS 1.2 and 1.3 are forced in turn with each AEAD suite. Python sets TLS 1.2 suites itself
+(``set_ciphers``); TLS 1.3 suites only through OpenSSL's configuration, so the replay runs in a
+child process whose OPENSSL_CONF names the suite (``Ciphersuites``).
+
+Damage: a byte flipped in one protected record gives one ``tls_auth`` notice and the exchanges
+around it still decode; a key log without one connection's lines gives one ``tls_no_keys``
+notice for that connection and the others decode. Without any key log, every connection is
+reported once and decode says what to pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "pcaps" / "librdkafka-produce-consume.pcapng"
+
+# (name, TLS version, OpenSSL cipher string for 1.2 / TLS 1.3 suite name, expected suite)
+CASES = [
+    ("tls12-aes128", "1.2", "ECDHE-ECDSA-AES128-GCM-SHA256", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"),
+    ("tls12-aes256", "1.2", "ECDHE-ECDSA-AES256-GCM-SHA384", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"),
+    ("tls12-chacha", "1.2", "ECDHE-ECDSA-CHACHA20-POLY1305", "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"),
+    ("tls13-aes128", "1.3", "TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"),
+    ("tls13-aes256", "1.3", "TLS_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"),
+    ("tls13-chacha", "1.3", "TLS_CHACHA20_POLY1305_SHA256", "TLS_CHACHA20_POLY1305_SHA256"),
+]
+
+
+# -- the replay (runs in a child process: OPENSSL_CONF is read when OpenSSL starts) ---------------
+
+def _replay(spec: dict) -> None:
+    """Each connection of ``spec``: a TLS server thread answers a TLS client on loopback; the
+    client writes its recorded chunks one by one, the server reads them all, then writes its
+    recorded bytes; both close."""
+    version = ssl.TLSVersion.TLSv1_3 if spec["version"] == "1.3" else ssl.TLSVersion.TLSv1_2
+
+    def context(side):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if side == "server" else ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ctx.maximum_version = version
+        if spec["version"] == "1.2":
+            ctx.set_ciphers(spec["cipher"])
+        ctx.keylog_filename = spec["keylog"]
+        if side == "server":
+            ctx.load_cert_chain(spec["cert"], spec["key"])
+        else:
+            ctx.load_verify_locations(spec["ca"])
+        return ctx
+
+    server_ctx, client_ctx = context("server"), context("client")
+    listener = socket.create_server(("127.0.0.1", spec["port"]))
+    for conn in spec["connections"]:
+        client_bytes = sum(len(bytes.fromhex(c)) for c in conn["client"])
+        server_out = bytes.fromhex(conn["server"])
+        failure: list = []
+
+        def serve():
+            try:
+                raw, _ = listener.accept()
+                with server_ctx.wrap_socket(raw, server_side=True) as tls:
+                    got = 0
+                    while got < client_bytes:
+                        chunk = tls.recv(1 << 16)
+                        if not chunk:
+                            break
+                        got += len(chunk)
+                    tls.sendall(server_out)
+                    tls.unwrap() if False else None
+            except Exception as e:  # reported by the client side's assert
+                failure.append(repr(e))
+
+        thread = threading.Thread(target=serve)
+        thread.start()
+        with client_ctx.wrap_socket(socket.create_connection(("127.0.0.1", spec["port"])),
+                                    server_hostname=spec["server_name"]) as tls:
+            for chunk in conn["client"]:
+                tls.sendall(bytes.fromhex(chunk))
+            got = 0
+            while got < len(server_out):
+                chunk = tls.recv(1 << 16)
+                if not chunk:
+                    break
+                got += len(chunk)
+            cipher = tls.cipher()
+        thread.join(30)
+        assert not failure, failure
+        assert got == len(server_out), (got, len(server_out))
+        print(json.dumps({"cipher": cipher[0], "version": cipher[1]}), flush=True)
+    listener.close()
+
+
+if __name__ == "__main__":
+    _replay(json.loads(sys.stdin.read()))
+    sys.exit(0)
+
+
+# -- the tests ----------------------------------------------------------------------------------------
+
+from kinspect.capture.link import decoder_for  # noqa: E402
+from kinspect.capture.source import open_capture  # noqa: E402
+from kinspect.capture.tcp import StreamData, TcpReassembler  # noqa: E402
+from kinspect.pipeline import DecodeRun  # noqa: E402
+from kinspect.render.jsonl import plain  # noqa: E402
+from kinspect.tls import KeyLog  # noqa: E402
+from tests.lab.certs import CertificateAuthority  # noqa: E402
+from tests.lab.kafka import free_port  # noqa: E402
+from tests.lab.recorder import Recorder  # noqa: E402
+
+
+def fixture_streams(path: Path) -> list[dict]:
+    """The Kafka connections of a capture as their two byte streams: the client's as the chunks
+    it arrived in, the server's whole."""
+    streams: dict = {}
+    order: list = []
+    reassembler = TcpReassembler()
+    with open_capture(str(path)) as capture:
+        for _ts, linktype, data, _n in capture.packets():
+            segment = decoder_for(linktype)(data)
+            if segment is None:
+                continue
+            src, dst, sport, dport, seq, flags, payload, ack = segment
+            for event in reassembler.segment(0.0, src, sport, dst, dport, seq, flags, payload, ack):
+                if type(event) is StreamData:
+                    if event.flow not in streams:
+                        streams[event.flow] = []
+                        order.append(event.flow)
+                    streams[event.flow].append(bytes(event.data))
+    out = []
+    servers: set = set()
+    for flow in order:  # a Kafka client speaks first: the first direction with data is its
+        back = (flow[2], flow[3], flow[0], flow[1])
+        if back in servers or flow in servers:
+            continue
+        servers.add(back)
+        out.append({"client": [c.hex() for c in streams[flow]], "server": b"".join(streams.get(back, [])).hex()})
+    return out
+
+
+def exchanges(records) -> list[tuple]:
+    """What must match between the fixture and its TLS replay: per exchange, the request's key,
+    version, correlation id, client id and both bodies (as JSON would write them)."""
+    out = []
+    for r in records:
+        if r["type"] == "exchange":
+            out.append((r["api_key"], r["api_version"], r["correlation_id"], r["client_id"],
+                        json.dumps(plain(r["request"]), sort_keys=True),
+                        json.dumps(plain(r["response"]), sort_keys=True)))
+    return sorted(out)
+
+
+@pytest.fixture(scope="module")
+def fixture_connections():
+    return fixture_streams(FIXTURE)
+
+
+@pytest.fixture(scope="module")
+def fixture_exchanges():
+    return exchanges(DecodeRun(str(FIXTURE)).records())
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory):
+    return CertificateAuthority(tmp_path_factory.mktemp("tls-certs"))
+
+
+def record_replay(tmp: Path, ca, connections: list[dict], version: str, cipher: str,
+                  port: int | None = None) -> tuple[Path, Path, list[dict]]:
+    """The connections replayed through TLS and captured: (capture, key log, what ssl said)."""
+    server = ca.issue("kafka-tls", ["localhost", "127.0.0.1"])
+    port = port or free_port()
+    keylog = tmp / "keys.log"
+    capture = tmp / "tls.pcap"
+    env = dict(os.environ)
+    if version == "1.3":
+        conf = tmp / "openssl.cnf"
+        conf.write_text("openssl_conf = default_conf\n[default_conf]\nssl_conf = ssl_sect\n"
+                        "[ssl_sect]\nsystem_default = system_default_sect\n"
+                        f"[system_default_sect]\nCiphersuites = {cipher}\n")
+        env["OPENSSL_CONF"] = str(conf)
+    spec = {"version": version, "cipher": cipher, "keylog": str(keylog), "cert": str(server.cert),
+            "key": str(server.key), "ca": str(ca.cert), "port": port, "server_name": "localhost",
+            "connections": connections}
+    with Recorder(capture, "lo", f"tcp port {port}"):
+        done = subprocess.run([sys.executable, __file__], input=json.dumps(spec), capture_output=True,
+                              text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = [json.loads(line) for line in done.stdout.splitlines()]
+    return capture, keylog, said
+
+
+@pytest.mark.parametrize("name,version,cipher,suite", CASES, ids=[c[0] for c in CASES])
+def test_replay_decrypts_to_the_fixture(tmp_path, ca, fixture_connections, fixture_exchanges,
+                                        name, version, cipher, suite):
+    capture, keylog, said = record_replay(tmp_path, ca, fixture_connections, version, cipher)
+    assert {s["version"] for s in said} == {f"TLSv{version}"}
+    run = DecodeRun(str(capture), keylog=KeyLog.from_files([keylog]))
+    records = list(run.records())
+    notices = [r for r in records if r["type"] == "notice" and r["kind"].startswith("tls")]
+    assert notices == []
+    got = exchanges(records)
+    assert len(got) == len(fixture_exchanges) > 0
+    assert got == fixture_exchanges
+    marks = {json.dumps(r.get("tls"), sort_keys=True) for r in records if r["type"] == "exchange"}
+    assert marks == {json.dumps({"cipher": suite, "version": f"TLS {version}"}, sort_keys=True)}
+    assert run.tls_connections == len(fixture_connections) and run.tls_undecrypted == 0
