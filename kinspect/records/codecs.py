@@ -169,7 +169,7 @@ def _snappy_xerial(data: bytes, max_output: int) -> bytes:
 
 
 def _lz4(payload, max_output, magic, notes) -> bytes:
-    frame = bytes(payload)
+    frame = payload  # lz4 and zstd read any buffer: no copy of the compressed bytes
     frame, broken_checksum = _repair_kip57_header_checksum(frame)
     if broken_checksum and magic != 0:
         notes.append((WARNING, "lz4 frame header checksum computed the pre-KIP-57 (broken) way, "
@@ -205,7 +205,7 @@ def _first_try(within, payload: bytes, max_output: int) -> bytes | None:
         return None
 
 
-def _repair_kip57_header_checksum(frame: bytes) -> tuple[bytes, bool]:
+def _repair_kip57_header_checksum(frame: bytes | memoryview) -> tuple[bytes | memoryview, bool]:
     """Kafka < 0.10 hashed magic..BD instead of FLG..BD for the header checksum byte (KIP-57)."""
     if len(frame) < 7 or frame[:4] != _LZ4_MAGIC:
         return frame, False
@@ -219,11 +219,11 @@ def _repair_kip57_header_checksum(frame: bytes) -> tuple[bytes, bool]:
     if found != (xxh32(frame[:descriptor_end]) >> 8) & 0xFF:
         return frame, False  # just wrong: let lz4 report it
     correct = (xxh32(frame[4:descriptor_end]) >> 8) & 0xFF
-    return frame[:descriptor_end] + bytes((correct,)) + frame[descriptor_end + 1:], True
+    return bytes(frame[:descriptor_end]) + bytes((correct,)) + bytes(frame[descriptor_end + 1:]), True
 
 
 def _zstd(payload, max_output, magic, notes) -> bytes:
-    data = bytes(payload)
+    data = payload
     declared = zstandard.frame_content_size(data)
     if declared > max_output:
         raise _TooBig(f" (its frame header says {declared})")
