@@ -1,0 +1,262 @@
+"""layer.py with real TLS from OpenSSL (memtls.py): plaintext out per direction, notices for
+damage and missing keys, plaintext connections passed through untouched."""
+
+from __future__ import annotations
+
+import pytest
+
+from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap
+from kinspect.tls import KeyLog
+from kinspect.tls.layer import TlsLayer
+from tests.unit.tls.memtls import converse
+
+CLIENT = (b"\x0a\x00\x00\x01", 50000, b"\x0a\x00\x00\x02", 9093)
+SERVER = (CLIENT[2], CLIENT[3], CLIENT[0], CLIENT[1])
+REQUESTS = [("client", b"request-%d " % i * 300) for i in range(3)] + [("server", b"response " * 2000)]
+
+
+def flows(n: int):
+    client = (CLIENT[0], CLIENT[1] + n, CLIENT[2], CLIENT[3])
+    return client, (client[2], client[3], client[0], client[1])
+
+
+def feed(layer: TlsLayer, wire, n: int = 0, cut: int | None = None, ts: float = 1.0) -> list:
+    """One connection's wire bytes through the layer (each chunk cut in two at ``cut``)."""
+    client, server = flows(n)
+    out: list = []
+    for flow in (client, server):
+        layer.start(flow)
+    for side, data in wire:
+        flow = client if side == "client" else server
+        pieces = [data] if cut is None or cut >= len(data) else [data[:cut], data[cut:]]
+        for piece in pieces:
+            out += layer.data(flow, ts, piece)
+    out += layer.end(client, ts, "fin")
+    out += layer.end(server, ts, "fin")
+    return out
+
+
+def plaintext(events, flow) -> bytes:
+    return b"".join(e.data for e in events if type(e) is StreamData and e.flow == flow)
+
+
+def notices(events, kind=None):
+    return [e for e in events if type(e) is dict and (kind is None or e["kind"] == kind)]
+
+
+@pytest.fixture
+def keyfile(tmp_path):
+    return tmp_path / "keys.log"
+
+
+@pytest.mark.parametrize("version,cipher", [("1.3", None), ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+                                            ("1.2", "ECDHE-ECDSA-CHACHA20-POLY1305")])
+@pytest.mark.parametrize("cut", [None, 1, 5, 6, 333])
+def test_plaintext_comes_out(tmp_path, keyfile, version, cipher, cut):
+    wire = converse(tmp_path, keyfile, REQUESTS, version, cipher)
+    layer = TlsLayer(KeyLog.from_files([keyfile]))
+    events = feed(layer, wire, cut=cut)
+    client, server = flows(0)
+    assert notices(events) == []
+    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
+    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+    assert [type(e) for e in events][-2:] == [StreamEnd, StreamEnd]
+    assert layer.marks[f"10.0.0.1:{50000}-10.0.0.2:9093"]["version"] == f"TLS {version}"
+    assert layer.watch == {} and (layer.connections, layer.decrypted) == (1, 1)
+
+
+def test_missing_keys_give_one_notice_per_connection(tmp_path, keyfile):
+    first = converse(tmp_path, keyfile, REQUESTS, "1.3", server_name="broker-1.example")
+    keys = keyfile.read_text()
+    keyfile.write_text("")
+    second = converse(tmp_path, keyfile, REQUESTS, "1.2", "ECDHE-ECDSA-AES256-GCM-SHA384")
+    layer = TlsLayer(KeyLog.from_text(keys))  # the first connection's keys only
+    events = feed(layer, first, 0) + feed(layer, second, 1)
+    assert notices(events) == notices(events, "tls_no_keys")
+    [missing] = notices(events)
+    assert missing["conn"] == "10.0.0.1:50001-10.0.0.2:9093"
+    assert missing["tls_version"] == "TLS 1.2" and missing["cipher"] == "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"
+    assert missing["server_name"] == "kafka.example"
+    assert missing["bytes"] == sum(len(d) for _, d in second)
+    assert "--keylog" in missing["what"]
+    assert plaintext(events, flows(0)[0]) == b"".join(t for s, t in REQUESTS if s == "client")
+    assert plaintext(events, flows(1)[0]) == b""
+    assert (layer.decrypted, layer.undecrypted) == (1, 1)
+
+
+def test_without_any_key_log_every_connection_is_reported_once(tmp_path, keyfile):
+    layer = TlsLayer()
+    events = []
+    for n in range(3):
+        events += feed(layer, converse(tmp_path, keyfile, REQUESTS, "1.3", server_name=f"b{n}.example"), n)
+    assert [(e["kind"], e["server_name"]) for e in notices(events)] == [
+        ("tls_no_keys", f"b{n}.example") for n in range(3)]
+    assert all(e["tls_version"] == "TLS 1.3" for e in notices(events))
+
+
+def _flip_in_application_record(wire, side: str, nth: int):
+    """The wire with one bit flipped inside the ``nth`` application data record that ``side`` sent
+    after the handshake (its last record of the handshake flight is the Finished)."""
+    damaged = list(wire)
+    seen = 0
+    for i, (s, data) in enumerate(wire):
+        if s != side or i < 4:
+            continue
+        pos = 0
+        while pos + 5 <= len(data):
+            length = int.from_bytes(data[pos + 3:pos + 5], "big")
+            if data[pos] == 23:
+                if seen == nth:
+                    buf = bytearray(data)
+                    buf[pos + 5 + length // 2] ^= 0x10
+                    damaged[i] = (s, bytes(buf))
+                    return damaged, length
+                seen += 1
+            pos += 5 + length
+    raise AssertionError("no such record")
+
+
+@pytest.mark.parametrize("version,cipher", [("1.3", None), ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")])
+def test_a_flipped_byte_is_one_notice_and_the_rest_still_opens(tmp_path, keyfile, version, cipher):
+    messages = [("client", b"A" * 100), ("client", b"B" * 100), ("client", b"C" * 100), ("server", b"D" * 50)]
+    wire = converse(tmp_path, keyfile, messages, version, cipher)
+    damaged, _ = _flip_in_application_record(wire, "client", 1 if version == "1.3" else 0)
+    layer = TlsLayer(KeyLog.from_files([keyfile]))
+    events = feed(layer, damaged, 0) + feed(layer, wire, 1)  # the next connection is whole
+    [auth] = notices(events)
+    assert auth["kind"] == "tls_auth" and auth["side"] == "client" and auth["conn"].endswith("-10.0.0.2:9093")
+    assert auth["offset"] > 0 and "authentication tag" in auth["what"]
+    client = flows(0)[0]
+    gaps = [e for e in events if type(e) is StreamGap and e.flow == client]
+    assert len(gaps) == 1
+    got = plaintext(events, client)
+    lost = b"B" if version == "1.3" else b"A"
+    assert got == b"".join(t for s, t in messages if s == "client" and not t.startswith(lost))
+    assert plaintext(events, flows(0)[1]) == b"D" * 50
+    assert plaintext(events, flows(1)[0]) == b"A" * 100 + b"B" * 100 + b"C" * 100
+
+
+def test_a_gap_stops_that_direction_only(tmp_path, keyfile):
+    messages = [("client", b"A" * 100), ("server", b"B" * 100), ("client", b"C" * 100), ("server", b"D" * 100)]
+    wire = converse(tmp_path, keyfile, messages, "1.3")
+    layer = TlsLayer(KeyLog.from_files([keyfile]))
+    client, server = flows(0)
+    events = []
+    for flow in (client, server):
+        layer.start(flow)
+    app = [w for w in wire[4:]]
+    for side, data in wire[:4] + app[:2]:
+        events += layer.data(client if side == "client" else server, 1.0, data)
+    events += layer.gap(client, 1.0, 77)
+    for side, data in app[2:]:
+        events += layer.data(client if side == "client" else server, 1.0, data)
+    [gap] = notices(events)
+    assert gap["kind"] == "tls_gap" and gap["side"] == "client" and gap["missing"] == 77
+    assert plaintext(events, client) == b"A" * 100
+    assert plaintext(events, server) == b"B" * 100 + b"D" * 100
+    assert StreamGap(client, 1.0, 77) in events
+
+
+def test_plaintext_connections_pass_untouched():
+    layer = TlsLayer()
+    client, server = flows(0)
+    layer.start(client)
+    layer.start(server)
+    request = b"\x00\x00\x00\x10\x00\x12\x00\x03\x00\x00\x00\x01" + b"x" * 8
+    assert layer.data(client, 1.0, request) == [StreamData(client, 1.0, request)]
+    assert client not in layer.watch  # decided: later bytes never reach the layer
+    assert layer.data(server, 1.0, b"\x16") == []  # one byte that may start a record: held
+    assert layer.data(server, 1.0, b"\x00\x00\x00") == [StreamData(server, 1.0, b"\x16\x00\x00\x00")]
+    assert layer.connections == 0 and layer.watch == {}
+
+
+def test_tls_without_its_handshake_is_named_once(tmp_path, keyfile):
+    wire = converse(tmp_path, keyfile, REQUESTS, "1.3")
+    layer = TlsLayer(KeyLog.from_files([keyfile]))
+    events = feed(layer, wire[4:])  # the capture began after the handshake
+    [blind] = notices(events)
+    assert blind["kind"] == "tls_no_handshake"
+    assert not [e for e in events if type(e) is StreamData]
+
+
+def test_keys_that_come_later_are_used_while_patient(tmp_path, keyfile):
+    """A live capture: the key-log line is written after the first protected records arrive."""
+    wire = converse(tmp_path, keyfile, REQUESTS, "1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")
+    keys = KeyLog.from_files([keyfile])
+    empty = KeyLog()
+    written = []  # the client has written its key-log line
+
+    def more_keys():
+        if written:
+            empty.secrets.update(keys.secrets)
+        return 0
+
+    layer = TlsLayer(empty, more_keys=more_keys, patience=5.0)
+    client, server = flows(0)
+    events = []
+    for flow in (client, server):
+        layer.start(flow)
+    for side, data in wire:
+        events += layer.data(client if side == "client" else server, 1.0, data)
+    assert plaintext(events, client) == b""
+    assert layer.tick(1.5) == []  # still waiting
+    written.append(True)
+    events += layer.tick(2.0)
+    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
+    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+    assert notices(events) == []
+
+
+def test_keys_that_never_come_end_in_one_notice(tmp_path, keyfile):
+    wire = converse(tmp_path, keyfile, REQUESTS, "1.3")
+    layer = TlsLayer(KeyLog(), patience=5.0)
+    client, server = flows(0)
+    events = []
+    for flow in (client, server):
+        layer.start(flow)
+    for side, data in wire:
+        events += layer.data(client if side == "client" else server, 1.0, data)
+    events += layer.tick(7.0)
+    assert layer.waiting == {}
+    events += layer.end(client, 8.0, "fin") + layer.end(server, 8.0, "fin")
+    assert [n["kind"] for n in notices(events)] == ["tls_no_keys"]
+
+
+def _expand_label(secret: bytes, label: bytes, length: int) -> bytes:
+    """HKDF-Expand-Label written out with the standard library (SHA-384), apart from keys.py."""
+    import hashlib
+    import hmac
+    full = b"tls13 " + label
+    info = length.to_bytes(2, "big") + bytes([len(full)]) + full + b"\x00"
+    out, block, i = b"", b"", 1
+    while len(out) < length:
+        block = hmac.new(secret, block + info + bytes([i]), hashlib.sha384).digest()
+        out += block
+        i += 1
+    return out[:length]
+
+
+def _seal(secret: bytes, seq: int, inner: bytes) -> bytes:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    key, iv = _expand_label(secret, b"key", 32), _expand_label(secret, b"iv", 12)
+    nonce = (int.from_bytes(iv, "big") ^ seq).to_bytes(12, "big")
+    header = b"\x17\x03\x03" + (len(inner) + 16).to_bytes(2, "big")
+    return header + AESGCM(key).encrypt(nonce, inner, header)
+
+
+def test_key_update_moves_the_direction_to_the_next_secret(tmp_path, keyfile):
+    """OpenSSL's KeyUpdate is not reachable from Python: after a real TLS 1.3 conversation the
+    client's next records are sealed here, a KeyUpdate under application secret 0, then data
+    under secret 1 (and a NewSessionTicket-like padding record is not needed)."""
+    wire = converse(tmp_path, keyfile, [("client", b"A" * 10)], "1.3")
+    keys = KeyLog.from_files([keyfile])
+    [entry] = keys.secrets.values()
+    secret0 = entry["CLIENT_TRAFFIC_SECRET_0"]
+    assert len(secret0) == 48  # OpenSSL's first choice, TLS_AES_256_GCM_SHA384
+    secret1 = _expand_label(secret0, b"traffic upd", 48)
+    key_update = _seal(secret0, 1, b"\x18\x00\x00\x01\x00" + b"\x16")  # KeyUpdate(update_not_requested)
+    after = _seal(secret1, 0, b"after the update" + b"\x17" + b"\x00" * 7)
+    layer = TlsLayer(keys)
+    events = feed(layer, wire + [("client", key_update + after)])
+    assert notices(events) == []
+    assert plaintext(events, flows(0)[0]) == b"A" * 10 + b"after the update"

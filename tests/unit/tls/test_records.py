@@ -1,0 +1,52 @@
+"""records.py: records split over TCP segments at every byte, many records in one, and a header
+that cannot be TLS."""
+
+import os
+
+from kinspect.tls.records import MAX_FRAGMENT, RecordReader, plausible_header
+
+
+def _records(*fragments, ctype=23):
+    return b"".join(bytes([ctype, 3, 3]) + len(f).to_bytes(2, "big") + f for f in fragments)
+
+
+FRAGMENTS = [os.urandom(n) for n in (1, 40, 300, 17)]
+STREAM = _records(*FRAGMENTS)
+
+
+def _read(chunks):
+    reader = RecordReader()
+    out = []
+    for chunk in chunks:
+        out += [(t, v, bytes(f), o) for t, v, f, o in reader.feed(chunk)]
+    return reader, out
+
+
+def test_split_at_every_byte():
+    expected = _read([STREAM])[1]
+    assert [f for _, _, f, _ in expected] == FRAGMENTS
+    assert [o for *_, o in expected] == [0, 6, 51, 356]
+    for cut in range(1, len(STREAM)):
+        reader, got = _read([STREAM[:cut], STREAM[cut:]])
+        assert got == expected, cut
+        assert reader.buffered == 0
+
+
+def test_byte_by_byte():
+    reader, got = _read([STREAM[i:i + 1] for i in range(len(STREAM))])
+    assert got == _read([STREAM])[1]
+
+
+def test_a_bad_header_stops_with_its_offset():
+    reader, got = _read([STREAM + b"\x63\x03\x03\x00\x01x" + _records(b"later")])
+    assert len(got) == 4
+    assert reader.error.startswith(f"not a TLS record header at stream byte {len(STREAM)}")
+    assert reader.feed(_records(b"more")) == []
+
+
+def test_length_bound():
+    assert plausible_header(bytes([23, 3, 3]) + MAX_FRAGMENT.to_bytes(2, "big"))
+    assert not plausible_header(bytes([23, 3, 3]) + (MAX_FRAGMENT + 1).to_bytes(2, "big"))
+    reader = RecordReader()
+    reader.feed(bytes([23, 3, 3]) + (MAX_FRAGMENT + 1).to_bytes(2, "big"))
+    assert reader.error is not None
