@@ -160,9 +160,10 @@ class FileReport:
 
 def validate_paths(paths: Iterable[str | os.PathLike], *, skip_unknown: bool = False,
                    max_output: int = DEFAULT_MAX_OUTPUT,
-                   progress: Callable[[str, int, int], None] | None = None, show_secrets: bool = False
-                   ) -> Iterator[Finding | FileReport]:
-    """Every file under ``paths``: its findings, then its FileReport.
+                   progress: Callable[[str, int, int], None] | None = None, show_secrets: bool = False,
+                   keylog=None) -> Iterator[Finding | FileReport]:
+    """Every file under ``paths``: its findings, then its FileReport (``keylog``: a tls.KeyLog
+    for captures).
 
     Named files must be something kinspect validates (else their report is unreadable),
     unless ``skip_unknown``: then, as files found in directories, they are skipped silently
@@ -177,13 +178,13 @@ def validate_paths(paths: Iterable[str | os.PathLike], *, skip_unknown: bool = F
             found = iter((path,))
         else:
             yield from validate_file(path, None, max_output=max_output, progress=progress,
-                                     show_secrets=show_secrets)
+                                     show_secrets=show_secrets, keylog=keylog)
             continue
         for file in found:
             kind = classify(file, explicit=False)
             if kind is not None:
                 yield from validate_file(file, kind, max_output=max_output, progress=progress,
-                                         show_secrets=show_secrets)
+                                         show_secrets=show_secrets, keylog=keylog)
 
 
 def _walk_directory(root: Path) -> Iterator[Path]:
@@ -255,8 +256,8 @@ def _gunzip_head(data) -> bytes:
 # ------------------------------------------------------------------ one file
 
 def validate_file(path: Path, kind: str | None = None, *, max_output: int = DEFAULT_MAX_OUTPUT,
-                  progress: Callable[[str, int, int], None] | None = None, show_secrets: bool = False
-                  ) -> Iterator[Finding | FileReport]:
+                  progress: Callable[[str, int, int], None] | None = None, show_secrets: bool = False,
+                  keylog=None) -> Iterator[Finding | FileReport]:
     name = str(path)
     started = time.perf_counter()
     report = FileReport(name, kind or "unknown")
@@ -272,7 +273,7 @@ def validate_file(path: Path, kind: str | None = None, *, max_output: int = DEFA
         report.unreadable = _not_recognised(path)
     if report.unreadable is None:
         if kind == "capture":
-            findings = _capture_findings(path, report, max_output, show_secrets)
+            findings = _capture_findings(path, report, max_output, show_secrets, keylog)
         else:
             findings = _mapped_findings(path, report, max_output, progress)
         for finding in _guarded(findings, name):
@@ -472,8 +473,8 @@ def _from_problem(file: str, problem: Problem, index: int, base_offset: int | No
 # ------------------------------------------------------------------ captures
 
 def _capture_findings(path: Path, report: FileReport, max_output: int | Limits,
-                      show_secrets: bool = False) -> Iterator[Finding]:
-    run = DecodeRun(str(path), show_secrets=show_secrets,
+                      show_secrets: bool = False, keylog=None) -> Iterator[Finding]:
+    run = DecodeRun(str(path), show_secrets=show_secrets, keylog=keylog,
                     **({"limits": max_output} if isinstance(max_output, Limits) else {}))
     file = str(path)
     try:
@@ -494,9 +495,11 @@ def _capture_findings(path: Path, report: FileReport, max_output: int | Limits,
                       problem.path, problem.offset, expected=problem.expected,
                       found=problem.found)
     if run.kafka_connections == 0:
+        tls = (f"; {run.tls_undecrypted} TLS connection(s) could not be decrypted: pass --keylog FILE"
+               if run.tls_undecrypted else "")
         yield Finding(file, "capture_kafka", WARNING,
                       f"no Kafka traffic found in {run.packets} packets ({run.tcp_packets} TCP): "
-                      f"no record set was checked")
+                      f"no record set was checked{tls}")
 
 
 def _exchange_findings(file: str, record: dict, report: FileReport) -> Iterator[Finding]:

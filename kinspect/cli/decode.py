@@ -8,6 +8,7 @@ import click
 
 from kinspect.cli.exchanges import (filter_options, port_options, print_record, print_summary, report_options,
                                     secrets_option, stream_bound_options)
+from kinspect.cli.keylog import keylog_option, keylog_warnings, no_kafka_message
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
@@ -27,6 +28,7 @@ Examples:
   kinspect decode --port 19092 --errors --min-latency-ms 50 prod.pcapng
   kinspect decode --summary capture.pcapng
   kinspect decode -v --api Fetch --topic orders capture.pcapng
+  kinspect decode --keylog sslkeys.log tls-capture.pcapng
 
 \b
 Exit codes: 0 decoded; 1 problems (capture damaged, no Kafka traffic found, or with --strict
@@ -46,9 +48,10 @@ any problem in an exchange); 2 usage error; 3 input unreadable; 4 kinspect could
                    "work measured so far says that is faster (small captures); else workers for the "
                    "rest, one per CPU beyond the first (two on two CPUs). -j1: one process.")
 @secrets_option
+@keylog_option()
 @limit_options
 @output_options
-def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose, strict, max_frame, max_connections, jobs, show_secrets, out: Output, limits: Limits):
+def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose, strict, max_frame, max_connections, jobs, show_secrets, keylog, out: Output, limits: Limits):
     """Decode Kafka traffic in pcap/pcapng captures (a file, a .gz, or - for stdin).
 
     Every request is paired with its response by connection and correlation id, with latency,
@@ -62,9 +65,12 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     write = None if out.interactive else out.stream.write  # piped text: plain lines (see print_record)
     if jobs is None and mode == RECORD:
         jobs = 1  # text output: one process (finished() decides for --json and --summary)
+    for line in keylog_warnings(keylog):
+        out.warn(line)
     for source in captures:
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
-                        limits=limits, max_connections=max_connections, show_secrets=show_secrets)
+                        limits=limits, max_connections=max_connections, show_secrets=show_secrets,
+                        keylog=keylog)
         try:
             with out.progress(run.size) as bar:
                 for output, has_error in finished(run, keep, mode, jobs, bar.update,
@@ -91,8 +97,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
                 out.record({"type": "notice", "kind": "capture", "source": path_text(source), **problem.to_dict()})
             exit_code = max(exit_code, EXIT_PROBLEMS)
         if run.kafka_connections == 0:
-            out.warn(f"kinspect: {source}: no Kafka traffic found in {run.packets} packets "
-                     f"({run.tcp_packets} TCP). If the broker listens on another port, try --port N.")
+            out.warn(no_kafka_message(source, run))
             exit_code = max(exit_code, EXIT_PROBLEMS)
     if summary:
         print_summary(out, totals)

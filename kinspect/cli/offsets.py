@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
@@ -91,10 +92,11 @@ def offsets():
 @click.option("--show-secrets", is_flag=True,
               help="--capture: decode without redacting secrets (SASL credentials, secret config "
                    "values), as decode --show-secrets does; redacted by default.")
+@keylog_option()
 @limit_options
 @output_options
 def show(args, log_dir, capture, bootstrap, partitions, members, state, history, all_groups,
-         ports, timeout, show_secrets, out: Output, limits: Limits):
+         ports, timeout, show_secrets, keylog, out: Output, limits: Limits):
     """Committed offsets of GROUP (or of every group): log dir, segments, capture or broker."""
     group, segments = _split_args(args)
     if log_dir is None and len(segments) == 1 and segments[0].is_dir() \
@@ -108,6 +110,10 @@ def show(args, log_dir, capture, bootstrap, partitions, members, state, history,
                                "or --bootstrap HOST:PORT" + (f" (not {' and '.join(chosen)})"
                                                             if chosen else ""))
     refuse_writing_over_inputs([log_dir, *segments, capture])
+    if keylog is not None and not capture:
+        raise click.UsageError("--keylog goes with --capture FILE")
+    for line in keylog_warnings(keylog):
+        out.warn(line)
     try:
         if log_dir is not None:
             view = read_log_dir(log_dir, group, partitions=partitions, history=history, limits=limits)
@@ -116,7 +122,7 @@ def show(args, log_dir, capture, bootstrap, partitions, members, state, history,
         elif capture:
             view = read_capture(capture, group, history=history,
                                 ports=set(ports) | {9092} if ports else None, show_secrets=show_secrets,
-                                limits=limits)
+                                limits=limits, keylog=keylog)
         else:
             view = read_live(bootstrap, group, timeout=timeout)
     except SourceUnreadable as e:

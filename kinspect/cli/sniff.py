@@ -15,6 +15,7 @@ import click
 
 from kinspect.cli.exchanges import (emit, filter_options, port_options, print_summary, report_options,
                                     secrets_option, stream_bound_options)
+from kinspect.cli.keylog import keylog_option
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.filters import ExchangeFilter
@@ -81,11 +82,12 @@ capture could not start (no permission, no backend); 4 internal error; 130 a sec
               show_default=True, help="Seconds of silence after which a connection is forgotten.")
 @stream_bound_options
 @secrets_option
+@keylog_option(must_exist=False)
 @limit_options
 @output_options
 def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: ExchangeFilter, summary, verbose,
           strict, dashboard, metrics_port, metrics_address, write_path, count, duration, pending_timeout,
-          idle_timeout, max_frame, max_connections, show_secrets, out: Output, limits: Limits):
+          idle_timeout, max_frame, max_connections, show_secrets, keylog, out: Output, limits: Limits):
     """Decode live Kafka traffic on network interfaces (any included), as decode does captures.
 
     Exchanges are printed as their responses complete, or with "no response" after
@@ -119,7 +121,8 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
     session = _Session(source, stats, out, duration)
     run = DecodeRun(source, ports=kafka_ports, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,
                     max_connections=max_connections, show_secrets=show_secrets,
-                    pending_timeout=pending_timeout, idle_timeout=idle_timeout, on_tick=session.tick)
+                    pending_timeout=pending_timeout, idle_timeout=idle_timeout, on_tick=session.tick,
+                    keylog=keylog)  # its files are read again when a connection's keys are missing
     session.run = run
     server = None
     if metrics_port is not None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.text import Text
 
+from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
@@ -57,9 +58,10 @@ Exit codes: 0 clean; 1 problems (errors, or warnings too with --strict); 2 usage
 @click.option("--show-secrets", is_flag=True,
               help="Show SASL passwords, proofs and tokens in findings (raw SASL tokens after a "
                    "SaslHandshake v0 are noted with -v); redacted by default.")
+@keylog_option()
 @limit_options
 @output_options
-def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, out: Output, limits: Limits):
+def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, keylog, out: Output, limits: Limits):
     """Check Kafka record batches in captures, log segments, record files and directories.
 
     Each finding names its check, severity, byte position, batch and base offset, and what
@@ -71,9 +73,11 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, out
     files = failed = unreadable = 0
     shown: list[Finding] = []
     hidden = 0
+    for line in keylog_warnings(keylog):
+        out.warn(line)
     try:
         for event in validate_paths(paths, skip_unknown=skip_unknown, progress=progress,
-                                    max_output=limits, show_secrets=show_secrets):
+                                    max_output=limits, show_secrets=show_secrets, keylog=keylog):
             event.file = path_text(event.file)  # a name that is not UTF-8 is shown as \xNN
             if isinstance(event, Finding):
                 if junit is not None:

@@ -97,8 +97,8 @@ def read_segments(paths: list[Path], group: str | None = None, *,
 
 def read_capture(path: str, group: str | None = None, *, history: bool = False,
                  ports: set[int] | None = None, show_secrets: bool = False,
-                 limits: Limits = DEFAULT_LIMITS) -> GroupsView:
-    run = DecodeRun(path, show_secrets=show_secrets, limits=limits,
+                 limits: Limits = DEFAULT_LIMITS, keylog=None) -> GroupsView:
+    run = DecodeRun(path, show_secrets=show_secrets, limits=limits, keylog=keylog,
                     **({"ports": ports} if ports else {}))
     replay = CaptureReplay(group=group, history=history)
     cuts = ProblemCap([], keep=20)
@@ -112,6 +112,9 @@ def read_capture(path: str, group: str | None = None, *, history: bool = False,
     view = replay.finish()
     cuts.close(path, None)
     view.problems += run.capture_problems + cuts.problems
+    if run.tls_undecrypted:
+        view.notes.append(f"{run.tls_undecrypted} TLS connection(s) in {path} could not be decrypted: "
+                          f"their commits are not counted; pass --keylog FILE")
     if run.kafka_connections == 0:
         view.notes.append(f"no Kafka traffic found in {run.packets} packets of {path} "
                           f"(another broker port? --port N)")

@@ -41,8 +41,11 @@ def exchange_line(record: dict) -> Text:
         latency_text = ("no response (acks=0)", "dim")
     else:
         latency_text = ("no response", "yellow")
-    parts = [
-        (clock(record.get("request_time")), "dim"), "  ", (record["conn"], "cyan"), "  ",
+    parts = [(clock(record.get("request_time")), "dim"), "  ", (record["conn"], "cyan"), "  "]
+    tls = record.get("tls")
+    if tls:  # decrypted with --keylog: the mark says so
+        parts += [(f"[{tls.get('version', 'TLS')}]", "green"), "  "]
+    parts += [
         (f"{record['api_name']} v{record['api_version']}", "bold"), f"  #{record['correlation_id']}",
         "  ", (escape(record.get("client_id") or "-"), "magenta"), "  ", latency_text,
     ]
