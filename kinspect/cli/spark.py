@@ -20,6 +20,15 @@ Examples:
   kinspect spark 'captures/broker-*.pcap.gz' --out tables/ --master 'local[8]'
   kinspect spark captures/ --out tables/ --format jsonl --api Produce --api Fetch
   kinspect spark captures/ --out tables/ --summary
+  kinspect spark /shared/captures/ --out /shared/tables/ --master spark://head:7077 --package env.tar.gz
+  kinspect spark captures/ --out tables/ --remote sc://head:15002 --package env.tar.gz
+
+\b
+On a cluster, --package PATH ships kinspect and its C accelerators to the executors as a packed
+virtualenv (built with venv-pack at PATH if PATH does not exist yet; an existing file is shipped
+as it is). Inputs and OUT must then be paths every node sees the same (a shared file system).
+Under spark-submit, run kinspect/spark/submit.py (python -m kinspect.spark.submit --path prints
+it) with the same arguments; see the README.
 
 \b
 Tables in OUT: exchanges/ (one row per exchange; Parquet partitioned by api_name) and files/
@@ -39,8 +48,17 @@ install) or the job failed; 130 interrupted.
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
               help="Directory the tables are written into (exchanges/, files/ must not exist yet).")
-@click.option("--master", default="local[*]", show_default=True,
-              help="Spark master: local[N] (tasks retried once), spark://host:port, yarn, k8s://...")
+@click.option("--master", default=None,
+              help="Spark master: local[N] (tasks retried once), spark://host:port, yarn, k8s://... (client "
+                   "mode). Default: local[*], or spark-submit's --master under spark-submit.")
+@click.option("--remote", default=None, metavar="sc://HOST:PORT",
+              help="Run on a Spark Connect server instead of a master (needs its client libraries: "
+                   "pip install 'kinspect[spark]').")
+@click.option("--package", "package", type=click.Path(dir_okay=False), default=None,
+              help="A packed virtualenv (.tar.gz) holding kinspect for the executors of a cluster or a "
+                   "Connect server: built here with venv-pack when PATH does not exist yet.")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting, e.g. --conf spark.executor.memory=2g (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet", show_default=True,
               help="Table format: Parquet (exchanges partitioned by api_name) or JSON Lines.")
 @click.option("--task-mb", type=click.IntRange(1), default=TARGET_BYTES >> 20, show_default=True,
@@ -53,7 +71,8 @@ install) or the job failed; 130 interrupted.
 @port_options
 @filter_options
 @secrets_option
-def spark(inputs, out, master, fmt, task_mb, summary, ports, no_heuristic, keep: ExchangeFilter, show_secrets):
+def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, ports, no_heuristic,
+          keep: ExchangeFilter, show_secrets):
     """Decode a set of captures on Spark: files, directories or globs, here on every core by
     default (local[*]), or on a cluster with --master.
 
@@ -61,6 +80,13 @@ def spark(inputs, out, master, fmt, task_mb, summary, ports, no_heuristic, keep:
     decode --json's exchanges.
     """
     refuse_writing_over_inputs(inputs, {"--out": out})
+    conf = _settings(confs)
+    if remote is not None and master is not None:
+        raise click.UsageError("--master and --remote: choose one (a Connect server has its own master)")
+    if package is not None and remote is None and (master or "local").startswith("local") and \
+            "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit's --master is not known before the session
+        raise click.UsageError("--package is for a cluster's executors (--master spark://..., yarn, "
+                               "k8s://... or --remote sc://...): local tasks run this interpreter")
     for table in ("exchanges", "files", "summary"):
         if os.path.exists(os.path.join(out, table)):
             raise click.UsageError(f"--out {path_text(out)} already holds {table}/: choose another "
@@ -72,13 +98,16 @@ def spark(inputs, out, master, fmt, task_mb, summary, ports, no_heuristic, keep:
         sys.exit(EXIT_UNREADABLE)
     from kinspect.spark import job  # pyspark only now
     options = {"ports": set(ports) | {9092}, "heuristic": not no_heuristic, "show_secrets": show_secrets}
+    if package is not None and not os.path.exists(package):
+        _build_package(package)
     try:
-        session = job.session(master)
+        session = job.session(master, remote=remote, package=package, conf=conf)
     except job.SparkMissing as e:
         click.echo(f"kinspect: {e}", err=True)
         sys.exit(EXIT_UNFINISHED)
+    local = remote is None and job.master_of(session).startswith("local")
     try:
-        units = plan(files, cores=session.sparkContext.defaultParallelism, target=task_mb << 20)
+        units = plan(files, cores=job.parallelism(session), target=task_mb << 20)
         written = job.write(session, units, out, fmt, options, keep=keep if keep.active else None)
         if summary:
             from kinspect.spark import summary as summaries
@@ -86,6 +115,8 @@ def spark(inputs, out, master, fmt, task_mb, summary, ports, no_heuristic, keep:
             click.echo(summaries.render(summaries.write(tables, out, fmt)))
     finally:
         session.stop()
+    if not local:
+        click.echo(executors_line(written.files), err=True)
     for f in written.unreadable:
         click.echo(f"kinspect: {path_text(f['path'])}: {f['error']}", err=True)
     size = sum(f["bytes"] for f in written.files)
@@ -93,3 +124,39 @@ def spark(inputs, out, master, fmt, task_mb, summary, ports, no_heuristic, keep:
     click.echo(f"{len(written.files)} files ({size:,} bytes), {written.exchanges:,} exchanges, {problems:,} "
                f"problems, {len(written.unreadable)} unreadable → {path_text(out)}", err=True)
     sys.exit(EXIT_UNREADABLE if written.unreadable else EXIT_OK)
+
+
+def _settings(confs) -> dict[str, str]:
+    settings = {}
+    for item in confs:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise click.UsageError(f"--conf {item!r}: give KEY=VALUE, e.g. spark.executor.memory=2g")
+        settings[key.strip()] = value
+    return settings
+
+
+def _build_package(path: str) -> None:
+    from kinspect.spark import package as packed
+    click.echo(f"kinspect: building the packed environment {path_text(path)} (venv-pack) ...", err=True)
+    try:
+        native = packed.build(path, log=lambda line: click.echo(f"kinspect:   {line}", err=True))
+    except packed.PackageError as e:
+        click.echo(f"kinspect: {e}", err=True)
+        sys.exit(EXIT_UNFINISHED)
+    missing = [name for name, loaded in native.items() if not loaded]
+    if missing:
+        click.echo(f"kinspect: the packed environment lacks the C accelerators {', '.join(missing)} (no C "
+                   f"compiler or Python headers here?): its executors decode in pure Python, several times slower",
+                   err=True)
+
+
+def executors_line(files: list[dict]) -> str:
+    """Where the files were decoded: the executors' Pythons, and whether kinspect's C accelerators
+    loaded there (files rows' native and python)."""
+    read = [f for f in files if f["error"] is None or f["packets"]]
+    pythons = sorted({f["python"] for f in files if f.get("python")})
+    slow = [f for f in read if f.get("native") is False]
+    accel = ("C accelerators loaded for every file" if not slow else
+             f"C accelerators NOT loaded for {len(slow)} of {len(read)} files (pure Python, several times slower)")
+    return f"executors' Python: {', '.join(pythons) or '-'}; {accel}"

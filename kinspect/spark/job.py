@@ -39,14 +39,30 @@ class SparkMissing(Exception):
     """pyspark, pyarrow, pandas (mapInArrow wants it) or Java is not there: the message says what to install."""
 
 
-def check_requirements() -> None:
-    """SparkMissing unless pyspark, pyarrow and a Java runtime can be found."""
+# Spark Connect's client (pyspark.sql.connect) needs these; the spark extra installs them
+CONNECT_MODULES = {"grpc": "grpcio", "grpc_status": "grpcio-status", "google.rpc": "googleapis-common-protos"}
+
+
+def _installed(module: str) -> bool:
     import importlib.util
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def check_requirements(connect: bool = False) -> None:
+    """SparkMissing unless pyspark, pyarrow and a Java runtime (with ``connect``: Spark Connect's
+    client libraries instead of Java) can be found."""
     import shutil
-    missing = [name for name in ("pyspark", "pyarrow", "pandas") if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("pyspark", "pyarrow", "pandas") if not _installed(name)]
+    if connect:
+        missing += [package for module, package in CONNECT_MODULES.items() if not _installed(module)]
     if missing:
-        raise SparkMissing(f"{' and '.join(missing)} not installed: pip install 'kinspect[spark]' "
-                           "(and Java 17 or newer)")
+        raise SparkMissing(f"{' and '.join(missing)} not installed: pip install 'kinspect[spark]'"
+                           + ("" if connect else " (and Java 17 or newer)"))
+    if connect:
+        return
     java_home = os.environ.get("JAVA_HOME")
     if not (java_home and os.access(os.path.join(java_home, "bin", "java"), os.X_OK)) and not shutil.which("java"):
         raise SparkMissing("no Java runtime found: install Java 17 or newer (apt-get install openjdk-17-jre-headless) "
@@ -62,29 +78,107 @@ def local_master(master: str) -> str:
     return master
 
 
-def session(master: str = DEFAULT_MASTER, app: str = "kinspect spark"):
-    """A SparkSession with the embedded defaults: this interpreter on both sides, the UI off,
-    and in local mode 127.0.0.1 and task retries."""
-    check_requirements()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+def submitted() -> bool:
+    """True inside spark-submit: its launcher started the JVM, and its options (--master,
+    --archives, --conf) are already the SparkContext's configuration."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+# SQL settings of every session, classic or Connect (all of them runtime settings)
+SQL_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",  # the files table and summaries are small
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "4096",
+}
+
+
+def session(master: str | None = None, app: str = "kinspect spark", *, remote: str | None = None,
+            package: str | None = None, conf: dict | None = None):
+    """A SparkSession with the embedded defaults.
+
+    - ``master`` None: local[*], or inside spark-submit, its --master.
+    - Local: this interpreter on both sides, 127.0.0.1, the UI off, task retries.
+    - A cluster (spark://, yarn, k8s://) in client mode: with ``package`` (a packed environment,
+      package.py), the executors run ./environment/bin/python from it (spark.archives); without,
+      they run this interpreter's path, which must then hold kinspect on every node.
+    - ``remote`` (sc://...): Spark Connect; ``package`` goes up with addArtifacts.
+    ``conf``: more Spark settings (``--conf``)."""
+    check_requirements(connect=remote is not None)
+    if remote is not None:
+        return _connect(remote, app, package, conf or {})
+    if master is None and not submitted():
+        master = DEFAULT_MASTER
+    local = master is not None and master.startswith("local")
+    if package is not None:
+        from kinspect.spark.package import EXECUTOR_PYTHON
+        os.environ["PYSPARK_PYTHON"] = EXECUTOR_PYTHON  # the driver's SparkContext gives it to every task
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    local = master.startswith("local")
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         master = local_master(master)
     from pyspark.sql import SparkSession
-    builder = (SparkSession.builder.master(master).appName(app)
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.shuffle.partitions", "8")  # the files table and summaries are small
-               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "4096"))
+    builder = SparkSession.builder.appName(app)
+    if master is not None:
+        builder = builder.master(master)
+    builder = (builder.config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in SQL_CONF.items():
+        builder = builder.config(key, value)
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-    builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j_file()}")
+    if not submitted():  # spark-submit's JVM runs already
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j_file()}")
+    if package is not None:
+        from kinspect.spark.package import archive_uri
+        builder = builder.config("spark.archives", archive_uri(package))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _connect(remote: str, app: str, package: str | None, conf: dict):
+    """A Spark Connect session: the server's own master runs the tasks. With ``package``, the
+    packed environment is uploaded (addArtifacts, unpacked as ./environment beside each task)
+    and the session's Python UDFs run its interpreter."""
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.remote(remote).appName(app).getOrCreate()
+    for key, value in {**SQL_CONF, **conf}.items():
+        spark.conf.set(key, value)
+    if package is not None:
+        from kinspect.spark.package import ENV_NAME, archive_uri
+        spark.addArtifacts(archive_uri(package), archive=True)
+        spark.conf.set("spark.sql.execution.pyspark.python", f"{ENV_NAME}/bin/python")
+    return spark
+
+
+def is_connect(spark) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def master_of(spark) -> str:
+    if is_connect(spark):
+        return spark.conf.get("spark.master", None) or ""
+    return spark.sparkContext.master
+
+
+def parallelism(spark) -> int:
+    """How many tasks run at once: the SparkContext's default parallelism; over Spark Connect
+    (no SparkContext) spark.default.parallelism, or N of a local[N] server, or this machine's cores."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    configured = spark.conf.get("spark.default.parallelism", None)
+    if configured and configured.isdigit():
+        return int(configured)
+    master = spark.conf.get("spark.master", None) or ""
+    inside = master[master.find("[") + 1:master.find("]")] if master.startswith("local[") else ""
+    cores = inside.split(",")[0].strip()
+    if cores.isdigit():
+        return int(cores)
+    return os.cpu_count() or 1
 
 
 def _log4j_file() -> str:
@@ -166,5 +260,6 @@ def _files(rows):
             .agg(F.first("bytes").alias("bytes"), F.max("packets").alias("packets"),
                  F.sum("exchanges").alias("exchanges"), F.sum("problems").alias("problems"),
                  F.max("error").alias("error"), F.sum("seconds").alias("seconds"),
-                 F.max("shards").alias("shards"))
+                 F.max("shards").alias("shards"), F.min("native").alias("native"),
+                 F.first("python").alias("python"))
             .orderBy(F.col("bytes").desc(), "path"))

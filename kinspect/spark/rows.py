@@ -19,7 +19,12 @@ the topics, the partitions, and the record batches. No Spark here: pyarrow only.
 | codecs | the batches' compression codecs, sorted, each once |
 | problems | decode --json's problems: severity, what, path, offset |
 
-A ``files`` row is one input (or one shard of one: ``shard`` of ``shards``; the job sums them).
+A ``files`` row is one input (or one shard of one: ``shard`` of ``shards``; the job sums them):
+path, bytes, packets, exchanges, problems, error (null, or why the file is no readable capture),
+seconds (decoding it, summed over its shards), shards, and where it was decoded: ``native`` is
+true when every C accelerator of kinspect.native loaded in the Python of each task that decoded
+it (false: the pure-Python twins ran, several times slower), ``python`` that Python's
+sys.executable (on a cluster with --package: the executor's ``.../environment/bin/python``).
 """
 
 from __future__ import annotations
@@ -69,6 +74,8 @@ FILES = pa.schema([
     ("seconds", pa.float64()),
     ("shard", pa.int32()),
     ("shards", pa.int32()),
+    ("native", pa.bool_()),
+    ("python", pa.string()),
 ])
 
 # What a Spark task gives out: both tables in one schema, told apart by ``table``

@@ -7,11 +7,13 @@ split file keeping only its own connections. A file that cannot be read as a cap
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Iterator
 
 import pyarrow as pa
 
+from kinspect import native
 from kinspect.capture.source import CaptureError
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.spark.plan import Input, Unit, connection_shard
@@ -54,7 +56,8 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
         problems += len(run.capture_problems)
     yield {"table": "files", "capture": f.path, "file_bytes": f.size, "file_packets": run.packets,
            "file_exchanges": exchanges, "file_problems": problems, "file_error": error,
-           "file_seconds": time.perf_counter() - start, "file_shard": shard, "file_shards": shards}
+           "file_seconds": time.perf_counter() - start, "file_shard": shard, "file_shards": shards,
+           "file_native": all(native.status().values()), "file_python": sys.executable}
 
 
 def unit_rows(unit: Unit, options: dict | None = None, keep=None) -> Iterator[dict]:

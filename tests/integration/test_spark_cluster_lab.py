@@ -1,0 +1,99 @@
+"""kinspect spark on a real standalone cluster (issue 14): a master and a worker started from the
+pip-installed pyspark on 127.0.0.1, the packed environment (--package, venv-pack) shipped as
+spark.archives, and everything started with PYTHONPATH unset, so that the executors can only
+find kinspect in the packed environment. The rows equal `kinspect decode --json`'s, and the
+executors report that kinspect's C accelerators loaded there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import pyarrow.dataset as ds
+import pytest
+
+from tests.conftest import PCAPS, REALDATA
+from tests.lab.spark import REPO, SPARK_SUBMIT, StandaloneCluster, clean_env, packed_environment, unpacked
+
+pytestmark = pytest.mark.lab
+
+CAPTURES = [PCAPS / "librdkafka-produce-consume.pcapng", PCAPS / "kafka39-legacy.pcap",
+            PCAPS / "java-transactions.pcap", PCAPS / "aiokafka-mtu1500.pcapng", REALDATA / "ndpi/kafka.pcapng"]
+# exchanges columns and the decode --json keys they equal
+SAME = {"conn": "conn", "api_key": "api_key", "api_name": "api_name", "api_version": "api_version",
+        "correlation_id": "correlation_id", "client_id": "client_id", "request_time": "request_time",
+        "response_time": "response_time", "latency_ms": "latency_ms", "request_bytes": "request_size",
+        "response_bytes": "response_size", "error_codes": "error_codes"}
+SMALL = ["--conf", "spark.executor.memory=600m", "--task-mb", "1"]  # several tasks from small captures
+
+
+@pytest.fixture(scope="module")
+def packed():
+    return packed_environment()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with StandaloneCluster(tmp_path_factory.mktemp("standalone")).start() as running:
+        yield running
+
+
+def _decode_json() -> Counter:
+    keys = Counter()
+    for capture in CAPTURES:
+        out = subprocess.run([sys.executable, "-m", "kinspect", "decode", "--json", str(capture)], cwd=REPO,
+                             capture_output=True, check=False).stdout.decode()
+        for line in out.splitlines():
+            record = json.loads(line)
+            if record["type"] == "exchange":
+                keys[json.dumps([str(capture)] + [record[key] for key in SAME.values()])] += 1
+    return keys
+
+
+def _rows(out) -> Counter:
+    table = ds.dataset(out / "exchanges", format="parquet", partitioning="hive").to_table()
+    return Counter(json.dumps([row["capture"]] + [row[column] for column in SAME])
+                   for row in table.to_pylist())
+
+
+def _files(out) -> list[dict]:
+    return ds.dataset(out / "files", format="parquet").to_table().to_pylist()
+
+
+def _check(out, result) -> None:
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _rows(out) == _decode_json()
+    files = _files(out)
+    assert sorted(f["path"] for f in files) == sorted(map(str, CAPTURES))
+    assert all(f["error"] is None for f in files)
+    # decoded by the packed environment's interpreter, where the C accelerators loaded
+    assert all(f["python"].endswith("/environment/bin/python") for f in files), {f["python"] for f in files}
+    assert all(f["native"] is True for f in files)
+    said = result.stderr + result.stdout  # spark-submit gives its Python's stderr out on stdout
+    assert "C accelerators loaded for every file" in said
+    assert "environment/bin/python" in said
+
+
+def test_spark_submit_runs_kinspect_on_the_cluster_from_the_packed_environment(cluster, packed, tmp_path):
+    # the client machine: kinspect from the same packed environment (no pyspark in it: spark-submit
+    # gives its driver pyspark.zip), run from a directory that holds no kinspect
+    driver = unpacked(packed, tmp_path / "client")
+    submit = next((tmp_path / "client" / "lib").glob("python3*/site-packages/kinspect/spark/submit.py"))
+    out = tmp_path / "tables"
+    argv = [SPARK_SUBMIT, "--master", cluster.url, "--archives", f"{packed}#environment",
+            "--conf", "spark.pyspark.python=./environment/bin/python",
+            "--conf", f"spark.pyspark.driver.python={driver}", "--driver-memory", "600m",
+            str(submit), *map(str, CAPTURES), "--out", str(out), *SMALL]
+    result = subprocess.run(argv, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=240)
+    _check(out, result)
+
+
+def test_kinspect_spark_master_and_package_in_client_mode(cluster, packed, tmp_path):
+    out = tmp_path / "tables"
+    argv = [sys.executable, "-m", "kinspect", "spark", *map(str, CAPTURES), "--out", str(out),
+            "--master", cluster.url, "--package", str(packed), *SMALL]
+    result = subprocess.run(argv, cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=240)
+    _check(out, result)
