@@ -105,6 +105,8 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, po
     except job.SparkMissing as e:
         click.echo(f"kinspect: {e}", err=True)
         sys.exit(EXIT_UNFINISHED)
+    except job.SettingRefused as e:
+        raise click.UsageError(str(e)) from None
     local = remote is None and job.master_of(session).startswith("local")
     try:
         units = plan(files, cores=job.parallelism(session), target=task_mb << 20)

@@ -39,6 +39,10 @@ class SparkMissing(Exception):
     """pyspark, pyarrow, pandas (mapInArrow wants it) or Java is not there: the message says what to install."""
 
 
+class SettingRefused(ValueError):
+    """A --conf the session cannot take (over Spark Connect: a static one, the server's own)."""
+
+
 # Spark Connect's client (pyspark.sql.connect) needs these; the spark extra installs them
 CONNECT_MODULES = {"grpc": "grpcio", "grpc_status": "grpcio-status", "google.rpc": "googleapis-common-protos"}
 
@@ -146,6 +150,10 @@ def _connect(remote: str, app: str, package: str | None, conf: dict):
     and the session's Python UDFs run its interpreter."""
     from pyspark.sql import SparkSession
     spark = SparkSession.builder.remote(remote).appName(app).getOrCreate()
+    for key in conf:
+        if not spark.conf.isModifiable(key):
+            raise SettingRefused(f"--conf {key}: not a session setting, so Spark Connect cannot change it; "
+                                 f"set it where the Connect server starts")
     for key, value in {**SQL_CONF, **conf}.items():
         spark.conf.set(key, value)
     if package is not None:
@@ -231,11 +239,11 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
     try:
         exchanges = rows.filter(F.col("table") == "exchanges").select(*EXCHANGES.names)
         if fmt == "parquet":
-            exchanges.write.mode("errorifexists").partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
+            exchanges.write.mode("error").partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
         else:
-            exchanges.write.mode("errorifexists").option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
+            exchanges.write.mode("error").option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
         files = _files(rows.filter(F.col("table") == "files"))
-        (files.coalesce(1).write.mode("errorifexists").option("ignoreNullFields", "false")
+        (files.coalesce(1).write.mode("error").option("ignoreNullFields", "false")
          .format("parquet" if fmt == "parquet" else "json").save(os.path.join(out, "files")))
         collected = [r.asDict() for r in files.collect()]
         total = sum(f["exchanges"] for f in collected)

@@ -66,7 +66,7 @@ def write(tables: dict, out: str, fmt: str = "parquet") -> dict[str, list[dict]]
     for name, df in tables.items():
         df = df.coalesce(1).cache()  # computed once for both
         try:
-            df.write.mode("errorifexists").format("parquet" if fmt == "parquet" else "json") \
+            df.write.mode("error").format("parquet" if fmt == "parquet" else "json") \
                 .option("ignoreNullFields", "false").save(os.path.join(out, "summary", name))
             rows[name] = [r.asDict() for r in df.collect()]
         finally:
