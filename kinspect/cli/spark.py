@@ -110,7 +110,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, po
     local = remote is None and job.master_of(session).startswith("local")
     try:
         units = plan(files, cores=job.parallelism(session), target=task_mb << 20)
-        written = job.write(session, units, out, fmt, options, keep=keep if keep.active else None)
+        written = _write(session, units, out, fmt, options, keep if keep.active else None)
         if summary:
             from kinspect.spark import summary as summaries
             tables = summaries.summarize(job.read_exchanges(session, out, fmt))
@@ -162,3 +162,13 @@ def executors_line(files: list[dict]) -> str:
     accel = ("C accelerators loaded for every file" if not slow else
              f"C accelerators NOT loaded for {len(slow)} of {len(read)} files (pure Python, several times slower)")
     return f"executors' Python: {', '.join(pythons) or '-'}; {accel}"
+
+
+def _write(session, units, out, fmt, options, keep):
+    """job.write, with a progress bar on stderr when it is a terminal."""
+    from kinspect.spark import job
+    if not sys.stderr.isatty() or not units:
+        return job.write(session, units, out, fmt, options, keep=keep)
+    from kinspect.spark.progress import Bar
+    with Bar(units) as bar:
+        return job.write(session, units, out, fmt, options, keep=keep, progress=bar)

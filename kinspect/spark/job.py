@@ -231,17 +231,22 @@ class Written:
 
 
 def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dict | None = None,
-          keep=None) -> Written:
-    """Decode ``units`` and write ``out``/exchanges and ``out``/files (Parquet or JSON Lines)."""
+          keep=None, progress=None) -> Written:
+    """Decode ``units`` and write ``out``/exchanges and ``out``/files (Parquet or JSON Lines).
+    ``progress(Done)``: called as the decode job's tasks complete (progress.py)."""
+    from contextlib import nullcontext
+
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
+    from kinspect.spark.progress import watch
     rows = decoded(spark, units, options, keep).persist(StorageLevel.DISK_ONLY)
     try:
         exchanges = rows.filter(F.col("table") == "exchanges").select(*EXCHANGES.names)
-        if fmt == "parquet":
-            exchanges.write.mode("error").partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
-        else:
-            exchanges.write.mode("error").option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
+        with watch(spark, units, progress) if progress else nullcontext():  # the decoding job
+            if fmt == "parquet":
+                exchanges.write.mode("error").partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
+            else:
+                exchanges.write.mode("error").option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
         files = _files(rows.filter(F.col("table") == "files"))
         (files.coalesce(1).write.mode("error").option("ignoreNullFields", "false")
          .format("parquet" if fmt == "parquet" else "json").save(os.path.join(out, "files")))

@@ -7,7 +7,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from kinspect.spark import job
-from kinspect.spark.plan import Input, list_inputs, plan
+from kinspect.spark.plan import Input, Unit, list_inputs, plan
 from kinspect.spark.rows import EXCHANGES
 from kinspect.spark.task import file_rows
 from tests.conftest import PCAPS, REALDATA
@@ -113,3 +113,38 @@ def test_summary_equals_decode_summary_of_the_same_exchanges(spark_session, tabl
 def test_accuracy_is_above_the_largest_group_within_bounds():
     from kinspect.spark.summary import EXACT_LATENCIES, accuracy
     assert accuracy(5) == 10_000 and accuracy(50_000) == 50_001 and accuracy(10**9) == EXACT_LATENCIES
+
+
+def test_progress_maps_task_counts_to_files_and_bytes():
+    from kinspect.spark.progress import Done, done, totals
+    big = Input("big", 1000)
+    units = [Unit((big,), 0, 2), Unit((big,), 1, 2), Unit((Input("a", 300), Input("b", 100))), Unit((Input("c", 50),))]
+    assert totals(units) == Done(4, 4, 1450)
+    assert done(units, 0, 2) == Done(0, 0, 0)
+    # 3 launched, 1 completed: the smallest launched (a+b) is taken as done
+    assert done(units, 1, 2) == Done(1, 2, 400)
+    # all 4 launched, 2 completed: a+b and c; the big file's shards still run
+    assert done(units, 2, 2) == Done(2, 3, 450)
+    assert done(units, 3, 1) == Done(3, 3, 950)  # one shard of big: its file is not done yet
+    assert done(units, 4, 0) == totals(units) == done(units, 9, 0)
+
+
+def test_progress_reads_the_status_tracker_of_a_real_job(spark_session, tmp_path):
+    """job.write's progress: Spark's status tracker figures for the decode job, mapped to files
+    and bytes; at the end every file and byte."""
+    from kinspect.spark.progress import Done, totals, tracker_figures
+    inputs = list_inputs([str(c) for c in CAPTURES])
+    units = plan(inputs, cores=2, target=100_000, factor=2)
+    seen: list[Done] = []
+    job.write(spark_session, units, str(tmp_path / "out"), progress=seen.append)
+    assert seen and seen[-1] == totals(units) == Done(len(units), len(CAPTURES), sum(f.size for f in inputs))
+    assert all(a.bytes <= b.bytes and a.tasks <= b.tasks for a, b in zip(seen, seen[1:]))
+    # the tracker itself, after a job in a group: the stage of len(units) tasks, all completed
+    sc = spark_session.sparkContext
+    sc.setJobGroup("kinspect-test-group", "test")
+    try:
+        job.decoded(spark_session, units[:3]).count()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert tracker_figures(sc, "kinspect-test-group", 3) == (3, 0)
+    assert tracker_figures(sc, "no-such-group", 3) is None
