@@ -22,6 +22,7 @@ MAX_MESSAGE = 1 << 17  # a kept message (hellos, Finished, KeyUpdate) larger tha
 
 VERSION_NAMES = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}
 _u16 = struct.Struct(">H").unpack_from
+_u16x2 = struct.Struct(">HH").unpack_from
 
 
 def version_name(version: int) -> str:
@@ -99,13 +100,23 @@ class _Cursor:
         return self.take(size, field)
 
     def extensions(self) -> dict[int, bytes]:
+        """extension_type → extension_data (the first of a type); one loop, no call per field."""
         out: dict[int, bytes] = {}
         if self.pos == len(self.data):
             return out  # no extensions at all (TLS 1.0 era)
-        block = _Cursor(self.vector(2, "extensions"), self.what + " → extensions")
-        while block.pos < len(block.data):
-            ext_type = block.u16("extension_type")
-            out.setdefault(ext_type, block.vector(2, f"extension {ext_type}"))
+        block = self.vector(2, "extensions")
+        pos, end = 0, len(block)
+        while pos < end:
+            if end - pos < 4:
+                raise HandshakeError(f"{self.what} → extensions: {end - pos} bytes left at byte {pos}, "
+                                     f"an extension header needs 4")
+            ext_type, size = _u16x2(block, pos)
+            if pos + 4 + size > end:
+                raise HandshakeError(f"{self.what} → extension {ext_type}: needs {size} bytes at byte {pos + 4}, "
+                                     f"{end - pos - 4} left")
+            if ext_type not in out:
+                out[ext_type] = block[pos + 4:pos + 4 + size]
+            pos += 4 + size
         return out
 
 
@@ -119,7 +130,7 @@ def client_hello(body: bytes) -> dict:
     c.vector(1, "legacy_compression_methods")
     ext = c.extensions()
     hello = {"legacy_version": version, "random": random, "session_id": session_id,
-             "cipher_suites": [_u16(suites, i)[0] for i in range(0, len(suites) - 1, 2)],
+             "cipher_suites": suites,  # the raw list: kinspect needs only the server's choice
              "server_name": None, "supported_versions": [], "session_ticket": 35 in ext,
              "pre_shared_key": 41 in ext}
     sni = ext.get(EXT_SERVER_NAME)

@@ -62,9 +62,15 @@ def suite_name(code: int) -> str:
     return suite.name if suite is not None else f"cipher suite {code:#06x}"
 
 
+_HASHES: dict = {}
+
+
 def _hash(name: str):
-    from cryptography.hazmat.primitives import hashes
-    return hashes.SHA256() if name == "sha256" else hashes.SHA384()
+    algorithm = _HASHES.get(name)
+    if algorithm is None:
+        from cryptography.hazmat.primitives import hashes
+        algorithm = _HASHES[name] = hashes.SHA256() if name == "sha256" else hashes.SHA384()
+    return algorithm
 
 
 def _hmac(key: bytes, data: bytes, digest: str) -> bytes:
@@ -87,15 +93,25 @@ def tls12_prf(secret: bytes, label: bytes, seed: bytes, size: int, digest: str =
 
 def hkdf_expand_label(secret: bytes, label: bytes, context: bytes, length: int, digest: str = "sha256") -> bytes:
     """RFC 8446 7.1: HKDF-Expand(secret, HkdfLabel(length, "tls13 " + label, context), length)."""
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+    global _HKDFExpand
+    if _HKDFExpand is None:
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand as _HKDFExpand
     full = b"tls13 " + label
     info = struct.pack(">HB", length, len(full)) + full + bytes([len(context)]) + context
-    return HKDFExpand(_hash(digest), length, info).derive(secret)
+    return _HKDFExpand(_hash(digest), length, info).derive(secret)
+
+
+_HKDFExpand = None
+
+
+_AEADS: dict = {}
 
 
 def _aead(suite: Suite, key: bytes):
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
-    return AESGCM(key) if suite.aead == "aes-gcm" else ChaCha20Poly1305(key)
+    if not _AEADS:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+        _AEADS.update({"aes-gcm": AESGCM, "chacha20": ChaCha20Poly1305})
+    return _AEADS[suite.aead](key)
 
 
 class RecordKeys:

@@ -80,7 +80,7 @@ class _Dir:
 
 
 class _Conn:
-    __slots__ = ("label", "client", "server", "hello", "shello", "version", "suite_code", "keys_state",
+    __slots__ = ("label", "client", "server", "hello", "shello", "version", "tls13", "suite_code", "keys_state",
                  "bytes", "waiting_since", "reported", "blind")
 
     def __init__(self, client_flow) -> None:
@@ -91,16 +91,13 @@ class _Conn:
         self.hello: dict | None = None
         self.shello: dict | None = None
         self.version: int | None = None
+        self.tls13 = False  # the ServerHello said TLS 1.3
         self.suite_code: int | None = None
         self.keys_state: str | None = None  # None: not looked up; "ok"; "missing"; "unsupported"; "waiting"
         self.bytes = 0  # TLS bytes seen, both directions
         self.waiting_since: float | None = None
         self.reported = False
         self.blind = False  # its handshake was not captured
-
-    @property
-    def tls13(self) -> bool:
-        return self.version == TLS13
 
     def describe(self) -> str:
         parts = [version_name(self.version) if self.version else "TLS"]
@@ -342,6 +339,7 @@ class TlsLayer:
                         continue  # HelloRetryRequest: a new ClientHello and the real ServerHello follow
                     conn.shello = shello
                     conn.version = shello["version"]
+                    conn.tls13 = conn.version == TLS13
                     conn.suite_code = shello["cipher_suite"]
                     # the readers go on (a message may be cut between records); what they keep changes
                     if conn.tls13:

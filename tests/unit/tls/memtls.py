@@ -39,12 +39,15 @@ def contexts(directory: Path, keylog: Path, version: str = "1.3", cipher: str | 
 
 
 def converse(directory: Path, keylog: Path, messages: list[tuple[str, bytes]], version: str = "1.3",
-             cipher: str | None = None, server_name: str = "kafka.example") -> list[tuple[str, bytes]]:
+             cipher: str | None = None, server_name: str = "kafka.example", session=None,
+             contexts_used=None, out: dict | None = None) -> list[tuple[str, bytes]]:
     """Handshake, then each (side, plaintext) written by that side and read by the other:
-    [(side, wire bytes)] in the order they were sent."""
-    client_ctx, server_ctx = contexts(directory, keylog, version, cipher)
+    [(side, wire bytes)] in the order they were sent. ``session``/``contexts_used``: resume a
+    session of an earlier conversation on the same contexts; ``out`` gets "session" and
+    "resumed" and "contexts"."""
+    client_ctx, server_ctx = contexts_used or contexts(directory, keylog, version, cipher)
     c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
-    client = client_ctx.wrap_bio(c_in, c_out, server_hostname=server_name)
+    client = client_ctx.wrap_bio(c_in, c_out, server_hostname=server_name, session=session)
     server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
     wire: list = []
 
@@ -87,4 +90,6 @@ def converse(directory: Path, keylog: Path, messages: list[tuple[str, bytes]], v
                 break
             flush()
         assert got == text
+    if out is not None:
+        out.update(session=client.session, resumed=client.session_reused, contexts=(client_ctx, server_ctx))
     return wire

@@ -260,3 +260,20 @@ def test_key_update_moves_the_direction_to_the_next_secret(tmp_path, keyfile):
     events = feed(layer, wire + [("client", key_update + after)])
     assert notices(events) == []
     assert plaintext(events, flows(0)[0]) == b"A" * 10 + b"after the update"
+
+
+@pytest.mark.parametrize("version,cipher", [("1.3", None), ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")])
+def test_a_resumed_session_decrypts(tmp_path, keyfile, version, cipher):
+    """Session resumption: TLS 1.2's abbreviated handshake (ticket; the server's ChangeCipherSpec
+    comes first) and TLS 1.3 PSK: the key log has the resumed connection's own lines."""
+    first: dict = {}
+    converse(tmp_path, keyfile, REQUESTS, version, cipher, out=first)
+    again: dict = {}
+    wire = converse(tmp_path, keyfile, REQUESTS, version, cipher, session=first["session"],
+                    contexts_used=first["contexts"], out=again)
+    assert again["resumed"]
+    layer = TlsLayer(KeyLog.from_files([keyfile]))
+    events = feed(layer, wire)
+    assert notices(events) == []
+    assert plaintext(events, flows(0)[0]) == b"".join(t for s, t in REQUESTS if s == "client")
+    assert plaintext(events, flows(0)[1]) == b"".join(t for s, t in REQUESTS if s == "server")
