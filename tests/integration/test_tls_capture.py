@@ -60,7 +60,8 @@ def _replay(spec: dict) -> None:
             ctx.load_verify_locations(spec["ca"])
         return ctx
 
-    server_ctx, client_ctx = context("server"), context("client")
+    plain = spec["version"] == "plain"  # the same streams without TLS (tests/bench/bench_tls.py)
+    server_ctx, client_ctx = (None, None) if plain else (context("server"), context("client"))
     listener = socket.create_server(("127.0.0.1", spec["port"]))
     for conn in spec["connections"]:
         client_bytes = sum(len(bytes.fromhex(c)) for c in conn["client"])
@@ -70,7 +71,7 @@ def _replay(spec: dict) -> None:
         def serve():
             try:
                 raw, _ = listener.accept()
-                with server_ctx.wrap_socket(raw, server_side=True) as tls:
+                with raw if plain else server_ctx.wrap_socket(raw, server_side=True) as tls:
                     got = 0
                     while got < client_bytes:
                         chunk = tls.recv(1 << 16)
@@ -83,8 +84,8 @@ def _replay(spec: dict) -> None:
 
         thread = threading.Thread(target=serve)
         thread.start()
-        with client_ctx.wrap_socket(socket.create_connection(("127.0.0.1", spec["port"])),
-                                    server_hostname=spec["server_name"]) as tls:
+        raw = socket.create_connection(("127.0.0.1", spec["port"]))
+        with raw if plain else client_ctx.wrap_socket(raw, server_hostname=spec["server_name"]) as tls:
             for chunk in conn["client"]:
                 tls.sendall(bytes.fromhex(chunk))
             got = 0
@@ -93,7 +94,7 @@ def _replay(spec: dict) -> None:
                 if not chunk:
                     break
                 got += len(chunk)
-            cipher = tls.cipher()
+            cipher = ("none", "plain") if plain else tls.cipher()
         thread.join(30)
         assert not failure, failure
         assert got == len(server_out), (got, len(server_out))
@@ -178,12 +179,13 @@ def ca(tmp_path_factory):
 
 
 def record_replay(tmp: Path, ca, connections: list[dict], version: str, cipher: str,
-                  port: int | None = None) -> tuple[Path, Path, list[dict]]:
-    """The connections replayed through TLS and captured: (capture, key log, what ssl said)."""
+                  port: int | None = None, name: str = "tls") -> tuple[Path, Path, list[dict]]:
+    """The connections replayed through TLS (``version`` "1.2", "1.3", or "plain" for none) and
+    captured: (capture, key log, what ssl said)."""
     server = ca.issue("kafka-tls", ["localhost", "127.0.0.1"])
     port = port or free_port()
-    keylog = tmp / "keys.log"
-    capture = tmp / "tls.pcap"
+    keylog = tmp / f"{name}-keys.log"
+    capture = tmp / f"{name}.pcap"
     env = dict(os.environ)
     if version == "1.3":
         conf = tmp / "openssl.cnf"
@@ -196,7 +198,7 @@ def record_replay(tmp: Path, ca, connections: list[dict], version: str, cipher: 
             "connections": connections}
     with Recorder(capture, "lo", f"tcp port {port}"):
         done = subprocess.run([sys.executable, __file__], input=json.dumps(spec), capture_output=True,
-                              text=True, env=env, timeout=120)
+                              text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     said = [json.loads(line) for line in done.stdout.splitlines()]
     return capture, keylog, said
