@@ -32,8 +32,9 @@ it) with the same arguments; see the README.
 
 \b
 Tables in OUT: exchanges/ (one row per exchange; Parquet partitioned by api_name) and files/
-(one row per input: path, bytes, packets, exchanges, problems, error, seconds); with --summary
-also summary/apis, summary/errors, summary/talkers. The columns are
+(one row per input: path, bytes, packets, exchanges, problems, error, seconds, native, python);
+with --records also records/ (one row per record); with --summary also summary/apis,
+summary/errors, summary/talkers, summary/clients. The columns are
 documented in kinspect/spark/rows.py. Needs pip install 'kinspect[spark]' and Java 17+.
 
 \b
@@ -68,10 +69,13 @@ install) or the job failed; 130 interrupted.
               help="Also compute in Spark, print and write as summary/: per-API counts, latency "
                    "p50/p99/max (exact nearest rank, as decode --summary), bytes; errors by code "
                    "and topic; top talkers by bytes.")
+@click.option("--records", is_flag=True,
+              help="Also write records/: one row per record in a Produce or Fetch body (topic, partition, "
+                   "offset, timestamp, key, value size, header count; kinspect/spark/rows.py).")
 @port_options
 @filter_options
 @secrets_option
-def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, ports, no_heuristic,
+def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, records, ports, no_heuristic,
           keep: ExchangeFilter, show_secrets):
     """Decode a set of captures on Spark: files, directories or globs, here on every core by
     default (local[*]), or on a cluster with --master.
@@ -87,7 +91,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, po
             "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit's --master is not known before the session
         raise click.UsageError("--package is for a cluster's executors (--master spark://..., yarn, "
                                "k8s://... or --remote sc://...): local tasks run this interpreter")
-    for table in ("exchanges", "files", "summary"):
+    for table in ("exchanges", "files", "summary", "records"):
         if os.path.exists(os.path.join(out, table)):
             raise click.UsageError(f"--out {path_text(out)} already holds {table}/: choose another "
                                    f"directory, or remove it")
@@ -110,7 +114,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, po
     local = remote is None and job.master_of(session).startswith("local")
     try:
         units = plan(files, cores=job.parallelism(session), target=task_mb << 20)
-        written = _write(session, units, out, fmt, options, keep if keep.active else None)
+        written = _write(session, units, out, fmt, options, keep if keep.active else None, records)
         if summary:
             from kinspect.spark import summary as summaries
             tables = summaries.summarize(job.read_exchanges(session, out, fmt))
@@ -164,11 +168,11 @@ def executors_line(files: list[dict]) -> str:
     return f"executors' Python: {', '.join(pythons) or '-'}; {accel}"
 
 
-def _write(session, units, out, fmt, options, keep):
+def _write(session, units, out, fmt, options, keep, records):
     """job.write, with a progress bar on stderr when it is a terminal."""
     from kinspect.spark import job
     if not sys.stderr.isatty() or not units:
-        return job.write(session, units, out, fmt, options, keep=keep)
+        return job.write(session, units, out, fmt, options, keep=keep, records=records)
     from kinspect.spark.progress import Bar
     with Bar(units) as bar:
-        return job.write(session, units, out, fmt, options, keep=keep, progress=bar)
+        return job.write(session, units, out, fmt, options, keep=keep, progress=bar, records=records)

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 
 from kinspect.spark.plan import Unit
-from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, TASK
+from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, RECORD_COLUMNS, TASK
 
 DEFAULT_MASTER = "local[*]"
 # The driver's log4j: errors only, one line each. Spark's default prints its banner and WARNs;
@@ -231,14 +231,16 @@ class Written:
 
 
 def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dict | None = None,
-          keep=None, progress=None) -> Written:
-    """Decode ``units`` and write ``out``/exchanges and ``out``/files (Parquet or JSON Lines).
+          keep=None, progress=None, records: bool = False) -> Written:
+    """Decode ``units`` and write ``out``/exchanges and ``out``/files (Parquet or JSON Lines),
+    with ``records`` also ``out``/records (rows.RECORDS).
     ``progress(Done)``: called as the decode job's tasks complete (progress.py)."""
     from contextlib import nullcontext
 
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from kinspect.spark.progress import watch
+    options = {**(options or {}), "records": records}
     rows = decoded(spark, units, options, keep).persist(StorageLevel.DISK_ONLY)
     try:
         exchanges = rows.filter(F.col("table") == "exchanges").select(*EXCHANGES.names)
@@ -247,6 +249,11 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
                 exchanges.write.mode("error").partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
             else:
                 exchanges.write.mode("error").option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
+        if records:
+            (rows.filter(F.col("table") == "records")
+             .select(*[F.col(task).alias(name) for task, name in RECORD_COLUMNS.items()])
+             .write.mode("error").option("ignoreNullFields", "false")
+             .format("parquet" if fmt == "parquet" else "json").save(os.path.join(out, "records")))
         files = _files(rows.filter(F.col("table") == "files"))
         (files.coalesce(1).write.mode("error").option("ignoreNullFields", "false")
          .format("parquet" if fmt == "parquet" else "json").save(os.path.join(out, "files")))
@@ -255,6 +262,14 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
     finally:
         rows.unpersist()
     return Written(collected, total)
+
+
+def read_records(spark, out: str, fmt: str = "parquet"):
+    from kinspect.spark.rows import RECORDS
+    path = os.path.join(out, "records")
+    if fmt == "parquet":
+        return spark.read.parquet(path)
+    return spark.read.schema(spark_schema(RECORDS)).json(path)
 
 
 def read_exchanges(spark, out: str, fmt: str = "parquet"):

@@ -19,6 +19,20 @@ the topics, the partitions, and the record batches. No Spark here: pyarrow only.
 | codecs | the batches' compression codecs, sorted, each once |
 | problems | decode --json's problems: severity, what, path, offset |
 
+A ``records`` row (with ``--records``) is one record of a record set in a body, decoded as decode
+--json shows it (v2 batches and legacy magic 0/1 messages, decompressed; control records too):
+
+| column | |
+|---|---|
+| capture, conn, api_name, correlation_id | the exchange it is in (join with exchanges on these) |
+| side | "request" (Produce) or "response" (Fetch, ShareFetch, ...) |
+| topic | the topic entry's name (Fetch v13+ topic ids resolved as decode does; null if unknown) |
+| partition | the partition entry's index |
+| offset, timestamp | the record's absolute offset, its timestamp in ms (null for magic 0) |
+| key | the key's bytes (null for a null key) |
+| value_size | the value's length in bytes (null for a null value: a tombstone) |
+| header_count | the record's headers |
+
 A ``files`` row is one input (or one shard of one: ``shard`` of ``shards``; the job sums them):
 path, bytes, packets, exchanges, problems, error (null, or why the file is no readable capture),
 seconds (decoding it, summed over its shards), shards, and where it was decoded: ``native`` is
@@ -78,12 +92,32 @@ FILES = pa.schema([
     ("python", pa.string()),
 ])
 
-# What a Spark task gives out: both tables in one schema, told apart by ``table``
-# ("exchanges" or "files"); the other table's columns are null. A files row's ``path`` is in
-# ``capture``, its other columns under FILE_COLUMNS' names.
+RECORDS = pa.schema([
+    ("capture", pa.string()),
+    ("conn", pa.string()),
+    ("api_name", pa.string()),
+    ("correlation_id", pa.int32()),
+    ("side", pa.string()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("timestamp", pa.int64()),
+    ("key", pa.binary()),
+    ("value_size", pa.int32()),
+    ("header_count", pa.int32()),
+])
+
+# What a Spark task gives out: the three tables in one schema, told apart by ``table``
+# ("exchanges", "files" or "records"); the other tables' columns are null. A files row's
+# ``path`` is in ``capture``, its other columns under FILE_COLUMNS' names; a records row's
+# exchange columns are the exchanges' own, the rest under RECORD_COLUMNS' names.
 FILE_COLUMNS = {"capture": "path", **{f"file_{f.name}": f.name for f in FILES if f.name != "path"}}
+_SHARED = ("capture", "conn", "api_name", "correlation_id")
+RECORD_COLUMNS = {**{name: name for name in _SHARED},
+                  **{f"record_{f.name}": f.name for f in RECORDS if f.name not in _SHARED}}
 TASK = pa.schema([("table", pa.string())] + list(EXCHANGES) +
-                 [pa.field(f"file_{f.name}", f.type) for f in FILES if f.name != "path"])
+                 [pa.field(f"file_{f.name}", f.type) for f in FILES if f.name != "path"] +
+                 [pa.field(f"record_{f.name}", f.type) for f in RECORDS if f.name not in _SHARED])
 
 
 def _batches_in(value, out: list) -> None:
@@ -141,6 +175,66 @@ def exchange_row(capture: str, record: dict) -> dict:
         "problems": [{"severity": p.get("severity"), "what": p.get("what"), "path": p.get("path"),
                       "offset": p.get("offset")} for p in record.get("problems") or ()],
     }
+
+
+def _topic_name(topic: dict):
+    for key in ("name", "topic", "topic_name"):
+        name = topic.get(key)
+        if isinstance(name, str):
+            return name
+    return None
+
+
+def _partition_index(partition: dict):
+    for key in ("index", "partition_index", "partition"):
+        value = partition.get(key)
+        if type(value) is int:
+            return value
+    return None
+
+
+def _batch_records(batch) -> Iterator[dict]:
+    """The records of a v2 batch, or of a legacy message (its inner messages when a wrapper)."""
+    if type(batch) is not dict:
+        return
+    for record in batch.get("records") or ():
+        if type(record) is dict:
+            yield record
+
+
+def record_rows(capture: str, record: dict) -> Iterator[dict]:
+    """The records rows (RECORDS, under TASK's names) of one exchange record: every record in
+    a record set of a partition entry of its bodies' top-level topic lists."""
+    for side in ("request", "response"):
+        body = record.get(side)
+        if type(body) is not dict:
+            continue
+        for key in TOPIC_LISTS:
+            topics = body.get(key)
+            if type(topics) is not list:
+                continue
+            for topic in topics:
+                if type(topic) is not dict:
+                    continue
+                name = _topic_name(topic)
+                for field, partitions in topic.items():
+                    if not field.startswith("partition") or type(partitions) is not list:
+                        continue
+                    for partition in partitions:
+                        if type(partition) is not dict or type(partition.get("records")) is not list:
+                            continue
+                        index = _partition_index(partition)
+                        for batch in partition["records"]:
+                            for r in _batch_records(batch):
+                                value, headers = r.get("value"), r.get("headers")
+                                key_bytes = r.get("key")
+                                yield {"table": "records", "capture": capture, "conn": record["conn"],
+                                       "api_name": record["api_name"], "correlation_id": record["correlation_id"],
+                                       "record_side": side, "record_topic": name, "record_partition": index,
+                                       "record_offset": r.get("offset"), "record_timestamp": r.get("timestamp"),
+                                       "record_key": bytes(key_bytes) if key_bytes is not None else None,
+                                       "record_value_size": len(value) if value is not None else None,
+                                       "record_header_count": len(headers) if headers is not None else 0}
 
 
 def arrow_batches(rows: Iterable[dict], schema: pa.Schema, size: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:

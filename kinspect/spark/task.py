@@ -17,7 +17,7 @@ from kinspect import native
 from kinspect.capture.source import CaptureError
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.spark.plan import Input, Unit, connection_shard
-from kinspect.spark.rows import BATCH_ROWS, TASK, arrow_batches, exchange_row
+from kinspect.spark.rows import BATCH_ROWS, TASK, arrow_batches, exchange_row, record_rows
 
 
 def _shard_of(shard: int, shards: int):
@@ -27,13 +27,16 @@ def _shard_of(shard: int, shards: int):
 
 
 def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = None,
-              keep=None) -> Iterator[dict]:
+              keep=None, records: bool = False) -> Iterator[dict]:
     """The exchanges rows of one file (or shard), those ``keep(record)`` keeps when given (decode's
     filters), then its files row (rows.FILE_COLUMNS). Its ``exchanges`` counts all the exchanges
-    decoded; ``problems`` every record that is not a clean exchange: problems of exchanges,
+    decoded; with ``records``, each exchange row is followed by its records rows (rows.RECORDS);
+    ``problems`` every record that is not a clean exchange: problems of exchanges,
     notices, responses without a request, and the capture's own problems."""
     start = time.perf_counter()
-    run = DecodeRun(f.path, keep_connection=_shard_of(shard, shards), **(options or {}))
+    options = dict(options or {})
+    records = options.pop("records", records)
+    run = DecodeRun(f.path, keep_connection=_shard_of(shard, shards), **options)
     exchanges = problems = 0
     error = None
     try:
@@ -46,6 +49,8 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
                 row = exchange_row(f.path, record)
                 row["table"] = "exchanges"
                 yield row
+                if records:
+                    yield from record_rows(f.path, record)
             else:
                 problems += 1
     except (CaptureUnreadable, CaptureError) as e:

@@ -38,7 +38,7 @@ def tables(spark_session, tmp_path_factory):
     inputs = list_inputs([str(c) for c in CAPTURES])
     units = plan(inputs, cores=2, target=100_000, factor=2)  # packs the small captures, shards the big ones
     out = tmp_path_factory.mktemp("spark") / "out"
-    return units, job.write(spark_session, units, str(out)), out
+    return units, job.write(spark_session, units, str(out), records=True), out
 
 
 def test_local2_rows_equal_one_process_with_packed_and_sharded_files(tables):
@@ -57,6 +57,17 @@ def test_local2_rows_equal_one_process_with_packed_and_sharded_files(tables):
     split = {f.path for u in units if u.shards > 1 for f in u.files}
     assert {f["path"] for f in files if f["shards"] == 2} == split
     assert written.exchanges == len(expected) and not written.unreadable
+
+
+def test_records_table_equals_one_process_with_packed_and_sharded_files(tables):
+    from kinspect.spark.rows import RECORD_COLUMNS, RECORDS
+    _, _, out = tables
+    table = ds.dataset(out / "records", format="parquet").to_table()
+    assert table.schema.names == RECORDS.names
+    got = Counter(tuple(r.values()) for r in table.to_pylist())
+    expected = Counter(tuple(r[c] for c in RECORD_COLUMNS) for capture in CAPTURES
+                       for r in file_rows(Input(str(capture), 0), records=True) if r["table"] == "records")
+    assert got == expected and sum(expected.values()) > 500
 
 
 def test_jsonl_tables_hold_every_column(spark_session, tmp_path):

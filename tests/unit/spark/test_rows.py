@@ -122,3 +122,70 @@ def test_shards_of_a_truncated_capture_count_its_problems_once(tmp_path):
     for column in ("file_problems", "file_exchanges"):
         assert sum(rows[-1][column] for rows in shards) == whole[-1][column]
     assert all(rows[-1]["file_packets"] == whole[-1]["file_packets"] for rows in shards)
+
+
+def _json_bytes(value):
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return __import__("base64").b64decode(value["b64"])
+    return value.encode()
+
+
+def _json_records(capture, line: dict) -> list[tuple]:
+    """decode --json's records of one exchange line, found by walking the whole JSON: any object
+    with offset, timestamp, key, value and headers, under the nearest topic name and partition."""
+    found = []
+
+    def walk(value, side, topic, partition):
+        if isinstance(value, dict):
+            if {"offset", "timestamp", "key", "value", "headers"} <= value.keys():
+                found.append((str(capture), line["conn"], line["api_name"], line["correlation_id"], side, topic,
+                              partition, value["offset"], value["timestamp"], _json_bytes(value["key"]),
+                              None if value["value"] is None else len(_json_bytes(value["value"])),
+                              len(value["headers"])))
+                return
+            for key in ("name", "topic", "topic_name"):
+                if isinstance(value.get(key), str) and any(k.startswith("partition") for k in value):
+                    topic = value[key]
+                    break
+            for key in ("index", "partition_index", "partition"):
+                if isinstance(value.get(key), int) and "records" in value:
+                    partition = value[key]
+                    break
+            for item in value.values():
+                walk(item, side, topic, partition)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, side, topic, partition)
+
+    walk(line["request"], "request", None, None)
+    walk(line["response"], "response", None, None)
+    return found
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_records_rows_equal_decode_json_records(capture):
+    from kinspect.spark.rows import RECORD_COLUMNS
+    expected = [rec for line, _ in _decode_json(capture) if line["type"] == "exchange"
+                for rec in _json_records(capture, line)]
+    rows = [r for r in file_rows(Input(str(capture), 0), records=True) if r["table"] == "records"]
+    assert [tuple(r[c] for c in RECORD_COLUMNS) for r in rows] == expected
+    if "produce" in capture.name or "librdkafka" in capture.name:
+        assert rows  # the lab's producer captures hold records
+
+
+def test_records_table_schema_is_fixed():
+    from kinspect.spark.rows import RECORD_COLUMNS, RECORDS
+    assert RECORDS.names == ["capture", "conn", "api_name", "correlation_id", "side", "topic", "partition",
+                             "offset", "timestamp", "key", "value_size", "header_count"]
+    assert list(RECORD_COLUMNS.values()) == RECORDS.names and set(RECORD_COLUMNS) <= set(TASK.names)
+    capture = PCAPS / "librdkafka-produce-consume.pcapng"
+    rows = [r for r in file_rows(Input(str(capture), 0), records=True) if r["table"] == "records"]
+    table = pa.Table.from_batches(list(unit_batches(Unit((Input(str(capture), 0),)), {"records": True})))
+    assert table.filter(pc.equal(table["table"], "records")).num_rows == len(rows)
+    produce = [r for r in rows if r["api_name"] == "Produce" and r["correlation_id"] == 2
+               and r["conn"] == "127.0.0.1:32992-127.0.0.1:42347"]  # hand-checked with decode -v
+    assert [(r["record_topic"], r["record_partition"], r["record_offset"], r["record_key"], r["record_value_size"],
+             r["record_header_count"], r["record_side"]) for r in produce] == \
+        [("lab-librdkafka", 1, 0, b"k1", 17, 0, "request"), ("lab-librdkafka", 1, 1, b"k3", 17, 2, "request")]
