@@ -18,4 +18,6 @@ setup(ext_modules=[
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._ring", ["kinspect/native/_ring.c"],  # sniff's TPACKET_V3 blocks
               extra_compile_args=FLAGS, optional=True),
+    Extension("kinspect.native._bodies", ["kinspect/native/_bodies.c"],  # error codes of a body
+              extra_compile_args=FLAGS, optional=True),
 ])

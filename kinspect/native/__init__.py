@@ -23,9 +23,10 @@ v2records = _load("kinspect.native._v2records")
 bytes_json = _load("kinspect.native._bytes_json")
 packets = _load("kinspect.native._packets")
 ring = _load("kinspect.native._ring")
+bodies = _load("kinspect.native._bodies")
 
 
 def status() -> dict[str, bool]:
     """Which accelerators this process uses."""
     return {"v2records": v2records is not None, "bytes_json": bytes_json is not None,
-            "packets": packets is not None, "ring": ring is not None}
+            "packets": packets is not None, "ring": ring is not None, "bodies": bodies is not None}

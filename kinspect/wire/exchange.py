@@ -11,6 +11,7 @@ import functools
 import struct
 from collections import OrderedDict
 
+from kinspect import native
 from kinspect.limits import Budget
 from kinspect.problems import ERROR, INFO, WARNING, Problem
 from kinspect.wire import apis, messages, secrets
@@ -59,10 +60,14 @@ def collect_error_codes(body, out: list[int]) -> None:
     for key, value in body.items():
         kind = type(value)
         if kind is int:
-            if value and key.endswith("error_code"):
+            if value and type(key) is str and key.endswith("error_code"):
                 out.append(value)
         elif kind is dict or (kind is list and key != "records"):
             collect_error_codes(value, out)
+
+
+# native/_bodies.c's twin of collect_error_codes: the same codes in the same order, in C
+_error_codes = native.bodies.error_codes if native.bodies is not None else collect_error_codes
 
 
 RAW = "_raw"  # [request payload, request body offset, response payload or None, response body offset,
@@ -116,7 +121,7 @@ def complete(exchange: dict, topics: TopicNames, budget: Budget | None = None) -
         topics.annotate(response)
         exchange["response"] = response
         codes: list[int] = []
-        collect_error_codes(response, codes)
+        _error_codes(response, codes)
         if codes:
             exchange["error_codes"] = list(dict.fromkeys(apis.error_name(c) for c in codes))
     if not show_secrets:
