@@ -44,8 +44,9 @@ Decoding runs in a second process; if it falls behind by --decode-buffer-mb it s
 notices say how many bytes), and the relay never waits for it.
 
 \b
-Exit codes: 0 fine (Ctrl-C and SIGTERM stop it normally: no new connections, in-flight requests
-drained for --drain-timeout, then the summary); 1 with --strict, an exchange had a problem;
+Exit codes: 0 fine (Ctrl-C and SIGTERM stop it normally: no new connections, no new requests
+read from clients (each is read to the end of the request under way), the responses to those
+forwarded relayed for at most --drain-timeout, then the summary); 1 with --strict, an exchange had a problem;
 2 usage error (a port in use, an unreadable certificate); 4 internal error.
 """
 
@@ -148,7 +149,7 @@ def proxy(listen, upstream, advertised_host, broker_map, no_rewrite, listen_tls,
                       server_ssl=server_ssl, upstream_ssl=client_ssl)
 
     def log(message: str) -> None:
-        if not quiet or message.startswith(("warning", "stopping", "listening")):
+        if not quiet or message.startswith(("warning", "stopping", "drained", "listening")):
             out.warn(f"kinspect: {message}")
 
     decoder = None

@@ -82,6 +82,16 @@ class Requests:
             self.want = 4
             self.skip, self.rest = self.rest, 0
 
+    def feed_to_boundary(self, data) -> int:
+        """Feeds ``data`` up to the end of the frame under way (none when between frames); returns
+        how many bytes were taken: the rest of ``data`` starts new requests (used while draining)."""
+        pos, n = 0, len(data)
+        while pos < n and self.mid_frame:
+            take = min(self.skip if self.skip else self.want - len(self.head), n - pos)
+            self.feed(data[pos:pos + take])
+            pos += take
+        return pos
+
     def _request(self, head: bytes) -> None:
         self.frames += 1
         sasl = self.sasl
@@ -119,7 +129,7 @@ class Responses:
     never copied."""
 
     __slots__ = ("requests", "wants_whole", "rewrite", "max_held", "head", "want", "held", "skip", "api",
-                 "frames", "tokens")
+                 "frames", "tokens", "answered")
 
     def __init__(self, requests: Requests, wants_whole: Callable[[int, int], bool],
                  rewrite: Callable[[int, int, bytes], bytes], max_held: int):
@@ -134,6 +144,7 @@ class Responses:
         self.api: tuple[int, int] | None = None
         self.frames = 0
         self.tokens = 0           # raw SASL tokens among the frames
+        self.answered = 0         # frames that answered a pending request
 
     @property
     def mid_frame(self) -> bool:
@@ -199,6 +210,8 @@ class Responses:
             size, correlation_id = _I32X2.unpack_from(self.head)
             self.head.clear()
             api = pending.pop(correlation_id, None)
+            if api is not None:
+                self.answered += 1
             if size < 4:  # not Kafka framing: pass the rest untouched
                 if self.held is not None:
                     self.api = None

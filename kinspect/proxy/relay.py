@@ -6,6 +6,11 @@ is full stops reading until it drains (pause_writing/resume_writing), so a slow 
 most one buffer per direction. When one side closes, its half-close is passed on (write_eof);
 when one side breaks, its partner is closed after writing what it holds.
 
+Draining (``Proxy.drain``, on Ctrl-C or SIGTERM): the listeners close; each client is read only to
+the end of the request under way (the relay follows the frames, so it knows where that is), then
+not at all, so that no new request reaches a broker; the responses to the requests forwarded come
+back and pass as usual, until none is waiting or the timeout; then every link closes.
+
 Multi-broker: the bootstrap listener relays to ``upstream``; every broker a response names gets a
 listener of its own (``port_of(node id)``), opened on demand, which relays to the address the
 broker gave; responses naming brokers are rewritten (rewrite.py) to point at those listeners.
@@ -96,7 +101,8 @@ class _Side(asyncio.Protocol):
             self.transport.pause_reading()
 
     def resume(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        if self.transport is not None and not self.transport.is_closing() and not (
+                self.direction == CLIENT and self.link.stopped_reading):
             self.transport.resume_reading()
 
     def connection_lost(self, exc) -> None:
@@ -117,6 +123,9 @@ class Link:
         rewrite = proxy.options.rewrite
         self.responses = Responses(self.requests, carries_addresses if rewrite else _never, proxy.rewrite, MAX_HELD)
         self.closed_by: str | None = None
+        self.draining = False
+        self.stopped_reading = False  # draining, between two requests: the client is read no more
+        self.not_forwarded = 0        # bytes of new requests received while draining, dropped
         self.ended = 0
         self.lost_sides = 0
         self.up = self.down = 0
@@ -154,6 +163,8 @@ class Link:
         via = self.server.transport.get_extra_info("sockname")
         via = f" from {via[0]}:{via[1]}" if via else ""
         proxy.log(f"#{self.conn} {self.label} -> {self._target()}{via}: connected")
+        if self.draining:
+            self.stop_reading()
         self.client.resume()
 
     def _target(self) -> str:
@@ -166,6 +177,9 @@ class Link:
         if peer is None or peer.is_closing():  # its partner is gone: nowhere to relay to
             return
         if direction == CLIENT:
+            if self.draining:
+                self._last_request(peer, data)
+                return
             peer.write(data)
             self.up += len(data)
             self.requests.feed(data)
@@ -211,6 +225,35 @@ class Link:
     @property
     def in_flight(self) -> int:
         return len(self.requests.pending)
+
+    def drain(self) -> None:
+        """Stop taking new requests from the client: at once if none is under way, else once it
+        has come whole. A link not yet connected to its broker is closed (nothing is in flight)."""
+        self.draining = True
+        if self.server.transport is None or self.client.transport is None:
+            if self.client.transport is not None and not self.client.transport.is_closing():
+                self.closed_by = "proxy (stopping before the broker answered the connect)"
+                self.client.transport.close()
+            return
+        if not self.requests.mid_frame:
+            self.stop_reading()
+
+    def stop_reading(self) -> None:
+        self.stopped_reading = True
+        self.client.pause()
+
+    def _last_request(self, peer, data: bytes) -> None:
+        """While draining: only the part of ``data`` that ends the request under way goes on;
+        what follows starts new requests, and is dropped (counted)."""
+        taken = self.requests.feed_to_boundary(data)
+        if not self.requests.mid_frame:
+            self.not_forwarded += len(data) - taken
+            self.stop_reading()
+        if taken:
+            data = data[:taken] if taken < len(data) else data
+            peer.write(data)
+            self.up += taken
+            self.proxy.tap_data(self.conn, CLIENT, data)
 
     def close(self) -> None:
         for side in (self.client, self.server):
@@ -364,18 +407,33 @@ class Proxy:
     def in_flight(self) -> int:
         return sum(link.in_flight for link in self.links.values())
 
-    async def drain(self, timeout: float) -> int:
-        """Stop accepting; wait (at most ``timeout`` s) until no request waits for its response
-        and no frame is half passed; close every link. Returns the requests still waiting."""
+    async def drain(self, timeout: float) -> Drained:
+        """Stop accepting and stop reading new requests (Link.drain); wait (at most ``timeout``
+        s) until no request waits for its response and no frame is half passed; close every
+        link. Says what it did in two log lines, and returns it."""
+        started = self.loop.time()
         for server in self.servers.values():
             server.close()
-        deadline = self.loop.time() + timeout
+        links = list(self.links.values())
+        report = Drained(in_flight=self.in_flight(), half_read=sum(link.requests.mid_frame for link in links),
+                         connections=len(links))
+        self.log(f"stopping: no new connections, no new requests; draining {report.in_flight} in-flight "
+                 f"requests ({report.half_read} half read) on {report.connections} connections "
+                 f"(at most {timeout:g} s)")
+        answered = [link.responses.answered for link in links]
+        for link in links:
+            link.drain()
+        deadline = started + timeout
         while self.loop.time() < deadline:
             if all(not link.in_flight and not link.requests.mid_frame and not link.responses.mid_frame
                    for link in self.links.values()):
                 break
             await asyncio.sleep(0.01)
-        waiting = self.in_flight()
+        report.cut = self.in_flight()
+        report.half_cut = sum(link.requests.mid_frame for link in self.links.values())
+        report.answered = sum(link.responses.answered - before for link, before in zip(links, answered))
+        report.not_forwarded = sum(link.not_forwarded for link in links)
+        report.seconds = self.loop.time() - started
         for link in list(self.links.values()):
             if link.closed_by is None:
                 link.closed_by = "proxy (stopping)"
@@ -387,4 +445,21 @@ class Proxy:
                 pass
         for task in list(self.tasks):
             task.cancel()
-        return waiting
+        self.log(f"drained in {report.seconds:.1f} s: {report.answered} responses relayed, {report.cut} requests "
+                 f"cut (no response within --drain-timeout), {report.half_cut} cut half read; "
+                 f"{report.not_forwarded} bytes of new requests not forwarded")
+        return report
+
+
+@dataclass
+class Drained:
+    """What draining did: requests waiting and half read at the stop, responses relayed after
+    it, requests cut at the timeout (waiting, or half read), bytes of new requests dropped."""
+    in_flight: int = 0
+    half_read: int = 0
+    connections: int = 0
+    answered: int = 0
+    cut: int = 0
+    half_cut: int = 0
+    not_forwarded: int = 0
+    seconds: float = 0.0

@@ -4,9 +4,10 @@
 
 ``decoder(fd)`` runs in a child process forked before the event loop starts; it reads the tap's
 pipe (tap.PipeSource) until the relay closes it and returns the exit code. Without a decoder the
-relay only relays. Ctrl-C or SIGTERM (or ``duration``) stops accepting, drains in-flight requests
-for at most ``drain_timeout`` seconds, closes every connection and the pipe, and waits for the
-decoder to finish its output; a second signal stops without waiting for in-flight requests.
+relay only relays. Ctrl-C or SIGTERM (or ``duration``) stops accepting and reading new requests,
+drains the requests in flight for at most ``drain_timeout`` seconds (relay.Proxy.drain), closes
+every connection and the pipe, and waits for the decoder to finish its output; a second signal
+stops without waiting for in-flight requests.
 """
 
 from __future__ import annotations
@@ -117,11 +118,7 @@ async def _serve(options: Options, owner: list, log, drain_timeout: float, durat
         await asyncio.wait_for(stop.wait(), duration) if duration is not None else await stop.wait()
     except asyncio.TimeoutError:
         pass
-    log(f"stopping: no new connections; draining {proxy.in_flight()} in-flight requests on "
-        f"{len(proxy.links)} connections (at most {drain_timeout:g} s)")
-    waiting = await proxy.drain(drain_timeout)
-    if waiting:
-        log(f"{waiting} requests were still waiting for their response after --drain-timeout")
+    await proxy.drain(drain_timeout)
     if tap is not None:
         tap.close()
         await pipe.closed  # the decoder has every byte (its backlog is bounded by tap_limit)

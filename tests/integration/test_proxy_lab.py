@@ -372,3 +372,43 @@ def test_a_thousand_concurrent_connections_all_answered(broker):
     assert len(exchanges) == 2 * n and all(r["response"] is not None for r in exchanges)
     assert len({r["conn"] for r in exchanges}) == n
     assert rss < 250 << 10, rss  # the relay's memory for 2,000 sockets
+
+
+DRAINING = re.compile(r"stopping: no new connections, no new requests; draining (\d+) in-flight requests "
+                      r"\((\d+) half read\)")
+DRAINED = re.compile(r"drained in ([\d.]+) s: (\d+) responses relayed, (\d+) requests cut \(no response within "
+                     r"--drain-timeout\), (\d+) cut half read; (\d+) bytes of new requests not forwarded")
+
+
+def test_sigterm_under_a_busy_producer_drains_what_was_forwarded_and_forwards_nothing_new(broker):
+    """A librdkafka producer sending 3,000 requests a second (linger 0) when SIGTERM comes: the
+    proxy reads no new request, every request it forwarded gets its response relayed, and it
+    exits without waiting out --drain-timeout (before, the producer's new requests kept the
+    in-flight count above zero until the timeout cut them)."""
+    import sys
+    base = free_base()
+    proxy = Proxy(["--listen", f"127.0.0.1:{base}", "--upstream", broker.bootstrap, "--json",
+                   "--drain-timeout", "30"]).start()
+    load = subprocess.Popen([sys.executable, "-m", "tests.bench.proxy_load", "--bootstrap", f"127.0.0.1:{base}",
+                             "--topic", "draining", "--size", "1024", "--seconds", "60", "--rate", "3000"],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert proxy.log_has(r"#2 .* connected", 30)  # the bootstrap, then the broker's own listener
+        time.sleep(2)
+        code, out = proxy.stop(signal.SIGTERM)
+    finally:
+        load.kill()
+        load.wait()
+    assert code == 0, "\n".join(proxy.stderr)
+    log = "\n".join(proxy.stderr)
+    in_flight, half_read = map(int, DRAINING.search(log).groups())
+    seconds, answered, cut, half_cut, _dropped = DRAINED.search(log).groups()
+    assert int(cut) == int(half_cut) == 0, log
+    assert in_flight <= int(answered) <= in_flight + half_read  # nothing read after the stop but a request's end
+    assert float(seconds) < 30
+    records = _json_lines(out)
+    produce = [r for r in records if r["type"] == "exchange" and r["api_name"] == "Produce"]
+    assert len(produce) > 1000
+    assert all(r["response"] is not None for r in produce)  # every one forwarded was answered
+    assert records[-1]["kind"] == "proxy" and records[-1]["skipped_bytes"] == 0
+    assert not any("Traceback" in line for line in proxy.stderr)

@@ -49,3 +49,64 @@ def test_relay_passes_bytes_and_half_closes_with_nagle_off():
     assert got == [b"hello", b""] and answer == b"answer" and rest == b""
     assert nodelay == [1, 1]
     assert any("connected" in line for line in logs) and any("closed by client" in line for line in logs)
+
+
+async def _drain_case():
+    """A broker that answers each whole request after 0.2 s; a client with one request sent, one
+    half sent when the proxy starts draining, then the rest of it and a third in one write."""
+    import struct
+
+    from kinspect.wire.encode import encode_request
+
+    received_frames: list[bytes] = []
+
+    async def broker(reader, writer):
+        try:
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                payload = await reader.readexactly(size)
+                received_frames.append(payload)
+                await asyncio.sleep(0.2)
+                writer.write(struct.pack(">ii", 4, struct.unpack_from(">i", payload, 4)[0]))
+                await writer.drain()
+        except asyncio.IncompleteReadError:
+            writer.close()
+
+    server = await asyncio.start_server(broker, "127.0.0.1", 0)
+    logs = []
+    proxy = Proxy(Options(upstream=server.sockets[0].getsockname()[:2], listen_host="127.0.0.1", base_port=0,
+                          advertised_host="127.0.0.1", rewrite=False), None, logs.append)
+    await proxy.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.bootstrap_port)
+    first, second, third = (encode_request(18, 3, i, "c", {"client_software_name": "x" * 2000,
+                                                          "client_software_version": "1"}) for i in (1, 2, 3))
+    writer.write(first + second[:1000])
+    await writer.drain()
+    link = None
+    while link is None or link.requests.frames < 1 or not link.requests.mid_frame:
+        await asyncio.sleep(0.01)
+        link = next(iter(proxy.links.values()), None)
+    draining = asyncio.ensure_future(proxy.drain(5))
+    await asyncio.sleep(0.05)
+    writer.write(second[1000:] + third)
+    await writer.drain()
+    answers = []
+    report = await draining
+    while len(answers) < 3:
+        frame = await reader.read(8)
+        if not frame:
+            break
+        answers.append(struct.unpack(">ii", frame)[1])
+    writer.close()
+    server.close()
+    return received_frames, answers, report, [first, second, third], logs
+
+
+def test_draining_forwards_the_request_under_way_and_no_new_one():
+    frames, answers, report, sent, logs = asyncio.run(_drain_case())
+    assert frames == [sent[0][4:], sent[1][4:]]  # the half-read one completed, the third never sent
+    assert answers == [1, 2]                      # both answered before the links closed
+    # in flight: the first and the second, whose header had come; half read: the second
+    assert (report.in_flight, report.half_read, report.answered, report.cut, report.half_cut) == (2, 1, 2, 0, 0)
+    assert report.not_forwarded == len(sent[2])
+    assert any(line.startswith("drained in") and "2 responses relayed, 0 requests cut" in line for line in logs)
