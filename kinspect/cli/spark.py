@@ -68,7 +68,8 @@ install) or the job failed; 130 interrupted.
 @click.option("--summary", is_flag=True,
               help="Also compute in Spark, print and write as summary/: per-API counts, latency "
                    "p50/p99/max (exact nearest rank, as decode --summary), bytes; errors by code "
-                   "and topic; top talkers by bytes.")
+                   "and topic; top talkers by bytes; latency by client and API; traffic by topic (topic ids "
+                   "named from any capture's Metadata).")
 @click.option("--records", is_flag=True,
               help="Also write records/: one row per record in a Produce or Fetch body (topic, partition, "
                    "offset, timestamp, key, value size, header count; kinspect/spark/rows.py).")

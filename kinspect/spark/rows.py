@@ -14,6 +14,8 @@ the topics, the partitions, and the record batches. No Spark here: pyarrow only.
 | request_bytes, response_bytes | decode --json's request_size, response_size (frames with their length) |
 | error_codes | as in decode --json: error names, each once |
 | topics | topic names of the bodies' top-level topic lists, sorted (kinspect.filters.topics_of) |
+| topic_ids | ids of top-level topic entries named by id whose name this capture never learned (Fetch v13+, Produce v13+...): the summary names them from other captures |
+| named_ids | (topic_id, name) pairs the bodies carry (Metadata, CreateTopics, DescribeTopicPartitions responses) |
 | partitions | partition entries under the request's topics (the response's when the request names none) |
 | batches, records | record batches (legacy messages count as batches) in both bodies, and their records |
 | codecs | the batches' compression codecs, sorted, each once |
@@ -48,6 +50,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from kinspect.filters import TOPIC_LISTS, topics_of
+from kinspect.wire.topics import NULL_TOPIC_ID
 
 BATCH_ROWS = 4096  # rows per Arrow batch handed to Spark
 
@@ -71,6 +74,8 @@ EXCHANGES = pa.schema([
     ("response_bytes", pa.int64()),
     ("error_codes", _strings),
     ("topics", _strings),
+    ("topic_ids", _strings),
+    ("named_ids", pa.list_(pa.struct([("topic_id", pa.string()), ("name", pa.string())]))),
     ("partitions", pa.int32()),
     ("batches", pa.int32()),
     ("records", pa.int64()),
@@ -150,12 +155,37 @@ def _partitions(body) -> int:
     return n
 
 
+def _topic_ids(record: dict) -> tuple[list, list]:
+    """(ids without a name, (id, name) pairs) of the bodies' top-level topic lists."""
+    unnamed: set[str] = set()
+    named: set[tuple[str, str]] = set()
+    for body in (record.get("request"), record.get("response")):
+        if type(body) is not dict:
+            continue
+        for value in body.values():
+            if type(value) is not list or not value or type(value[0]) is not dict or "topic_id" not in value[0]:
+                continue
+            for topic in value:
+                if type(topic) is not dict:
+                    continue
+                topic_id = topic.get("topic_id")
+                if not isinstance(topic_id, str) or topic_id == NULL_TOPIC_ID:
+                    continue
+                name = _topic_name(topic)
+                if name is None:
+                    unnamed.add(topic_id)
+                elif isinstance(topic.get("name"), str):  # carried by the body, not annotated
+                    named.add((topic_id, name))
+    return sorted(unnamed), [{"topic_id": i, "name": n} for i, n in sorted(named)]
+
+
 def exchange_row(capture: str, record: dict) -> dict:
     """The exchanges row of one exchange record (its bodies decoded)."""
     request, response = record.get("request"), record.get("response")
     found: list = []
     _batches_in(request, found)
     _batches_in(response, found)
+    unnamed, named = _topic_ids(record)
     records = 0
     for batch in found:
         count = batch.get("records_count")
@@ -168,7 +198,7 @@ def exchange_row(capture: str, record: dict) -> dict:
         "latency_ms": record.get("latency_ms"),
         "response_expected": record.get("response_expected", True) is not False, "request_bytes": record.get("request_size"),
         "response_bytes": record.get("response_size"), "error_codes": list(record.get("error_codes") or ()),
-        "topics": sorted(topics_of(record)),
+        "topics": sorted(topics_of(record)), "topic_ids": unnamed, "named_ids": named,
         "partitions": _partitions(request) or _partitions(response),
         "batches": len(found), "records": records,
         "codecs": sorted({b["compression"] for b in found if b.get("compression")}),

@@ -3,7 +3,14 @@
 The figures are decode --summary's (kinspect/summary.py), per API: count, versions, answered,
 unanswered (a request that expects a response and got none), latency p50/p99/max (nearest
 rank), bytes; errors by API, code and topic; and the top talkers: client ids by bytes, with
-their latencies.
+their latencies. Beyond decode's: latencies per client and API (``clients``), and traffic per
+topic (``topics``).
+
+Topic ids are resolved across files: a capture that holds a Fetch v13+ by topic id but not the
+Metadata response naming it (another broker's, or the previous hour's capture has it) gets the
+name from the (topic_id, name) pairs of every capture. Errors and topics count resolved names;
+an id no capture names stays out of ``errors`` (as in decode) and is a ``topics`` row of its own
+with a null name.
 
 Percentiles use percentile_approx, whose rank error is at most count/accuracy: with an accuracy
 above the largest group's count it gives the exact nearest-rank value, as decode does. Up to
@@ -29,12 +36,43 @@ def _latency(F, acc: int) -> list:
 
 
 def _bytes(F):
-    return F.sum(F.coalesce("request_bytes", F.lit(0)) + F.coalesce("response_bytes", F.lit(0))).alias("bytes")
+    return F.sum(_exchange_bytes(F)).alias("bytes")
+
+
+def _exchange_bytes(F):
+    return F.coalesce("request_bytes", F.lit(0)) + F.coalesce("response_bytes", F.lit(0))
+
+
+def topic_names(exchanges):
+    """(topic_id, name) of every id some capture named (the greatest name, should two differ)."""
+    from pyspark.sql import functions as F
+    return (exchanges.select(F.explode("named_ids").alias("n"))
+            .groupBy(F.col("n.topic_id").alias("topic_id")).agg(F.max("n.name").alias("name")))
+
+
+def resolved(exchanges, names):
+    """The exchanges, their ``topics`` joined by the names of their ``topic_ids`` that ``names``
+    knows (those it does not know stay in ``topic_ids``)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    # row ids kept on disk, so both sides of the join see the same ones
+    keyed = exchanges.withColumn("_row", F.monotonically_increasing_id()).persist(StorageLevel.DISK_ONLY)
+    found = (keyed.select("_row", F.explode("topic_ids").alias("topic_id"))
+             .join(F.broadcast(names), "topic_id", "left")
+             .groupBy("_row").agg(F.collect_set("name").alias("_named"),
+                                  F.collect_set(F.when(F.col("name").isNull(), F.col("topic_id"))).alias("_unnamed")))
+    return (keyed.join(found, "_row", "left")
+            .withColumn("topics", F.array_sort(F.array_distinct(F.concat("topics", F.coalesce("_named", F.array())))))
+            .withColumn("topic_ids", F.coalesce("_unnamed", F.array().cast("array<string>")))
+            .drop("_row", "_named", "_unnamed"))
 
 
 def summarize(exchanges) -> dict:
-    """DataFrames ``apis``, ``errors`` and ``talkers`` from an exchanges DataFrame."""
+    """DataFrames ``apis``, ``errors``, ``talkers``, ``clients`` and ``topics`` from an exchanges
+    DataFrame."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
+    exchanges = resolved(exchanges, topic_names(exchanges)).persist(StorageLevel.DISK_ONLY)
     largest = exchanges.groupBy("api_name").count().agg(F.max("count")).first()[0] or 0
     clients = exchanges.withColumn("client_id", F.coalesce("client_id", F.lit("")))
     largest = max(largest, clients.groupBy("client_id").count().agg(F.max("count")).first()[0] or 0)
@@ -56,7 +94,17 @@ def summarize(exchanges) -> dict:
     talkers = (clients.groupBy("client_id")
                .agg(_bytes(F), F.count("*").alias("count"), *_latency(F, acc))
                .orderBy(F.col("bytes").desc(), "client_id").limit(TOP_TALKERS))
-    return {"apis": apis, "errors": errors, "talkers": talkers}
+    per_client = (clients.groupBy("client_id", "api_name")
+                  .agg(F.count("*").alias("count"), *_latency(F, acc))
+                  .orderBy("client_id", F.col("count").desc(), "api_name"))
+    named = (exchanges.select(F.explode("topics").alias("topic"), _exchange_bytes(F).alias("b"))
+             .select("topic", F.lit(None).cast("string").alias("topic_id"), "b"))
+    unnamed = exchanges.select(F.lit(None).cast("string").alias("topic"), F.explode("topic_ids").alias("topic_id"),
+                               _exchange_bytes(F).alias("b"))
+    topics = (named.unionByName(unnamed).groupBy("topic", "topic_id")
+              .agg(F.count("*").alias("exchanges"), F.sum("b").alias("bytes"))
+              .orderBy(F.col("bytes").desc(), "topic", "topic_id"))
+    return {"apis": apis, "errors": errors, "talkers": talkers, "clients": per_client, "topics": topics}
 
 
 def write(tables: dict, out: str, fmt: str = "parquet") -> dict[str, list[dict]]:
@@ -77,7 +125,8 @@ def write(tables: dict, out: str, fmt: str = "parquet") -> dict[str, list[dict]]
 def render(rows: dict[str, list[dict]]) -> str:
     """The summary as plain-text tables."""
     out = []
-    titles = {"apis": "Exchanges by API", "errors": "Errors by code and topic", "talkers": "Top talkers by bytes"}
+    titles = {"apis": "Exchanges by API", "errors": "Errors by code and topic", "talkers": "Top talkers by bytes",
+              "clients": "Latency by client and API", "topics": "Traffic by topic"}
     for name, title in titles.items():
         table = rows.get(name) or []
         out.append(title)

@@ -25,7 +25,7 @@ def test_a_garbage_file_among_captures_gets_one_error_row_and_exit_3(tmp_path, c
     garbage.write_bytes(b"GET / HTTP/1.1\r\nHost: example\r\n\r\n" * 40)
     captures = [PCAPS / "librdkafka-mtu1500.pcap", REALDATA / "go-sniffer/kafka.pcap"]
     done = CliRunner().invoke(cli, ["spark", *map(str, captures), str(garbage.parent), "--out", str(tmp_path / "out"),
-                                    "--master", "local[2]", "--summary"])
+                                    "--master", "local[2]", "--summary", "--records"])
     assert done.exit_code == EXIT_UNREADABLE, done.output
     jvm = capfd.readouterr().err  # the JVM writes to the process's stderr, not click's
     assert "log4j" not in jvm and "Setting default log level" not in jvm and " WARN " not in jvm
@@ -41,6 +41,11 @@ def test_a_garbage_file_among_captures_gets_one_error_row_and_exit_3(tmp_path, c
     assert "Exchanges by API" in done.stdout and "Metadata" in done.stdout and "Exchanges" not in done.stderr
     apis = ds.dataset(tmp_path / "out" / "summary" / "apis", format="parquet").to_table().to_pylist()
     assert sum(r["count"] for r in apis) == exchanges.num_rows
+    assert "Latency by client and API" in done.stdout and "Traffic by topic" in done.stdout
+    assert (tmp_path / "out" / "summary" / "clients").is_dir() and (tmp_path / "out" / "summary" / "topics").is_dir()
+    records = ds.dataset(tmp_path / "out" / "records", format="parquet").to_table()
+    assert records.num_rows > 0 and set(records.column("capture").to_pylist()) <= {str(c) for c in captures}
+    assert "executors' Python" not in done.stderr  # said for a cluster only
 
 
 def test_without_java_one_line_says_what_to_install(tmp_path):
@@ -58,3 +63,22 @@ def test_tables_already_there_are_a_usage_error(tmp_path):
     assert done.returncode == EXIT_USAGE and "already holds exchanges/" in done.stderr
     missing = _kinspect(tmp_path / "nothing*.pcap", "--out", tmp_path / "out2")
     assert missing.returncode == EXIT_UNREADABLE and "nothing*.pcap" in missing.stderr
+
+
+def test_cluster_options_that_cannot_work_are_usage_errors(tmp_path):
+    capture = PCAPS / "librdkafka-mtu1500.pcap"
+    local = _kinspect(capture, "--out", tmp_path / "a", "--package", tmp_path / "env.tar.gz")
+    assert local.returncode == EXIT_USAGE and "--package is for a cluster" in local.stderr
+    both = _kinspect(capture, "--out", tmp_path / "b", "--master", "local[1]", "--remote", "sc://127.0.0.1:1")
+    assert both.returncode == EXIT_USAGE and "choose one" in both.stderr
+    conf = _kinspect(capture, "--out", tmp_path / "c", "--conf", "spark.executor.memory")
+    assert conf.returncode == EXIT_USAGE and "KEY=VALUE" in conf.stderr
+    assert not (tmp_path / "env.tar.gz").exists() and not any((tmp_path / d).exists() for d in "abc")
+
+
+def test_submit_entry_point_prints_its_path_and_runs_the_command():
+    path = subprocess.run([sys.executable, "-m", "kinspect.spark.submit", "--path"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert path.endswith("kinspect/spark/submit.py") and os.path.isfile(path)
+    helped = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True, cwd="/")
+    assert helped.returncode == 0 and "--package" in helped.stdout and "spark-submit" in helped.stdout

@@ -159,3 +159,53 @@ def test_progress_reads_the_status_tracker_of_a_real_job(spark_session, tmp_path
         sc.setLocalProperty("spark.jobGroup.id", None)
     assert tracker_figures(sc, "kinspect-test-group", 3) == (3, 0)
     assert tracker_figures(sc, "no-such-group", 3) is None
+
+
+def test_summary_clients_and_topics_equal_a_plain_computation(spark_session, tables):
+    """Per client and API latencies (nearest rank) and traffic per topic, from the same rows."""
+    from kinspect.spark import summary
+    from kinspect.summary import percentile
+    _, _, out = tables
+    got = {name: [r.asDict() for r in df.collect()]
+           for name, df in summary.summarize(job.read_exchanges(spark_session, str(out))).items()}
+    rows = _expected()
+    groups = defaultdict(list)
+    for r in rows:
+        groups[(r["client_id"] or "", r["api_name"])].append(r)
+    want = {}
+    for key, group in groups.items():
+        latencies = sorted(r["latency_ms"] for r in group if r["latency_ms"] is not None)
+        want[key] = (len(group), len(latencies), percentile(latencies, 50), percentile(latencies, 99),
+                     max(latencies, default=None))
+    assert {(r["client_id"], r["api_name"]): (r["count"], r["answered"], r["latency_p50_ms"], r["latency_p99_ms"],
+                                              r["latency_max_ms"]) for r in got["clients"]} == want
+    traffic = Counter()
+    for r in rows:
+        for topic in r["topics"]:
+            traffic[(topic, None)] += (r["request_bytes"] or 0) + (r["response_bytes"] or 0)
+        for topic_id in r["topic_ids"]:
+            traffic[(None, topic_id)] += (r["request_bytes"] or 0) + (r["response_bytes"] or 0)
+    assert {(r["topic"], r["topic_id"]): r["bytes"] for r in got["topics"]} == dict(traffic)
+
+
+def test_summary_names_topic_ids_from_another_capture(spark_session, tmp_path):
+    """A consumer's Fetch v18 names its topic by id; its Metadata response went over another
+    connection. Split by connection into two captures (tshark), the Fetch capture alone cannot
+    name the topic, but the summary over both does, as one run over the whole capture does."""
+    import subprocess
+    from kinspect.spark import summary
+    whole = PCAPS / "java-console-consumer-kip848.pcap"
+    fetch, rest = tmp_path / "fetch.pcap", tmp_path / "rest.pcap"
+    for path, shown in ((fetch, "tcp.port==33816"), (rest, "not tcp.port==33816")):
+        subprocess.run(["tshark", "-r", str(whole), "-Y", shown, "-F", "pcap", "-w", str(path)], check=True,
+                       capture_output=True)
+    alone = [r for r in file_rows(Input(str(fetch), 0)) if r["table"] == "exchanges" and r["api_name"] == "Fetch"]
+    assert any(r["topic_ids"] and not r["topics"] for r in alone)
+    job.write(spark_session, plan(list_inputs([str(fetch), str(rest)]), cores=2), str(tmp_path / "split"))
+    job.write(spark_session, plan(list_inputs([str(whole)]), cores=2), str(tmp_path / "whole"))
+
+    def topics(name):
+        df = summary.summarize(job.read_exchanges(spark_session, str(tmp_path / name)))["topics"]
+        return {(r["topic"], r["topic_id"]): (r["exchanges"], r["bytes"]) for r in df.collect()}
+    assert topics("split") == topics("whole")
+    assert ("java-lab", None) in topics("split") and not any(t is None for t, _ in topics("split"))

@@ -60,6 +60,14 @@ def test_rows_equal_decode_json_field_by_field(capture):
             [(p["severity"], p["what"], p["path"], p["offset"]) for p in line["problems"]]
         named = {m for m in re.findall(r'"(?:name|topic)":"([^"\\]*)"', text)}
         assert set(row["topics"]) <= named
+        entries = [t for body in (line["request"], line["response"]) if isinstance(body, dict)
+                   for value in body.values() if isinstance(value, list)
+                   for t in value if isinstance(t, dict) and isinstance(t.get("topic_id"), str)
+                   and t["topic_id"] != "00000000-0000-0000-0000-000000000000"]
+        assert row["topic_ids"] == sorted({t["topic_id"] for t in entries if t.get("name") is None
+                                           and t.get("topic") is None and t.get("topic_name") is None})
+        assert row["named_ids"] == [{"topic_id": i, "name": n} for i, n in
+                                    sorted({(t["topic_id"], t["name"]) for t in entries if isinstance(t.get("name"), str)})]
 
 
 def test_rows_of_a_known_produce_and_fetch():
