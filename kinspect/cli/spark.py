@@ -96,8 +96,10 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
         if os.path.exists(os.path.join(out, table)):
             raise click.UsageError(f"--out {path_text(out)} already holds {table}/: choose another "
                                    f"directory, or remove it")
+    from kinspect.spark.remote import filesystem_options, is_uri, list_uris
+    uris = [arg for arg in inputs if is_uri(arg)]
     try:
-        files = list_inputs(list(inputs))
+        files = list_inputs([arg for arg in inputs if not is_uri(arg)])
     except NoInputs as e:
         click.echo(f"kinspect: {path_text(str(e))}", err=True)
         sys.exit(EXIT_UNREADABLE)
@@ -114,6 +116,13 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
         raise click.UsageError(str(e)) from None
     local = remote is None and job.master_of(session).startswith("local")
     try:
+        if uris:
+            try:
+                files += [f for f in list_uris(session, uris) if f.path not in {g.path for g in files}]
+            except Exception as e:  # FileNotFoundError, or Spark's own (no such bucket, no s3a class)
+                click.echo(f"kinspect: cannot list {', '.join(uris)}: {_first_line(e)}", err=True)
+                sys.exit(EXIT_UNREADABLE)
+            options["filesystems"] = filesystem_options(session)
         units = plan(files, cores=job.parallelism(session), target=task_mb << 20)
         written = _write(session, units, out, fmt, options, keep if keep.active else None, records)
         if summary:
@@ -177,3 +186,8 @@ def _write(session, units, out, fmt, options, keep, records):
     from kinspect.spark.progress import Bar
     with Bar(units) as bar:
         return job.write(session, units, out, fmt, options, keep=keep, progress=bar, records=records)
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__

@@ -17,7 +17,24 @@ from kinspect import native
 from kinspect.capture.source import CaptureError
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.spark.plan import Input, Unit, connection_shard
+from kinspect.spark.remote import is_uri, open_uri
 from kinspect.spark.rows import BATCH_ROWS, TASK, arrow_batches, exchange_row, record_rows
+
+
+class _Unopened:
+    """A URI that could not be opened: reading it raises the reason (DecodeRun reports it)."""
+
+    def __init__(self, name: str, error: OSError):
+        self.name, self.error = name, error
+
+    def read(self, n: int = -1) -> bytes:
+        raise self.error
+
+    def close(self) -> None:
+        pass
+
+    def __str__(self) -> str:
+        return self.name
 
 
 def _shard_of(shard: int, shards: int):
@@ -36,7 +53,14 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
     start = time.perf_counter()
     options = dict(options or {})
     records = options.pop("records", records)
-    run = DecodeRun(f.path, keep_connection=_shard_of(shard, shards), **options)
+    filesystems = options.pop("filesystems", None)
+    source = f.path
+    if is_uri(f.path):
+        try:
+            source = open_uri(f.path, filesystems)
+        except OSError as e:
+            source = _Unopened(f.path, e)
+    run = DecodeRun(source, keep_connection=_shard_of(shard, shards), **options)
     exchanges = problems = 0
     error = None
     try:
@@ -57,6 +81,9 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
         error = str(e)
     except OSError as e:
         error = f"{f.path}: {e.strerror or e}"
+    finally:
+        if source is not f.path:
+            source.close()
     if shard == 0:  # every shard read the whole file: its own problems count once
         problems += len(run.capture_problems)
     yield {"table": "files", "capture": f.path, "file_bytes": f.size, "file_packets": run.packets,
