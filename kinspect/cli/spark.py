@@ -8,6 +8,7 @@ import sys
 import click
 
 from kinspect.cli.exchanges import filter_options, port_options, secrets_option
+from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.filters import ExchangeFilter
 from kinspect.problems import EXIT_OK, EXIT_UNFINISHED, EXIT_UNREADABLE
@@ -20,6 +21,7 @@ Examples:
   kinspect spark 'captures/broker-*.pcap.gz' --out tables/ --master 'local[8]'
   kinspect spark captures/ --out tables/ --format jsonl --api Produce --api Fetch
   kinspect spark captures/ --out tables/ --summary
+  kinspect spark tls-captures/ --out tables/ --keylog sslkeys.log
   kinspect spark /shared/captures/ --out /shared/tables/ --master spark://head:7077 --package env.tar.gz
   kinspect spark captures/ --out tables/ --remote sc://head:15002 --package env.tar.gz
 
@@ -76,8 +78,9 @@ install) or the job failed; 130 interrupted.
 @port_options
 @filter_options
 @secrets_option
+@keylog_option()
 def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, records, ports, no_heuristic,
-          keep: ExchangeFilter, show_secrets):
+          keep: ExchangeFilter, show_secrets, keylog):
     """Decode a set of captures on Spark: files, directories or globs, here on every core by
     default (local[*]), or on a cluster with --master.
 
@@ -105,6 +108,10 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
         sys.exit(EXIT_UNREADABLE)
     from kinspect.spark import job  # pyspark only now
     options = {"ports": set(ports) | {9092}, "heuristic": not no_heuristic, "show_secrets": show_secrets}
+    for line in keylog_warnings(keylog):
+        click.echo(line, err=True)
+    if keylog is not None:  # read here, once; the tasks get its secrets (they may not see the files)
+        options["keylog"] = portable_keylog(keylog)
     if package is not None and not os.path.exists(package):
         _build_package(package)
     try:
@@ -191,3 +198,12 @@ def _write(session, units, out, fmt, options, keep, records):
 def _first_line(error: Exception) -> str:
     text = str(error).strip().splitlines()
     return text[0] if text else type(error).__name__
+
+
+def portable_keylog(keylog):
+    """The key log's secrets without its files: a task on another node cannot re-read them."""
+    from kinspect.tls.keylog import KeyLog
+    copy = KeyLog()
+    copy.secrets = dict(keylog.secrets)
+    copy.lines = keylog.lines
+    return copy
