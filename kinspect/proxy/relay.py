@@ -81,7 +81,9 @@ class _Side(asyncio.Protocol):
             # client's delayed ACK (5 ms at p50 for a paced librdkafka producer)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.direction == CLIENT:
-            transport.pause_reading()  # until the broker's side is connected
+            # until the broker's side is connected; uvloop (0.23) still reads once after
+            # connection_made, and that chunk is kept (Link.early) rather than lost
+            transport.pause_reading()
             self.link.accepted(self)
 
     def data_received(self, data: bytes) -> None:
@@ -123,6 +125,7 @@ class Link:
         rewrite = proxy.options.rewrite
         self.responses = Responses(self.requests, carries_addresses if rewrite else _never, proxy.rewrite, MAX_HELD)
         self.closed_by: str | None = None
+        self.early: list | None = []  # what the client sent before its broker was connected
         self.draining = False
         self.stopped_reading = False  # draining, between two requests: the client is read no more
         self.not_forwarded = 0        # bytes of new requests received while draining, dropped
@@ -163,6 +166,9 @@ class Link:
         via = self.server.transport.get_extra_info("sockname")
         via = f" from {via[0]}:{via[1]}" if via else ""
         proxy.log(f"#{self.conn} {self.label} -> {self._target()}{via}: connected")
+        early, self.early = self.early, None
+        for data in early:
+            self.received(CLIENT, data)
         if self.draining:
             self.stop_reading()
         self.client.resume()
@@ -173,6 +179,10 @@ class Link:
         return f"{which} {host}:{port}"
 
     def received(self, direction: int, data: bytes) -> None:
+        if self.early is not None and direction == CLIENT:  # not connected yet: kept (paused again)
+            self.early.append(data)
+            self.client.pause()
+            return
         peer = self.peer_of(direction).transport
         if peer is None or peer.is_closing():  # its partner is gone: nowhere to relay to
             return

@@ -110,3 +110,48 @@ def test_draining_forwards_the_request_under_way_and_no_new_one():
     assert (report.in_flight, report.half_read, report.answered, report.cut, report.half_cut) == (2, 1, 2, 0, 0)
     assert report.not_forwarded == len(sent[2])
     assert any(line.startswith("drained in") and "2 responses relayed, 0 requests cut" in line for line in logs)
+
+
+async def _early_case():
+    """uvloop (0.23) delivers a chunk after connection_made even though the client's side was
+    paused there; the broker connects late (0.2 s): the chunk goes first, then the rest."""
+    got = bytearray()
+
+    async def broker(reader, writer):
+        while len(got) < 10:
+            chunk = await reader.read(100)
+            if not chunk:
+                break
+            got.extend(chunk)
+        writer.close()
+
+    server = await asyncio.start_server(broker, "127.0.0.1", 0)
+    proxy = Proxy(Options(upstream=server.sockets[0].getsockname()[:2], listen_host="127.0.0.1", base_port=0,
+                          advertised_host="127.0.0.1", rewrite=False), None, lambda line: None)
+    await proxy.start()
+    create_connection = proxy.loop.create_connection
+
+    async def late(*args, **kwargs):
+        await asyncio.sleep(0.2)
+        return await create_connection(*args, **kwargs)
+
+    proxy.loop.create_connection = late
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.bootstrap_port)
+    while not proxy.links:
+        await asyncio.sleep(0.01)
+    link = next(iter(proxy.links.values()))
+    link.client.data_received(b"early")  # as uvloop's first read
+    writer.write(b"later")
+    await writer.drain()
+    for _ in range(100):
+        if len(got) >= 10:
+            break
+        await asyncio.sleep(0.02)
+    writer.close()
+    await proxy.drain(1)
+    server.close()
+    return bytes(got)
+
+
+def test_a_chunk_read_before_the_broker_connects_is_relayed_first():
+    assert asyncio.run(_early_case()) == b"earlylater"
