@@ -220,6 +220,20 @@ def decoded(spark, units: list[Unit], options: dict | None = None, keep=None):
                                                               spark_schema(TASK))
 
 
+# Over Spark Connect, the decoded rows are written once to OUT/_decoded (Parquet) and read back
+# for each table: persist() there clones the session, copying its artifacts (the packed
+# environment) every time. Removed at the end when the client sees the server's files.
+STAGED = "_decoded"
+
+
+def on_disk(spark, df):
+    """``df`` kept on disk once computed (classic Spark); over Connect, ``df`` as it is (see STAGED)."""
+    if is_connect(spark):
+        return df
+    from pyspark import StorageLevel
+    return df.persist(StorageLevel.DISK_ONLY)
+
+
 @dataclass
 class Written:
     files: list[dict]  # the files table's rows, as written
@@ -237,18 +251,24 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
     ``progress(Done)``: called as the decode job's tasks complete (progress.py)."""
     from contextlib import nullcontext
 
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from kinspect.spark.progress import watch
     options = {**(options or {}), "records": records}
-    rows = decoded(spark, units, options, keep).persist(StorageLevel.DISK_ONLY)
+    rows = decoded(spark, units, options, keep)
+    staged = os.path.join(out, STAGED) if is_connect(spark) else None
+    with watch(spark, units, progress) if progress else nullcontext():  # the decoding job
+        if staged is not None:
+            rows.write.mode("error").parquet(staged)
+            rows = spark.read.parquet(staged)
+        else:
+            rows = on_disk(spark, rows)
+            rows.filter(F.col("table") == "files").count()  # decodes, the rows kept on disk
     try:
         exchanges = rows.filter(F.col("table") == "exchanges").select(*EXCHANGES.names)
-        with watch(spark, units, progress) if progress else nullcontext():  # the decoding job
-            if fmt == "parquet":
-                exchanges.write.mode("error").partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
-            else:
-                exchanges.write.mode("error").option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
+        if fmt == "parquet":
+            exchanges.write.mode("error").partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
+        else:
+            exchanges.write.mode("error").option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
         if records:
             (rows.filter(F.col("table") == "records")
              .select(*[F.col(task).alias(name) for task, name in RECORD_COLUMNS.items()])
@@ -260,7 +280,11 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
         collected = [r.asDict() for r in files.collect()]
         total = sum(f["exchanges"] for f in collected)
     finally:
-        rows.unpersist()
+        if staged is None:
+            rows.unpersist()
+        else:
+            import shutil
+            shutil.rmtree(staged, ignore_errors=True)  # when this client sees the server's files
     return Written(collected, total)
 
 

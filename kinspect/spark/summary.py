@@ -20,6 +20,8 @@ within count/EXACT_LATENCIES of the exact one.
 
 from __future__ import annotations
 
+from kinspect.spark.job import is_connect, on_disk
+
 EXACT_LATENCIES = 1_000_000
 TOP_TALKERS = 20
 
@@ -53,10 +55,9 @@ def topic_names(exchanges):
 def resolved(exchanges, names):
     """The exchanges, their ``topics`` joined by the names of their ``topic_ids`` that ``names``
     knows (those it does not know stay in ``topic_ids``)."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
     # row ids kept on disk, so both sides of the join see the same ones
-    keyed = exchanges.withColumn("_row", F.monotonically_increasing_id()).persist(StorageLevel.DISK_ONLY)
+    keyed = on_disk(exchanges.sparkSession, exchanges.withColumn("_row", F.monotonically_increasing_id()))
     found = (keyed.select("_row", F.explode("topic_ids").alias("topic_id"))
              .join(F.broadcast(names), "topic_id", "left")
              .groupBy("_row").agg(F.collect_set("name").alias("_named"),
@@ -70,9 +71,8 @@ def resolved(exchanges, names):
 def summarize(exchanges) -> dict:
     """DataFrames ``apis``, ``errors``, ``talkers``, ``clients`` and ``topics`` from an exchanges
     DataFrame."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
-    exchanges = resolved(exchanges, topic_names(exchanges)).persist(StorageLevel.DISK_ONLY)
+    exchanges = on_disk(exchanges.sparkSession, resolved(exchanges, topic_names(exchanges)))
     largest = exchanges.groupBy("api_name").count().agg(F.max("count")).first()[0] or 0
     clients = exchanges.withColumn("client_id", F.coalesce("client_id", F.lit("")))
     largest = max(largest, clients.groupBy("client_id").count().agg(F.max("count")).first()[0] or 0)
@@ -112,13 +112,14 @@ def write(tables: dict, out: str, fmt: str = "parquet") -> dict[str, list[dict]]
     import os
     rows = {}
     for name, df in tables.items():
-        df = df.coalesce(1).cache()  # computed once for both
+        df = on_disk(df.sparkSession, df.coalesce(1))  # computed once for both
         try:
             df.write.mode("error").format("parquet" if fmt == "parquet" else "json") \
                 .option("ignoreNullFields", "false").save(os.path.join(out, "summary", name))
             rows[name] = [r.asDict() for r in df.collect()]
         finally:
-            df.unpersist()
+            if not is_connect(df.sparkSession):
+                df.unpersist()
     return rows
 
 

@@ -7,7 +7,9 @@ executors report that kinspect's C accelerators loaded there.
 
 from __future__ import annotations
 
+import functools
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -41,6 +43,17 @@ def cluster(tmp_path_factory):
         yield running
 
 
+def run(argv: list[str], tmp_path, cwd=None) -> subprocess.CompletedProcess:
+    """argv with PYTHONPATH unset; its Spark scratch space in tmp_path/scratch, removed after."""
+    try:
+        return subprocess.run(argv, cwd=cwd or tmp_path, env=clean_env(tmp_path / "scratch"), capture_output=True,
+                              text=True, timeout=300)
+    finally:
+        shutil.rmtree(tmp_path / "scratch", ignore_errors=True)
+        shutil.rmtree(tmp_path / "client", ignore_errors=True)
+
+
+@functools.cache
 def _decode_json() -> Counter:
     keys = Counter()
     for capture in CAPTURES:
@@ -87,7 +100,7 @@ def test_spark_submit_runs_kinspect_on_the_cluster_from_the_packed_environment(c
             "--conf", "spark.pyspark.python=./environment/bin/python",
             "--conf", f"spark.pyspark.driver.python={driver}", "--driver-memory", "600m",
             str(submit), *map(str, CAPTURES), "--out", str(out), *SMALL]
-    result = subprocess.run(argv, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=240)
+    result = run(argv, tmp_path)
     _check(out, result)
 
 
@@ -95,5 +108,5 @@ def test_kinspect_spark_master_and_package_in_client_mode(cluster, packed, tmp_p
     out = tmp_path / "tables"
     argv = [sys.executable, "-m", "kinspect", "spark", *map(str, CAPTURES), "--out", str(out),
             "--master", cluster.url, "--package", str(packed), *SMALL]
-    result = subprocess.run(argv, cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=240)
+    result = run(argv, tmp_path, cwd=REPO)
     _check(out, result)

@@ -6,13 +6,12 @@ with kinspect's C accelerators loaded, and the summary is computed over Connect 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
 
-from tests.integration.test_spark_cluster_lab import CAPTURES, _check
-from tests.lab.spark import REPO, ConnectServer, clean_env, packed_environment
+from tests.integration.test_spark_cluster_lab import CAPTURES, _check, run
+from tests.lab.spark import REPO, ConnectServer, packed_environment
 
 pytestmark = pytest.mark.lab
 
@@ -28,6 +27,6 @@ def test_remote_runs_on_a_connect_server_with_the_packed_environment(server, tmp
     out = tmp_path / "tables"
     argv = [sys.executable, "-m", "kinspect", "spark", *map(str, CAPTURES), "--out", str(out),
             "--remote", server.url, "--package", str(packed), "--summary", "--task-mb", "1"]
-    result = subprocess.run(argv, cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=240)
+    result = run(argv, tmp_path, cwd=REPO)
     _check(out, result)
     assert "Exchanges by API" in result.stdout and (out / "summary" / "apis").is_dir()

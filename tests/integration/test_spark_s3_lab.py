@@ -8,7 +8,6 @@ disk; a garbage object gets its files row's error.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import boto3
@@ -18,7 +17,7 @@ from moto.server import ThreadedMotoServer
 
 from tests.integration import test_spark_cluster_lab as cluster_lab
 from tests.integration.test_spark_cluster_lab import _decode_json, _rows
-from tests.lab.spark import REPO, clean_env
+from tests.lab.spark import REPO
 from tests.lab.tansu import free_port
 
 pytestmark = pytest.mark.lab
@@ -53,7 +52,7 @@ def test_s3a_captures_are_listed_by_spark_and_streamed_by_the_tasks(s3, tmp_path
             "--conf", "spark.hadoop.fs.s3a.connection.ssl.enabled=false",
             "--conf", f"spark.hadoop.fs.s3a.access.key={KEYS['aws_access_key_id']}",
             "--conf", f"spark.hadoop.fs.s3a.secret.key={KEYS['aws_secret_access_key']}"]
-    result = subprocess.run(argv, cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=400)
+    result = cluster_lab.run(argv, tmp_path, cwd=REPO)
     assert result.returncode == 3, result.stderr[-3000:]  # the garbage object is unreadable
     assert "s3a://captures/hourly/garbage.pcap: not a pcap or pcapng capture" in result.stderr
     # the same rows as decode --json of the files on disk, the capture column naming the object
