@@ -40,6 +40,10 @@ Every byte passes unchanged, except the broker addresses in Metadata, FindCoordi
 DescribeCluster and (KIP-951) Produce v10+/Fetch v16+ responses, which are rewritten to the
 proxy's listeners: the bootstrap on --listen's port BASE, broker N on BASE+1+N (or as
 --broker-map says), opened as brokers are learned. --no-rewrite relays everything unchanged.
+To be rewritten, those responses are held until whole (a Fetch v16+ response's node endpoints
+come after its records, and its length before them), so a consumer's records wait for their
+whole response; at most --max-held-mb are held at once, and a response that does not fit passes
+unchanged (warned, counted: a KIP-951 address in it would reach the client as the broker gave it).
 Decoding runs in a second process; if it falls behind by --decode-buffer-mb it skips (gap
 notices say how many bytes), and the relay never waits for it.
 
@@ -99,6 +103,10 @@ def _contexts(listen_tls, upstream_tls, upstream_ca, upstream_cert):
               help="CA certificates (PEM) the brokers' certificates are checked against (implies --upstream-tls).")
 @click.option("--upstream-cert", nargs=2, type=click.Path(exists=True, dir_okay=False), metavar="CERT KEY",
               help="Client certificate and key for mTLS to the brokers (implies --upstream-tls).")
+@click.option("--max-held-mb", type=click.IntRange(1, 4096), default=64, show_default=True,
+              help="Responses that may name brokers (Metadata, FindCoordinator, DescribeCluster, Produce v10+, "
+                   "Fetch v16+) are held whole to be rewritten: at most this many MiB at once over all "
+                   "connections; one that does not fit passes unchanged (warned, counted).")
 @click.option("--no-decode", is_flag=True, help="Only relay: no decoder process, no output but the log.")
 @filter_options
 @click.option("--summary", is_flag=True, help="At the end: per-API counts, latency p50/p99/max, bytes, errors.")
@@ -124,7 +132,7 @@ def _contexts(listen_tls, upstream_tls, upstream_ca, upstream_cert):
 @limit_options
 @output_options
 def proxy(listen, upstream, advertised_host, broker_map, no_rewrite, listen_tls, upstream_tls, upstream_ca,
-          upstream_cert, no_decode, keep: ExchangeFilter, summary, verbose, strict, dashboard, metrics_port,
+          upstream_cert, max_held_mb, no_decode, keep: ExchangeFilter, summary, verbose, strict, dashboard, metrics_port,
           metrics_address, duration, drain_timeout, decode_buffer_mb, pending_timeout, max_frame, show_secrets,
           quiet, out: Output, limits: Limits):
     """Relay Kafka clients to their brokers, decoding every exchange on the way (no root needed).
@@ -146,7 +154,7 @@ def proxy(listen, upstream, advertised_host, broker_map, no_rewrite, listen_tls,
             advertised_host = listen_host
     options = Options(upstream=upstream_addr, listen_host=listen_host, base_port=base_port,
                       advertised_host=advertised_host, rewrite=not no_rewrite, broker_ports=_broker_map(broker_map),
-                      server_ssl=server_ssl, upstream_ssl=client_ssl)
+                      server_ssl=server_ssl, upstream_ssl=client_ssl, max_held=max_held_mb << 20)
 
     def log(message: str) -> None:
         if not quiet or message.startswith(("warning", "stopping", "drained", "listening")):
@@ -179,7 +187,8 @@ def proxy(listen, upstream, advertised_host, broker_map, no_rewrite, listen_tls,
     skipped = relay.tap.skipped_bytes if relay.tap is not None else 0
     out.warn(f"kinspect: {c.connections} connections relayed, {c.client_bytes} bytes from clients, "
              f"{c.server_bytes} bytes to clients; {c.rewritten} responses rewritten, {c.unchanged} that named "
-             f"brokers relayed unchanged (not re-encodable); decoding skipped {skipped} bytes")
+             f"brokers relayed unchanged (not re-encodable), {relay.held.refused} not held (past --max-held-mb); "
+             f"decoding skipped {skipped} bytes")
     sys.exit(code)
 
 

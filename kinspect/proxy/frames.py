@@ -122,21 +122,51 @@ class Requests:
         pending[correlation_id] = (api_key, api_version)
 
 
+class HeldBudget:
+    """The bytes of responses held whole at once, over every connection of a proxy: a frame is
+    held only when its whole size (known from its first 4 bytes) fits in what is left; else it
+    passes as it comes, unrewritten, and ``refused`` (frames) and ``on_refused`` are told."""
+
+    __slots__ = ("limit", "used", "refused", "refused_bytes", "on_refused")
+
+    def __init__(self, limit: int, on_refused: Callable[[int, tuple], None] | None = None):
+        self.limit = limit
+        self.used = 0
+        self.refused = 0
+        self.refused_bytes = 0
+        self.on_refused = on_refused  # (frame size, (api key, version)) -> None
+
+    def take(self, size: int, api: tuple) -> bool:
+        if self.used + size > self.limit:
+            self.refused += 1
+            self.refused_bytes += size
+            if self.on_refused is not None:
+                self.on_refused(size, api)
+            return False
+        self.used += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.used -= size
+
+
 class Responses:
     """``feed(data)`` returns the bytes to send on: ``data`` itself when nothing was held, else
     the pieces joined. A broker answers a connection's requests in order, so whether a frame is
     held is decided at its first byte, from the oldest request waiting; frames that pass are
-    never copied."""
+    never copied. ``held``: a HeldBudget shared by the connections (or a size in bytes, for
+    this one alone); ``release()`` gives back what is held when the connection ends."""
 
-    __slots__ = ("requests", "wants_whole", "rewrite", "max_held", "head", "want", "held", "skip", "api",
-                 "frames", "tokens", "answered")
+    __slots__ = ("requests", "wants_whole", "rewrite", "budget", "reserved", "head", "want", "held", "skip",
+                 "api", "frames", "tokens", "answered")
 
     def __init__(self, requests: Requests, wants_whole: Callable[[int, int], bool],
-                 rewrite: Callable[[int, int, bytes], bytes], max_held: int):
+                 rewrite: Callable[[int, int, bytes], bytes], held: "HeldBudget | int"):
         self.requests = requests
         self.wants_whole = wants_whole  # (api key, version) -> hold the whole frame for rewrite
         self.rewrite = rewrite          # (api key, version, frame) -> frame to send
-        self.max_held = max_held
+        self.budget = held if isinstance(held, HeldBudget) else HeldBudget(held)
+        self.reserved = 0         # bytes of the budget taken by the frame held
         self.head = bytearray()   # the first 8 bytes (size, correlation id) of the current frame
         self.want = 8             # bytes of head: 4 (the size) for a raw SASL token
         self.held: bytearray | None = None  # the frame being held whole
@@ -150,9 +180,15 @@ class Responses:
     def mid_frame(self) -> bool:
         return bool(self.head) or self.skip > 0 or self.held is not None
 
+    def release(self) -> None:
+        if self.reserved:
+            self.budget.give(self.reserved)
+            self.reserved = 0
+
     def _done(self, out: list) -> None:
         """The held frame is whole: out goes its rewritten form."""
         held, self.held = bytes(self.held), None
+        self.release()
         if self.api == SASL_V0:
             sasl = self.requests.sasl
             if sasl is not None:
@@ -222,13 +258,15 @@ class Responses:
             self.skip = size - 4
             if self.held is not None:
                 self.api = api if api is not None else self.api
-                if size + 4 > self.max_held or api is None:  # too big to hold, or not what was thought
+                if api is None or not self.budget.take(size + 4, self.api):  # not what was thought, or too big
                     out.append(bytes(self.held))
                     self.held = None
                     start = pos
-                elif not self.skip:
-                    self._done(out)
-                    start = pos
+                else:
+                    self.reserved = size + 4
+                    if not self.skip:
+                        self._done(out)
+                        start = pos
         if out is None:
             return data
         if self.held is None:

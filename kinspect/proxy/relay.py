@@ -25,12 +25,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kinspect.proxy.frames import Requests, Responses
+from kinspect.proxy.frames import HeldBudget, Requests, Responses
 from kinspect.proxy.rewrite import Unchanged, carries_addresses, rewrite_response
 from kinspect.proxy.tap import CLIENT, SERVER
 
 WRITE_HIGH = 1 << 20   # bytes buffered for a side before its peer stops being read
-MAX_HELD = 64 << 20    # largest response held whole for rewriting; larger ones pass unchanged
+MAX_HELD = 64 << 20    # bytes of responses held whole for rewriting at once, over all connections
 
 
 @dataclass
@@ -44,6 +44,7 @@ class Options:
     server_ssl: ssl.SSLContext | None = None    # --listen-tls
     upstream_ssl: ssl.SSLContext | None = None  # --upstream-tls
     connect_timeout: float = 10.0
+    max_held: int = MAX_HELD  # --max-held-mb
 
 
 @dataclass
@@ -123,7 +124,7 @@ class Link:
         self.server = _Side(self, SERVER)
         self.requests = Requests()
         rewrite = proxy.options.rewrite
-        self.responses = Responses(self.requests, carries_addresses if rewrite else _never, proxy.rewrite, MAX_HELD)
+        self.responses = Responses(self.requests, carries_addresses if rewrite else _never, proxy.rewrite, proxy.held)
         self.closed_by: str | None = None
         self.early: list | None = []  # what the client sent before its broker was connected
         self.draining = False
@@ -293,6 +294,7 @@ class Proxy:
         self.next_conn = 0
         self.warned: set = set()
         self.idle = asyncio.Event()
+        self.held = HeldBudget(options.max_held, self._not_held)
 
     # -- listeners -----------------------------------------------------------------------------
 
@@ -378,6 +380,12 @@ class Proxy:
             self.counters.rewritten += 1
         return out
 
+    def _not_held(self, size: int, api: tuple) -> None:
+        self._warn_once(("held", api), f"a response (API key {api[0]} v{api[1]}) of {size} bytes did not fit in "
+                        f"--max-held-mb ({self.options.max_held >> 20} MiB held at once) and passed unchanged: "
+                        f"any broker address in it reached the client as the broker gave it (counted, warned "
+                        f"once per API version)")
+
     def _warn_once(self, key, message: str) -> None:
         if key not in self.warned:
             self.warned.add(key)
@@ -402,6 +410,7 @@ class Proxy:
             self.tap.end(conn, direction, time.time())
 
     def closed(self, link: Link) -> None:
+        link.responses.release()
         if self.links.pop(link.conn, None) is None:
             return
         self.counters.open -= 1

@@ -185,3 +185,36 @@ def test_raw_sasl_tokens_are_neither_paired_nor_waited_for(mechanism, client_tok
 def test_a_refused_v0_handshake_starts_no_tokens():
     requests, responses, held = _relay(_sasl_v0_session("GSSAPI", [], [], error=33), 0)  # UNSUPPORTED_SASL_MECHANISM
     assert held == [(3, 1)] and requests.tokens == responses.tokens == 0
+
+
+# -- responses held for rewriting: a budget over every connection -----------------------------
+
+def test_responses_held_at_once_are_bounded_over_all_connections():
+    from kinspect.proxy.frames import HeldBudget
+    refused = []
+    budget = HeldBudget(1000, lambda size, api: refused.append((size, api)))
+    links = []
+    for correlation_id in (1, 2):
+        requests = Requests()
+        requests.feed(encode_request(1, 17, correlation_id, "c", {"topics": []}))  # a Fetch v17
+        links.append(Responses(requests, lambda k, v: True, lambda k, v, f: f[:4] + b"X" + f[5:], budget))
+    first = struct.pack(">ii", 4 + 700, 1) + bytes(700)
+    second = struct.pack(">ii", 4 + 700, 2) + bytes(700)
+    out_first = links[0].feed(first[:300])  # held: nothing goes yet
+    assert out_first == b"" and budget.used == 708
+    out_second = links[1].feed(second[:300]) + links[1].feed(second[300:])  # does not fit: passes as it came
+    assert out_second == second and refused == [(708, (1, 17))] and budget.refused == 1
+    out_first += links[0].feed(first[300:])  # whole: rewritten, and the budget given back
+    assert out_first == first[:4] + b"X" + first[5:] and budget.used == 0
+
+
+def test_a_connection_that_ends_mid_response_gives_its_held_bytes_back():
+    from kinspect.proxy.frames import HeldBudget
+    budget = HeldBudget(1 << 20)
+    requests = Requests()
+    requests.feed(encode_request(3, 12, 9, "c", {"topics": None}))
+    responses = Responses(requests, lambda k, v: True, lambda k, v, f: f, budget)
+    responses.feed(struct.pack(">ii", 4 + 5000, 9) + bytes(100))
+    assert budget.used == 5008
+    responses.release()
+    assert budget.used == 0
