@@ -46,6 +46,7 @@ def run(options: Options, decoder: Callable[[int], int] | None, log: Callable[[s
         child = multiprocessing.get_context("fork").Process(target=_child, args=(decoder, read_fd, write_fd),
                                                             name="kinspect-proxy-decoder", daemon=True)
         child.start()
+        _idle(child.pid)  # here, not in the child: before _hurry whatever the child's pace
         os.close(read_fd)
     factory, _name = event_loop_factory()
     proxy = None
@@ -76,17 +77,20 @@ def _child(decoder: Callable[[int], int], read_fd: int, write_fd: int) -> None:
         os.nice(DECODER_NICE)  # when CPUs are short it falls behind and skips, never the relay
     except OSError:
         pass
-    try:
-        # Linux: it runs only on CPU time nobody else wants. At nice 10 it still took about a
-        # tenth of a CPU from each busy neighbour (measured: a producer beside it ran at 0.69x
-        # direct with 1 KiB values; 0.95x when the decoder is SCHED_IDLE, which skipped about
-        # as much: 85% vs 87% of the bytes at full producer speed on a saturated machine)
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        pass
     for sig in (signal.SIGINT, signal.SIGTERM):  # the relay decides when the stream ends
         signal.signal(sig, signal.SIG_IGN)
     raise SystemExit(decoder(read_fd))
+
+
+def _idle(pid: int) -> None:
+    """Linux: the decoder runs only on CPU time nobody else wants. At nice 10 it still took about
+    a tenth of a CPU from each busy neighbour (measured: a producer beside it ran at 0.69x direct
+    with 1 KiB values; 0.95x with the decoder SCHED_IDLE, which skipped about as much: 85% vs 87%
+    of the bytes at full producer speed on a saturated machine)."""
+    try:
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
 
 
 def _hurry(pid: int) -> None:
