@@ -232,21 +232,27 @@ class DecodeRun:
         if expired:
             yield self._expired_notice(ts, expired)
 
-    def _tls(self, session: KafkaSession, items: list) -> Iterator[dict]:
+    def _tls(self, session: KafkaSession, items: list) -> list:
         """The TLS layer's events into the session; exchanges of decrypted connections marked."""
+        if not items:
+            return items
         marks = self.tls.marks
+        out: list = []
         for item in items:
             if type(item) is dict:
-                yield item
+                out.append(item)
                 continue
-            for record in _dispatch(session, item):
-                if record["type"] != "notice":
-                    mark = marks.get(record.get("conn"))
-                    if mark is not None:
-                        record["tls"] = mark
-                yield record
+            records = _dispatch(session, item)
+            if records:
+                for record in records:
+                    if record["type"] != "notice":
+                        mark = marks.get(record.get("conn"))
+                        if mark is not None:
+                            record["tls"] = mark
+                out += records
+        return out
 
-    def _route(self, session: KafkaSession, event) -> Iterator[dict]:
+    def _route(self, session: KafkaSession, event):
         """A stream event other than a plaintext direction's data, through the TLS layer."""
         tls = self.tls
         kind = type(event)

@@ -23,6 +23,7 @@ MAX_MESSAGE = 1 << 17  # a kept message (hellos, Finished, KeyUpdate) larger tha
 VERSION_NAMES = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}
 _u16 = struct.Struct(">H").unpack_from
 _u16x2 = struct.Struct(">HH").unpack_from
+_u32 = struct.Struct(">I").unpack_from
 
 
 def version_name(version: int) -> str:
@@ -47,18 +48,28 @@ class HandshakeReader:
     def feed(self, data) -> list:
         if self.error is not None:
             return []
-        data = bytes(data)
-        if self.skip:
-            passed = min(self.skip, len(data))
-            self.skip -= passed
-            data = data[passed:]
-        data = self.buf + data if self.buf else data
+        if type(data) is not bytes:
+            data = bytes(data)
+        if not self.buf and not self.skip and len(data) >= 4:  # most often one whole message
+            word = _u32(data)[0]
+            if (word & 0xFFFFFF) + 4 == len(data) and word >> 24 not in self.keep:
+                return []
+        skip = self.skip
+        if skip:
+            if skip >= len(data):
+                self.skip = skip - len(data)
+                return []
+            self.skip = 0
+            data = data[skip:]
+        if self.buf:
+            data = self.buf + data
+        keep = self.keep
         out = []
         pos, end = 0, len(data)
         while end - pos >= 4:
-            msg_type = data[pos]
-            length = int.from_bytes(data[pos + 1:pos + 4], "big")
-            if msg_type not in self.keep:
+            word = _u32(data, pos)[0]
+            msg_type, length = word >> 24, word & 0xFFFFFF
+            if msg_type not in keep:
                 take = min(length, end - pos - 4)
                 self.skip = length - take
                 pos += 4 + take
@@ -71,7 +82,7 @@ class HandshakeReader:
                 break
             out.append((msg_type, data[pos + 4:pos + 4 + length]))
             pos += 4 + length
-        self.buf = data[pos:]
+        self.buf = data[pos:] if pos < end else b""
         return out
 
 
@@ -121,7 +132,94 @@ class _Cursor:
 
 
 def client_hello(body: bytes) -> dict:
-    """legacy_version, random, session_id, cipher_suites, server_name, supported_versions."""
+    """legacy_version, random, session_id, cipher_suites, server_name, supported_versions.
+
+    One pass with plain indexing; a hello that does not fit is read again field by field
+    (``_client_hello``) for the error that names the field."""
+    try:
+        end = len(body)
+        pos = 35 + body[34]
+        suites_end = pos + 2 + _u16(body, pos)[0]
+        pos = suites_end + 1 + body[suites_end]
+        ext = _extensions(body, pos, end) if pos < end else {}
+        if pos > end or ext is None:
+            return _client_hello(body)
+        hello = {"legacy_version": _u16(body)[0], "random": body[2:34], "session_id": body[35:35 + body[34]],
+                 "cipher_suites": body[35 + body[34] + 2:suites_end], "server_name": None,
+                 "supported_versions": [], "session_ticket": 35 in ext, "pre_shared_key": 41 in ext}
+        sni = ext.get(EXT_SERVER_NAME)
+        if sni:
+            start, stop = sni
+            if stop - start < 2 or start + 2 + _u16(body, start)[0] != stop:
+                return _client_hello(body)
+            pos = start + 2
+            while pos < stop:
+                if pos + 3 > stop or pos + 3 + _u16(body, pos + 1)[0] > stop:
+                    return _client_hello(body)
+                size = _u16(body, pos + 1)[0]
+                if body[pos] == 0:
+                    hello["server_name"] = body[pos + 3:pos + 3 + size].decode("ascii", "replace")
+                    break
+                pos += 3 + size
+        versions = ext.get(EXT_SUPPORTED_VERSIONS)
+        if versions:
+            start, stop = versions
+            if start + 1 + body[start] > stop:
+                return _client_hello(body)
+            listed = body[start + 1:start + 1 + body[start]]
+            hello["supported_versions"] = [_u16(listed, i)[0] for i in range(0, len(listed) - 1, 2)]
+        return hello
+    except (IndexError, struct.error):
+        return _client_hello(body)
+
+
+def _extensions(body: bytes, pos: int, end: int) -> dict | None:
+    """extension_type → (start, stop) of its data (the first of a type), from the extensions
+    vector at ``pos``; None when it does not fit."""
+    if pos + 2 > end:
+        return None
+    stop = pos + 2 + _u16(body, pos)[0]
+    if stop > end:
+        return None
+    out: dict = {}
+    pos += 2
+    while pos < stop:
+        if stop - pos < 4:
+            return None
+        ext_type, size = _u16x2(body, pos)
+        pos += 4 + size
+        if pos > stop:
+            return None
+        if ext_type not in out:
+            out[ext_type] = (pos - size, pos)
+    return out
+
+
+def server_hello(body: bytes) -> dict:
+    """version (supported_versions when present), random, session_id, cipher_suite, retry."""
+    try:
+        end = len(body)
+        pos = 35 + body[34]
+        if pos + 3 > end:
+            return _server_hello(body)
+        ext = _extensions(body, pos + 3, end) if pos + 3 < end else {}
+        if ext is None:
+            return _server_hello(body)
+        version = _u16(body)[0]
+        chosen = ext.get(EXT_SUPPORTED_VERSIONS)
+        if chosen is not None:
+            if chosen[1] - chosen[0] != 2:
+                return _server_hello(body)
+            version = _u16(body, chosen[0])[0]
+        random = body[2:34]
+        return {"version": version, "random": random, "session_id": body[35:pos], "cipher_suite": _u16(body, pos)[0],
+                "retry": random == HELLO_RETRY_RANDOM}
+    except (IndexError, struct.error):
+        return _server_hello(body)
+
+
+def _client_hello(body: bytes) -> dict:
+    """client_hello, field by field: a hello that does not fit raises HandshakeError naming the field."""
     c = _Cursor(body, "ClientHello")
     version = c.u16("legacy_version")
     random = c.take(32, "random")
@@ -151,8 +249,8 @@ def client_hello(body: bytes) -> dict:
     return hello
 
 
-def server_hello(body: bytes) -> dict:
-    """version (supported_versions when present), random, session_id, cipher_suite, retry."""
+def _server_hello(body: bytes) -> dict:
+    """server_hello, field by field (HandshakeError naming the field)."""
     c = _Cursor(body, "ServerHello")
     version = c.u16("legacy_version")
     random = c.take(32, "random")

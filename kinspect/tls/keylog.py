@@ -17,6 +17,7 @@ appended to its files since the last read (a client writing keys while ``sniff``
 
 from __future__ import annotations
 
+import binascii
 import os
 
 MASTER = "CLIENT_RANDOM"
@@ -29,6 +30,8 @@ KNOWN = USED | {"EXPORTER_SECRET", "EARLY_EXPORTER_SECRET", "CLIENT_EARLY_TRAFFI
 MAX_CONNECTIONS = 1 << 20  # client randoms kept; the oldest go first past it
 MAX_LINE = 1024  # longer lines are bad lines (a secret is at most 64 bytes, 128 hex digits)
 BAD_EXAMPLES = 5
+_LABELS = {label.encode(): label for label in USED}
+_UNUSED = frozenset(label.encode() for label in KNOWN - USED)
 
 
 class KeyLog:
@@ -66,12 +69,40 @@ class KeyLog:
         return self.secrets.get(client_random)
 
     def add_text(self, text: str | bytes, source: str = "<text>", first_line: int = 1) -> int:
-        """Read key-log lines; returns how many secrets they held."""
+        """Read key-log lines; returns how many secrets they held. A loop that does no more than
+        a well-formed line needs; every other line goes through ``_line`` (same verdicts)."""
         if isinstance(text, str):
             text = text.encode("utf-8", "replace")
-        added = 0
+        secrets = self.secrets
+        labels = _LABELS
+        unhex = binascii.unhexlify
+        added = unused = 0
         for number, line in enumerate(text.splitlines(), first_line):
-            added += self._line(line, source, number)
+            parts = line.split()
+            if len(parts) == 3 and len(line) <= MAX_LINE:
+                name, random, secret = parts
+                label = labels.get(name)
+                try:
+                    if label is not None and len(random) == 64 and 64 <= len(secret) <= 128:
+                        random, secret = unhex(random), unhex(secret)
+                        entry = secrets.get(random)
+                        if entry is None:
+                            if len(secrets) >= MAX_CONNECTIONS:
+                                del secrets[next(iter(secrets))]
+                            entry = secrets[random] = {}
+                        entry[label] = secret
+                        added += 1
+                        continue
+                    if name in _UNUSED:
+                        unhex(random), unhex(secret)
+                        unused += 1
+                        continue
+                except binascii.Error:
+                    pass
+            if parts:
+                added += self._line(line, source, number)
+        self.lines += added
+        self.unused += unused
         return added
 
     def _line(self, line: bytes, source: str, number: int) -> int:
@@ -99,7 +130,6 @@ class KeyLog:
                 del self.secrets[next(iter(self.secrets))]
             entry = self.secrets[random] = {}
         entry[label] = secret
-        self.lines += 1
         return 1
 
     def _bad(self, source: str, number: int, why: str) -> int:

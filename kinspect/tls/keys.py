@@ -55,6 +55,9 @@ SUITES = _suites()
 TAG = 16
 _seq_head = struct.Struct(">QBHH").pack  # TLS 1.2 additional data
 _head = struct.Struct(">BHH").pack  # TLS 1.3 additional data: the record header
+_header = struct.Struct(">BHH").unpack_from
+MAX_FRAGMENT = (1 << 14) + 256  # RFC 8446 5.2: a TLS 1.3 record's ciphertext
+MAX_FRAGMENT12 = (1 << 14) + 2048  # RFC 5246 6.2.3
 
 
 def suite_name(code: int) -> str:
@@ -73,35 +76,51 @@ def _hash(name: str):
     return algorithm
 
 
-def _hmac(key: bytes, data: bytes, digest: str) -> bytes:
-    from cryptography.hazmat.primitives import hmac
-    h = hmac.HMAC(key, _hash(digest))
-    h.update(data)
-    return h.finalize()
-
-
 def tls12_prf(secret: bytes, label: bytes, seed: bytes, size: int, digest: str = "sha256") -> bytes:
-    """RFC 5246 5: P_hash(secret, label + seed) cut to ``size`` bytes."""
+    """RFC 5246 5: P_hash(secret, label + seed) cut to ``size`` bytes. One HMAC keyed once,
+    copied for each block."""
+    from cryptography.hazmat.primitives import hmac
+    keyed = hmac.HMAC(secret, _hash(digest))
     seed = label + seed
     out = b""
     a = seed
     while len(out) < size:
-        a = _hmac(secret, a, digest)
-        out += _hmac(secret, a + seed, digest)
+        h = keyed.copy()
+        h.update(a)
+        a = h.finalize()
+        h = keyed.copy()
+        h.update(a + seed)
+        out += h.finalize()
     return out[:size]
 
 
 def hkdf_expand_label(secret: bytes, label: bytes, context: bytes, length: int, digest: str = "sha256") -> bytes:
     """RFC 8446 7.1: HKDF-Expand(secret, HkdfLabel(length, "tls13 " + label, context), length)."""
-    global _HKDFExpand
-    if _HKDFExpand is None:
-        from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand as _HKDFExpand
+    if context:
+        full = b"tls13 " + label
+        info = struct.pack(">HB", length, len(full)) + full + bytes([len(context)]) + context
+    else:
+        info = _INFO.get((label, length)) or _info(label, length)
+    return _expand()(_hash(digest), length, info).derive(secret)
+
+
+_INFO: dict = {}  # (label, length) → HkdfLabel with an empty context: the same few every time
+
+
+def _info(label: bytes, length: int) -> bytes:
     full = b"tls13 " + label
-    info = struct.pack(">HB", length, len(full)) + full + bytes([len(context)]) + context
-    return _HKDFExpand(_hash(digest), length, info).derive(secret)
+    info = _INFO[label, length] = struct.pack(">HB", length, len(full)) + full + b"\0"
+    return info
 
 
 _HKDFExpand = None
+
+
+def _expand():
+    global _HKDFExpand
+    if _HKDFExpand is None:
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand as _HKDFExpand
+    return _HKDFExpand
 
 
 _AEADS: dict = {}
@@ -119,10 +138,11 @@ class RecordKeys:
     (TLS 1.3: inner plaintext, type and padding still on), raising ``cryptography``'s
     InvalidTag when the record does not authenticate; the sequence number moves on either way."""
 
-    __slots__ = ("suite", "decrypt", "iv", "iv_int", "seq", "secret")
+    __slots__ = ("suite", "tls13", "decrypt", "iv", "iv_int", "seq", "secret")
 
     def __init__(self, suite: Suite, key: bytes, iv: bytes, secret: bytes | None = None) -> None:
         self.suite = suite
+        self.tls13 = suite.tls13
         self.decrypt = _aead(suite, key).decrypt
         self.iv = iv
         self.iv_int = int.from_bytes(iv, "big")
@@ -146,6 +166,85 @@ class RecordKeys:
             raise ValueError(f"a {len(fragment)}-byte record is too short for ChaCha20-Poly1305")
         return self.decrypt(nonce, fragment, _seq_head(seq, ctype, version, len(fragment) - TAG))
 
+    def open_inner(self, ctype: int, version: int, fragment) -> tuple:
+        """``open`` and the content type: (type, content). TLS 1.3: the inner plaintext's type,
+        padding off (``split_inner``); TLS 1.2: the record's type."""
+        if not self.tls13:
+            return ctype, self.open(ctype, version, fragment)
+        seq = self.seq
+        self.seq = seq + 1
+        plain = self.decrypt((self.iv_int ^ seq).to_bytes(12, "big"), fragment, _head(ctype, version, len(fragment)))
+        if plain and plain[-1]:  # no padding: the type is the last byte
+            return plain[-1], plain[:-1]
+        return split_inner(plain)
+
+
+    def open_run(self, data, plain: list) -> tuple:
+        """The steady state in one loop: open the whole application_data records at the head of
+        ``data``, appending their content to ``plain`` (TLS 1.3: ChangeCipherSpec records passed
+        over), until one holds something else (TLS 1.3: a handshake message, an alert, only
+        padding): that one is opened and given back as ``(inner type, content, position in data,
+        fragment size)``, for the caller. Stops before a record that does not open (the sequence
+        number stays on it), any other header, or an unfinished record: the caller's record
+        reader takes those. Returns (bytes used, records opened, the other record or None)."""
+        view = memoryview(data)
+        header = _header
+        decrypt = self.decrypt
+        iv = self.iv_int
+        seq = self.seq
+        end = len(view)
+        pos = 0
+        other = None
+        tls13 = self.tls13
+        gcm12 = not tls13 and self.suite.aead == "aes-gcm"
+        while end - pos >= 5:
+            ctype, version, length = header(view, pos)
+            stop = pos + 5 + length
+            if stop > end or version != 0x0303:
+                break
+            if ctype != 23:
+                if ctype == 20 and tls13 and length == 1:  # ChangeCipherSpec for middleboxes
+                    pos = stop
+                    continue
+                break
+            try:
+                if tls13:
+                    if length > MAX_FRAGMENT:
+                        break
+                    opened = decrypt((iv ^ seq).to_bytes(12, "big"), view[pos + 5:stop], view[pos:pos + 5])
+                elif gcm12:  # RFC 5288: an explicit 8-byte nonce heads the fragment
+                    if length < 8 + TAG or length > MAX_FRAGMENT12:
+                        break
+                    opened = decrypt(self.iv + view[pos + 5:pos + 13], view[pos + 13:stop],
+                                     _seq_head(seq, 23, version, length - 8 - TAG))
+                else:  # RFC 7905
+                    if length < TAG or length > MAX_FRAGMENT12:
+                        break
+                    opened = decrypt((iv ^ seq).to_bytes(12, "big"), view[pos + 5:stop],
+                                     _seq_head(seq, 23, version, length - TAG))
+            except Exception:  # InvalidTag: the caller opens it again, and reports it
+                break
+            seq += 1
+            pos = stop
+            if not tls13:
+                if opened:
+                    plain.append(opened)
+                continue
+            if opened and opened[-1] == 23:
+                if len(opened) > 1:
+                    plain.append(opened[:-1])
+                continue
+            inner, content = (opened[-1], opened[:-1]) if opened and opened[-1] else split_inner(opened)
+            if inner == 23:  # application data with padding
+                if content:
+                    plain.append(bytes(content))
+                continue
+            other = (inner, content, pos - 5 - length, length)
+            break
+        opened_count = seq - self.seq
+        self.seq = seq
+        return pos, opened_count, other
+
 
 def tls12_keys(suite: Suite, master: bytes, client_random: bytes, server_random: bytes) -> tuple[RecordKeys, RecordKeys]:
     """(client's write keys, server's write keys) from the master secret."""
@@ -158,9 +257,18 @@ def tls12_keys(suite: Suite, master: bytes, client_random: bytes, server_random:
 
 
 def tls13_keys(suite: Suite, secret: bytes) -> RecordKeys:
-    key = hkdf_expand_label(secret, b"key", b"", suite.key_size, suite.hash)
-    iv = hkdf_expand_label(secret, b"iv", b"", 12, suite.hash)
-    return RecordKeys(suite, key, iv, secret)
+    expand, algorithm, key_info, iv_info = _SCHEDULE.get(suite.name) or _schedule(suite)
+    key = expand(algorithm, suite.key_size, key_info).derive(secret)
+    return RecordKeys(suite, key, expand(algorithm, 12, iv_info).derive(secret), secret)
+
+
+_SCHEDULE: dict = {}  # suite name → (HKDFExpand, its hash, the "key" and "iv" HkdfLabels): the same every time
+
+
+def _schedule(suite: Suite) -> tuple:
+    plan = _SCHEDULE[suite.name] = (_expand(), _hash(suite.hash), _INFO.get((b"key", suite.key_size))
+                               or _info(b"key", suite.key_size), _INFO.get((b"iv", 12)) or _info(b"iv", 12))
+    return plan
 
 
 def next_traffic_secret(suite: Suite, secret: bytes) -> bytes:

@@ -39,8 +39,8 @@ from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap
 from kinspect.tls import keylog as kl
 from kinspect.tls.handshake import (CLIENT_HELLO, FINISHED, HELLO_REQUEST, KEY_UPDATE, SERVER_HELLO, HandshakeError,
                                     HandshakeReader, client_hello, server_hello, version_name)
-from kinspect.tls.keys import SUITES, RecordKeys, next_traffic_secret, split_inner, suite_name, tls12_keys, tls13_keys
-from kinspect.tls.records import (ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, RecordReader,
+from kinspect.tls.keys import SUITES, RecordKeys, next_traffic_secret, suite_name, tls12_keys, tls13_keys
+from kinspect.tls.records import (ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, HEADER, RecordReader,
                                   plausible_header)
 
 HINT = "pass --keylog FILE (the client's SSLKEYLOGFILE, or Python's SSLContext.keylog_filename)"
@@ -49,6 +49,7 @@ MAX_HELD = 4 << 20  # protected bytes held per direction while waiting for keys 
 MAX_MARKS = 1 << 16  # connection labels remembered for marking their exchanges
 TLS13 = 0x0304
 _UNDECIDED = b""
+_MARKS: dict = {}  # (version, cipher suite name) → the "tls" mark of exchanges
 
 
 def _reverse(flow):
@@ -243,13 +244,66 @@ class TlsLayer:
         if d.dead is not None:
             conn.bytes += len(data)
             return []
+        reader = d.records
         out: list = []
         plain: list = []
-        records = d.records.feed(data)
+        keys = d.keys
+        while keys is not None and d.protected and d.dead is None and not reader.tail \
+                and reader.error is None:
+            # under keys already installed: whole records opened in one loop (keys.py); a TLS 1.3
+            # record holding something else than application data comes back to be handled
+            used, opened, other = keys.open_run(data, plain)
+            if not used:
+                break
+            conn.bytes += used
+            start = reader.offset
+            reader.offset = start + used
+            d.opened += opened
+            d.failures = 0
+            if other is not None:
+                inner, content, pos, size = other
+                if inner == HANDSHAKE:  # Finished, KeyUpdate, tickets
+                    if plain:
+                        out.append(StreamData(d.flow, ts, b"".join(plain)))
+                        plain.clear()
+                    self._protected_handshake(d, ts, content, out)
+                else:
+                    self._inner(d, ts, inner, content, start + pos, size, plain, out)
+            if used == len(data):
+                if plain:
+                    out.append(StreamData(d.flow, ts, plain[0] if len(plain) == 1 else b"".join(plain)))
+                return out
+            data = memoryview(data)[used:]
+            keys = d.keys
+        start = reader.offset
+        records = reader.feed(data)
+        if records:
+            _, _, fragment, offset = records[-1]
+            conn.bytes += offset + HEADER + len(fragment) - start  # the whole records read
         for ctype, version, fragment, offset in records:
-            conn.bytes += 5 + len(fragment)
-            if d.dead is not None:
+            keys = d.keys
+            if keys is not None and d.protected and d.dead is None and (ctype == APPLICATION_DATA or not conn.tls13):
+                # the common case, inline: a record under keys already installed
+                try:
+                    inner, content = keys.open_inner(ctype, version, fragment)
+                except Exception as e:  # InvalidTag, or a record too short for its cipher
+                    self._failed(d, ts, offset, len(fragment), e, plain, out)
+                    continue
+                d.opened += 1
+                d.failures = 0
+                if inner == APPLICATION_DATA:
+                    if content:
+                        plain.append(content if type(content) is bytes else bytes(content))
+                elif inner == HANDSHAKE:  # TLS 1.3: Finished, KeyUpdate, tickets
+                    if plain:
+                        out.append(StreamData(d.flow, ts, b"".join(plain)))
+                        plain.clear()
+                    self._protected_handshake(d, ts, content, out)
+                else:
+                    self._inner(d, ts, inner, content, offset, len(fragment), plain, out)
                 continue
+            if d.dead is not None:
+                break
             if not d.protected:
                 if ctype == HANDSHAKE:
                     self._handshake(d, ts, fragment, out)
@@ -267,39 +321,40 @@ class TlsLayer:
                         self._give_up(conn, ts, out)
                 continue
             self._open(d, ts, ctype, version, fragment, offset, plain, out)
-        if d.records.error is not None and d.dead is None:
+        if reader.error is not None and d.dead is None:
             if plain:
                 out.append(StreamData(d.flow, ts, b"".join(plain)))
                 plain = []
-            out += self._stop(d, ts, "tls_stopped", d.records.error + "; the rest of this direction is not decrypted",
-                              offset=d.records.offset)
+            out += self._stop(d, ts, "tls_stopped", reader.error + "; the rest of this direction is not decrypted",
+                              offset=reader.offset)
         if plain:
             out.append(StreamData(d.flow, ts, plain[0] if len(plain) == 1 else b"".join(plain)))
         return out
 
     def _open(self, d: _Dir, ts: float, ctype: int, version: int, fragment, offset: int, plain: list, out: list) -> None:
-        conn = d.conn
         try:
-            opened = d.keys.open(ctype, version, fragment)
+            inner, content = d.keys.open_inner(ctype, version, fragment)
         except Exception as e:  # InvalidTag, or a record too short for its cipher
             self._failed(d, ts, offset, len(fragment), e, plain, out)
             return
         d.opened += 1
         d.failures = 0
-        if conn.tls13:
-            inner, content = split_inner(opened)
-        else:
-            inner, content = ctype, opened
         if inner == APPLICATION_DATA:
             if content:
                 plain.append(content if type(content) is bytes else bytes(content))
-        elif inner == HANDSHAKE:
+        else:
+            self._inner(d, ts, inner, content, offset, len(fragment), plain, out)
+
+    def _inner(self, d: _Dir, ts: float, inner: int, content, offset: int, size: int, plain: list, out: list) -> None:
+        """An opened record that is not application data: handshake (Finished, KeyUpdate,
+        tickets), an alert (passed over), or none at all."""
+        if inner == HANDSHAKE:
             if plain:
                 out.append(StreamData(d.flow, ts, b"".join(plain)))
                 plain.clear()
             self._protected_handshake(d, ts, content, out)
         elif inner == 0:
-            self._failed(d, ts, offset, len(fragment), "no content type (all padding)", plain, out)
+            self._failed(d, ts, offset, size, "no content type (all padding)", plain, out)
 
     def _failed(self, d: _Dir, ts: float, offset: int, size: int, cause, plain: list, out: list) -> None:
         if plain:
@@ -420,7 +475,10 @@ class TlsLayer:
         conn.keys_state = "ok"
         self.decrypted += 1
         self.waiting.pop(conn.label, None)
-        self.marks[conn.label] = {"version": version_name(conn.version), "cipher": suite.name}
+        mark = _MARKS.get((conn.version, suite.name))
+        if mark is None:  # one dict per kind, shared by the records it marks (they only read it)
+            mark = _MARKS[conn.version, suite.name] = {"version": version_name(conn.version), "cipher": suite.name}
+        self.marks[conn.label] = mark
         if len(self.marks) > MAX_MARKS:
             self.marks.popitem(last=False)
         return "ok"
@@ -430,7 +488,8 @@ class TlsLayer:
         if secrets is None:
             return False
         if conn.tls13:
-            return all(k in secrets for k in (kl.CLIENT_HS, kl.SERVER_HS, kl.CLIENT_AP, kl.SERVER_AP))
+            return (kl.CLIENT_HS in secrets and kl.SERVER_HS in secrets and kl.CLIENT_AP in secrets
+                    and kl.SERVER_AP in secrets)
         return kl.MASTER in secrets
 
     def _retry(self, conn: _Conn, now: float) -> list:

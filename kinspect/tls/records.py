@@ -43,25 +43,30 @@ class RecordReader:
             return []
         if self.tail:
             data = self.tail + data
-        view = memoryview(data)
         end = len(data)
+        base = self.offset
         pos = 0
         out = []
-        base = self.offset
-        while end - pos >= HEADER:
-            ctype, version, length = _header(data, pos)
-            if ctype not in CONTENT_TYPES or version >> 8 != 3 or length > MAX_FRAGMENT:
-                self.error = (f"not a TLS record header at stream byte {base + pos}: "
-                              f"{bytes(view[pos:pos + HEADER]).hex(' ')}")
-                self.tail = b""
-                self.offset = base + end
-                return out
-            stop = pos + HEADER + length
-            if stop > end:
-                break
-            out.append((ctype, version, view[pos + HEADER:stop], base + pos))
-            pos = stop
-        self.tail = bytes(view[pos:]) if pos < end else b""
+        if end >= HEADER:
+            view = memoryview(data)
+            header = _header
+            while end - pos >= HEADER:
+                ctype, version, length = header(data, pos)
+                if ctype not in CONTENT_TYPES or version >> 8 != 3 or length > MAX_FRAGMENT:
+                    self.error = (f"not a TLS record header at stream byte {base + pos}: "
+                                  f"{bytes(view[pos:pos + HEADER]).hex(' ')}")
+                    self.tail = b""
+                    self.offset = base + end
+                    return out
+                stop = pos + HEADER + length
+                if stop > end:
+                    break
+                out.append((ctype, version, view[pos + HEADER:stop], base + pos))
+                pos = stop
+        if pos < end:
+            self.tail = bytes(data[pos:])
+        elif self.tail:
+            self.tail = b""
         self.offset = base + pos
         return out
 
