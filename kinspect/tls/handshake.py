@@ -16,7 +16,8 @@ import struct
 CLIENT_HELLO, SERVER_HELLO, NEW_SESSION_TICKET = 1, 2, 4
 ENCRYPTED_EXTENSIONS, CERTIFICATE, CERTIFICATE_REQUEST, CERTIFICATE_VERIFY = 8, 11, 13, 15
 FINISHED, KEY_UPDATE, HELLO_REQUEST = 20, 24, 0
-EXT_SERVER_NAME, EXT_SUPPORTED_VERSIONS = 0, 43
+EXT_SERVER_NAME, EXT_SUPPORTED_VERSIONS, EXT_SESSION_TICKET, EXT_PRE_SHARED_KEY = 0, 43, 35, 41
+_READ = frozenset({EXT_SERVER_NAME, EXT_SUPPORTED_VERSIONS, EXT_SESSION_TICKET, EXT_PRE_SHARED_KEY})
 HELLO_RETRY_RANDOM = hashlib.sha256(b"HelloRetryRequest").digest()
 MAX_MESSAGE = 1 << 17  # a kept message (hellos, Finished, KeyUpdate) larger than this is refused
 
@@ -146,7 +147,8 @@ def client_hello(body: bytes) -> dict:
             return _client_hello(body)
         hello = {"legacy_version": _u16(body)[0], "random": body[2:34], "session_id": body[35:35 + body[34]],
                  "cipher_suites": body[35 + body[34] + 2:suites_end], "server_name": None,
-                 "supported_versions": [], "session_ticket": 35 in ext, "pre_shared_key": 41 in ext}
+                 "supported_versions": [], "session_ticket": EXT_SESSION_TICKET in ext,
+                 "pre_shared_key": EXT_PRE_SHARED_KEY in ext}
         sni = ext.get(EXT_SERVER_NAME)
         if sni:
             start, stop = sni
@@ -174,8 +176,8 @@ def client_hello(body: bytes) -> dict:
 
 
 def _extensions(body: bytes, pos: int, end: int) -> dict | None:
-    """extension_type → (start, stop) of its data (the first of a type), from the extensions
-    vector at ``pos``; None when it does not fit."""
+    """extension_type → (start, stop) of its data (the first of a type; only the types the hellos
+    read), from the extensions vector at ``pos``; None when it does not fit."""
     if pos + 2 > end:
         return None
     stop = pos + 2 + _u16(body, pos)[0]
@@ -190,7 +192,7 @@ def _extensions(body: bytes, pos: int, end: int) -> dict | None:
         pos += 4 + size
         if pos > stop:
             return None
-        if ext_type not in out:
+        if ext_type in _READ and ext_type not in out:
             out[ext_type] = (pos - size, pos)
     return out
 

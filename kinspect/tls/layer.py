@@ -7,9 +7,12 @@ else is passed on and forgotten, so a plaintext connection costs one dict lookup
 For a TLS connection the records are framed (records.py), the hellos read (handshake.py), and
 the keys looked up in the key log by the client random when the first protected record comes
 (keys.py). Application data goes on as ``StreamData`` holding plaintext; handshake records,
-alerts and ChangeCipherSpec go no further. In TLS 1.3 the handshake messages sent under the
-handshake keys are opened and read up to Finished, then the application keys take over; a
-KeyUpdate moves its direction to the next secret; NewSessionTicket is passed over.
+alerts and ChangeCipherSpec go no further. In TLS 1.3 the application keys are tried first
+(``_trial``): the records before the first one they open were the handshake flight, which holds
+nothing kinspect needs, so the handshake keys are made only when that fails (damage): then the
+held records go the long way, opened under the handshake keys and read up to Finished. A
+KeyUpdate moves its direction to the next secret; NewSessionTicket is passed over. In the steady
+state a direction's records are opened in one loop (``RecordKeys.open_run``).
 
 Trouble is a notice record (a dict) among the events, and never stops the other connections:
 
@@ -46,6 +49,8 @@ from kinspect.tls.records import (ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, H
 HINT = "pass --keylog FILE (the client's SSLKEYLOGFILE, or Python's SSLContext.keylog_filename)"
 MAX_FAILURES = 4  # records in a row that do not authenticate before a direction is given up
 MAX_HELD = 4 << 20  # protected bytes held per direction while waiting for keys (live capture)
+MAX_TRIAL = 16  # TLS 1.3: records held while the application keys are on trial (_trial)
+MAX_TRIAL_BYTES = 1 << 18
 MAX_MARKS = 1 << 16  # connection labels remembered for marking their exchanges
 TLS13 = 0x0304
 _UNDECIDED = b""
@@ -61,7 +66,7 @@ class _Dir:
     """One direction of a TLS connection."""
 
     __slots__ = ("conn", "flow", "side", "records", "hs", "protected", "keys", "next_secret", "opened",
-                 "failures", "dead", "ended", "held", "held_bytes")
+                 "failures", "dead", "ended", "held", "held_bytes", "trial", "trial_bytes", "hs_secret")
 
     def __init__(self, conn: "_Conn", flow, side: str, keep) -> None:
         self.conn = conn
@@ -78,6 +83,11 @@ class _Dir:
         self.ended = False
         self.held: list | None = None  # protected records waiting for keys
         self.held_bytes = 0
+        # TLS 1.3: the application keys on trial (see _trial): the records that did not open
+        # under them, and the handshake traffic secret that opens those
+        self.trial: list | None = None
+        self.trial_bytes = 0
+        self.hs_secret: bytes | None = None
 
 
 class _Conn:
@@ -153,12 +163,14 @@ class TlsLayer:
             return out + [StreamGap(flow, ts, missing)]
         if d.dead is None:
             conn = d.conn
+            early = self._untried(d, ts)
             if conn.keys_state == "ok" or not d.protected:
                 out = self._stop(d, ts, "tls_gap", f"{missing} bytes of the {d.side}'s TLS stream were not captured: "
                                  f"record framing and sequence numbers are lost, the rest of this direction "
                                  f"is not decrypted", missing=missing, offset=d.records.offset)
-                return out + [StreamGap(flow, ts, missing)]
+                return early + out + [StreamGap(flow, ts, missing)]
             d.dead = "gap"
+            return early
         return []
 
     def end(self, flow, ts: float, reason: str) -> list:
@@ -167,12 +179,14 @@ class TlsLayer:
             if d:  # held first bytes, never decided: give them on as they are
                 return [StreamData(flow, ts, d), StreamEnd(flow, ts, reason)]
             return [StreamEnd(flow, ts, reason)]
-        out: list = []
+        out = self._untried(d, ts) if d.trial else []
         d.ended = True
         conn = d.conn
         other = conn.server if d is conn.client else conn.client
         if other.ended or reason in ("expired", "idle"):
             if not other.ended:
+                if other.trial:
+                    out += self._untried(other, ts)
                 other.ended = True
                 self.watch.pop(other.flow, None)
             out += self._close(conn, ts)
@@ -248,7 +262,7 @@ class TlsLayer:
         out: list = []
         plain: list = []
         keys = d.keys
-        while keys is not None and d.protected and d.dead is None and not reader.tail \
+        while keys is not None and d.protected and d.dead is None and d.trial is None and not reader.tail \
                 and reader.error is None:
             # under keys already installed: whole records opened in one loop (keys.py); a TLS 1.3
             # record holding something else than application data comes back to be handled
@@ -281,27 +295,6 @@ class TlsLayer:
             _, _, fragment, offset = records[-1]
             conn.bytes += offset + HEADER + len(fragment) - start  # the whole records read
         for ctype, version, fragment, offset in records:
-            keys = d.keys
-            if keys is not None and d.protected and d.dead is None and (ctype == APPLICATION_DATA or not conn.tls13):
-                # the common case, inline: a record under keys already installed
-                try:
-                    inner, content = keys.open_inner(ctype, version, fragment)
-                except Exception as e:  # InvalidTag, or a record too short for its cipher
-                    self._failed(d, ts, offset, len(fragment), e, plain, out)
-                    continue
-                d.opened += 1
-                d.failures = 0
-                if inner == APPLICATION_DATA:
-                    if content:
-                        plain.append(content if type(content) is bytes else bytes(content))
-                elif inner == HANDSHAKE:  # TLS 1.3: Finished, KeyUpdate, tickets
-                    if plain:
-                        out.append(StreamData(d.flow, ts, b"".join(plain)))
-                        plain.clear()
-                    self._protected_handshake(d, ts, content, out)
-                else:
-                    self._inner(d, ts, inner, content, offset, len(fragment), plain, out)
-                continue
             if d.dead is not None:
                 break
             if not d.protected:
@@ -332,6 +325,9 @@ class TlsLayer:
         return out
 
     def _open(self, d: _Dir, ts: float, ctype: int, version: int, fragment, offset: int, plain: list, out: list) -> None:
+        if d.trial is not None:
+            self._trial(d, ts, ctype, version, fragment, offset, plain, out)
+            return
         try:
             inner, content = d.keys.open_inner(ctype, version, fragment)
         except Exception as e:  # InvalidTag, or a record too short for its cipher
@@ -344,6 +340,61 @@ class TlsLayer:
                 plain.append(content if type(content) is bytes else bytes(content))
         else:
             self._inner(d, ts, inner, content, offset, len(fragment), plain, out)
+
+    def _trial(self, d: _Dir, ts: float, ctype: int, version: int, fragment, offset: int, plain: list,
+               out: list) -> None:
+        """TLS 1.3 before a direction's first application record: the application keys are tried
+        on each record. The records before the one that opens were the handshake flight
+        (EncryptedExtensions, Certificate..., Finished: nothing kinspect needs), so the handshake
+        keys are never made nor those records opened. A record that does not open is held
+        (bounded); past MAX_TRIAL of them, or when the direction ends or has a gap first, they
+        go the long way (``_fallback``): handshake keys, Finished, then the application keys, so
+        damage is reported as it would have been. A direction's first protected record is never
+        tried: it is the server's EncryptedExtensions or the client's first flight message (or
+        0-RTT data), never under the application keys (RFC 8446 2, 4.3.1)."""
+        keys = d.keys
+        inner = content = None
+        if d.trial:
+            try:
+                inner, content = keys.open_inner(ctype, version, fragment)
+            except Exception:  # InvalidTag: a handshake record (or damage)
+                keys.seq = 0
+        if inner is None:
+            d.trial.append((ctype, version, bytes(fragment), offset))
+            d.trial_bytes += len(fragment)
+            if len(d.trial) > MAX_TRIAL or d.trial_bytes > MAX_TRIAL_BYTES:
+                self._fallback(d, ts, plain, out)
+            return
+        d.trial, d.trial_bytes, d.hs_secret = None, 0, None
+        d.opened += 1
+        d.failures = 0
+        if inner == APPLICATION_DATA:
+            if content:
+                plain.append(content if type(content) is bytes else bytes(content))
+        else:
+            self._inner(d, ts, inner, content, offset, len(fragment), plain, out)
+
+    def _fallback(self, d: _Dir, ts: float, plain: list, out: list) -> None:
+        """The held records of a TLS 1.3 direction opened the long way: handshake keys first,
+        the application keys after its Finished."""
+        held, d.trial, d.trial_bytes = d.trial, None, 0
+        suite = SUITES[d.conn.suite_code]
+        d.next_secret = d.keys.secret
+        d.keys = tls13_keys(suite, d.hs_secret)
+        d.hs_secret = None
+        for ctype, version, fragment, offset in held:
+            if d.dead is None:
+                self._open(d, ts, ctype, version, fragment, offset, plain, out)
+
+    def _untried(self, d: _Dir, ts: float) -> list:
+        """A direction that ends (or has a gap) with records on trial: the long way for them."""
+        out: list = []
+        if d.trial and d.dead is None:
+            plain: list = []
+            self._fallback(d, ts, plain, out)
+            if plain:
+                out.append(StreamData(d.flow, ts, b"".join(plain)))
+        return out
 
     def _inner(self, d: _Dir, ts: float, inner: int, content, offset: int, size: int, plain: list, out: list) -> None:
         """An opened record that is not application data: handshake (Finished, KeyUpdate,
@@ -464,11 +515,11 @@ class TlsLayer:
             secrets = self.keylog.get(conn.hello["random"])
         if not self._complete(secrets, conn):
             return "missing"
-        if conn.tls13:
-            conn.client.keys = tls13_keys(suite, secrets[kl.CLIENT_HS])
-            conn.server.keys = tls13_keys(suite, secrets[kl.SERVER_HS])
-            conn.client.next_secret = secrets[kl.CLIENT_AP]
-            conn.server.next_secret = secrets[kl.SERVER_AP]
+        if conn.tls13:  # the application keys on trial; the handshake's only if they are needed
+            for d, hs, ap in ((conn.client, kl.CLIENT_HS, kl.CLIENT_AP), (conn.server, kl.SERVER_HS, kl.SERVER_AP)):
+                d.keys = tls13_keys(suite, secrets[ap])
+                d.hs_secret = secrets[hs]
+                d.trial, d.trial_bytes = [], 0
         else:
             conn.client.keys, conn.server.keys = tls12_keys(suite, secrets[kl.MASTER], conn.hello["random"],
                                                             conn.shello["random"])

@@ -136,6 +136,80 @@ def test_a_flipped_byte_is_one_notice_and_the_rest_still_opens(tmp_path, keyfile
     assert plaintext(events, flows(1)[0]) == b"A" * 100 + b"B" * 100 + b"C" * 100
 
 
+def _records_of(wire, side: str):
+    """(chunk index, position, content type, length) of every record ``side`` sent."""
+    out = []
+    for i, (s, data) in enumerate(wire):
+        pos = 0
+        while s == side and pos + 5 <= len(data):
+            length = int.from_bytes(data[pos + 3:pos + 5], "big")
+            out.append((i, pos, data[pos], length))
+            pos += 5 + length
+    return out
+
+
+def _flipped(wire, at):
+    i, pos, _, length = at
+    buf = bytearray(wire[i][1])
+    buf[pos + 5 + length // 2] ^= 0x10
+    damaged = list(wire)
+    damaged[i] = (wire[i][0], bytes(buf))
+    return damaged
+
+
+def test_tls13_first_application_record_damaged_goes_the_long_way(tmp_path, keyfile):
+    """TLS 1.3: the application keys are tried before the handshake keys are made (layer._trial).
+    When the client's first application record is damaged, none of its later records opens at
+    sequence number 0 either: they are held, and when the connection ends they are opened the
+    long way (handshake keys, Finished, application keys): one tls_auth notice, the rest out."""
+    messages = [("client", b"A" * 100), ("client", b"B" * 100), ("client", b"C" * 100), ("server", b"D" * 50)]
+    wire = converse(tmp_path, keyfile, messages, "1.3")
+    client_records = [r for r in _records_of(wire, "client") if r[2] == 23]
+    first_app = client_records[1]  # after the Finished
+    layer = TlsLayer(KeyLog.from_files([keyfile]))
+    events = feed(layer, _flipped(wire, first_app))
+    [auth] = notices(events)
+    assert auth["kind"] == "tls_auth" and auth["side"] == "client" and "authentication tag" in auth["what"]
+    assert plaintext(events, flows(0)[0]) == b"B" * 100 + b"C" * 100
+    assert plaintext(events, flows(0)[1]) == b"D" * 50
+    client_events = [e for e in events if getattr(e, "flow", None) == flows(0)[0]]
+    assert type(client_events[-1]) is StreamEnd  # the held records came out before the end
+
+
+def test_tls13_damaged_handshake_record_costs_nothing(tmp_path, keyfile):
+    """A bit flipped in the server's Certificate record: kinspect never opens the handshake
+    flight when the application keys open the record after it, so nothing is lost (nor
+    reported: the flight holds nothing kinspect needs)."""
+    wire = converse(tmp_path, keyfile, REQUESTS, "1.3")
+    server_records = [r for r in _records_of(wire, "server") if r[2] == 23]
+    certificate = max(server_records[:4], key=lambda r: r[3])  # the flight's largest: the chain
+    layer = TlsLayer(KeyLog.from_files([keyfile]))
+    events = feed(layer, _flipped(wire, certificate))
+    assert notices(events) == []
+    client, server = flows(0)
+    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
+    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+
+
+def test_tls13_records_that_never_open_are_held_only_so_long(tmp_path, keyfile):
+    """Damage right at the start of the application data and a long stream after it: past
+    MAX_TRIAL held records the long way starts without waiting for the end, so a live capture
+    is not held back."""
+    from kinspect.tls.layer import MAX_TRIAL
+    messages = [("client", b"%03d" % i * 10) for i in range(MAX_TRIAL + 4)]
+    wire = converse(tmp_path, keyfile, messages, "1.3")
+    first_app = [r for r in _records_of(wire, "client") if r[2] == 23][1]
+    layer = TlsLayer(KeyLog.from_files([keyfile]))
+    client, server = flows(0)
+    layer.start(client)
+    layer.start(server)
+    events: list = []
+    for side, data in _flipped(wire, first_app):
+        events += layer.data(client if side == "client" else server, 1.0, data)
+    assert [n["kind"] for n in notices(events)] == ["tls_auth"]  # before any end
+    assert plaintext(events, client) == b"".join(t for _, t in messages[1:])
+
+
 def test_a_gap_stops_that_direction_only(tmp_path, keyfile):
     messages = [("client", b"A" * 100), ("server", b"B" * 100), ("client", b"C" * 100), ("server", b"D" * 100)]
     wire = converse(tmp_path, keyfile, messages, "1.3")
