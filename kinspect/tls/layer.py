@@ -333,13 +333,18 @@ class TlsLayer:
         except Exception as e:  # InvalidTag, or a record too short for its cipher
             self._failed(d, ts, offset, len(fragment), e, plain, out)
             return
+        self._opened(d, ts, inner, content, offset, len(fragment), plain, out)
+
+    def _opened(self, d: _Dir, ts: float, inner: int, content, offset: int, size: int, plain: list,
+                out: list) -> None:
+        """A record that opened: application data to ``plain``, anything else to ``_inner``."""
         d.opened += 1
         d.failures = 0
         if inner == APPLICATION_DATA:
             if content:
                 plain.append(content if type(content) is bytes else bytes(content))
         else:
-            self._inner(d, ts, inner, content, offset, len(fragment), plain, out)
+            self._inner(d, ts, inner, content, offset, size, plain, out)
 
     def _trial(self, d: _Dir, ts: float, ctype: int, version: int, fragment, offset: int, plain: list,
                out: list) -> None:
@@ -366,13 +371,7 @@ class TlsLayer:
                 self._fallback(d, ts, plain, out)
             return
         d.trial, d.trial_bytes, d.hs_secret = None, 0, None
-        d.opened += 1
-        d.failures = 0
-        if inner == APPLICATION_DATA:
-            if content:
-                plain.append(content if type(content) is bytes else bytes(content))
-        else:
-            self._inner(d, ts, inner, content, offset, len(fragment), plain, out)
+        self._opened(d, ts, inner, content, offset, len(fragment), plain, out)
 
     def _fallback(self, d: _Dir, ts: float, plain: list, out: list) -> None:
         """The held records of a TLS 1.3 direction opened the long way: handshake keys first,
