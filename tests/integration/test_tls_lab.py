@@ -1,7 +1,9 @@
 """Issue 15 in the lab: Apache Kafka 4.x with an SSL listener (mTLS: keytool stores from
 tests/lab/certs.py), kafka-python and aiokafka speaking TLS to it with SSLContext.keylog_filename,
 TLS 1.2 and TLS 1.3 forced in turn (TLS 1.2: AES-128-GCM for kafka-python, ChaCha20-Poly1305 for
-aiokafka; TLS 1.3: OpenSSL's first choice, AES-256-GCM), captured with tcpdump on loopback.
+aiokafka; TLS 1.3: OpenSSL's first choice, AES-256-GCM), captured with tcpdump on loopback; then
+aiokafka with each other AEAD suite (TLS 1.2 AES-256-GCM; TLS 1.3 AES-128-GCM and ChaCha20-Poly1305,
+each on a broker listener that allows only that suite).
 
 With the key log, kinspect finds every produced value, its requests per (api key, version,
 correlation id, client id) equal tshark's decrypting with the same key log (on the API versions
@@ -34,6 +36,13 @@ ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "lab-secret"
 TOPIC = "tls-lab"
 PARTITIONS = 3
+SUITE_LISTENERS = {"tls13aes128": "TLS_AES_128_GCM_SHA256", "tls13chacha": "TLS_CHACHA20_POLY1305_SHA256"}
+# recording → (TLS version, client's TLS 1.2 cipher, listener allowing one TLS 1.3 suite)
+MORE_SUITES = {"1.2-aes256": ("1.2", "ECDHE-ECDSA-AES256-GCM-SHA384", None),
+               "1.3-aes128": ("1.3", None, "tls13aes128"), "1.3-chacha": ("1.3", None, "tls13chacha")}
+CIPHERS = {"1.2": {"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"},
+           "1.3": {"TLS_AES_256_GCM_SHA384"}, "1.2-aes256": {"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"},
+           "1.3-aes128": {"TLS_AES_128_GCM_SHA256"}, "1.3-chacha": {"TLS_CHACHA20_POLY1305_SHA256"}}
 
 
 def _context(ca, client, keylog: Path, version: str, cipher: str | None = None) -> ssl.SSLContext:
@@ -102,7 +111,7 @@ def lab(tmp_path_factory):
     keystore, truststore = ca.java_stores(ca.issue("broker", ["localhost", "127.0.0.1"]), PASSWORD)
     client = ca.issue("lab-client", ["kinspect-lab-client"])
     recordings = {}
-    with TlsKafkaBroker(keystore, truststore, PASSWORD) as broker:
+    with TlsKafkaBroker(keystore, truststore, PASSWORD, suite_listeners=SUITE_LISTENERS) as broker:
         broker.create_topic(TOPIC, partitions=PARTITIONS)
         port = broker.ssl_port
         for version in ("1.2", "1.3"):
@@ -122,6 +131,18 @@ def lab(tmp_path_factory):
                                 values["aiokafka"], group_aio)
             recordings[version] = {"capture": capture, "keylog": keylog, "port": port, "values": values,
                                    "committed": {group_kp: kp, group_aio: aio}}
+        # the other AEAD suites, each with aiokafka: TLS 1.2 AES-256-GCM chosen by the client, the
+        # TLS 1.3 suites by listeners that allow one suite each
+        for name, (version, cipher, listener) in MORE_SUITES.items():
+            keylog, capture = tmp / f"keys-{name}.log", tmp / f"tls-{name}.pcap"
+            suite_port = broker.suite_ports[listener] if listener else port
+            values = {"kafka-python": [], "aiokafka": [f"aio-{name}-{i}-" + "s" * i for i in range(12)]}
+            group = f"aio-group-{name}"
+            with Recorder(capture, "lo", f"tcp port {suite_port}"):
+                aio = _aiokafka(f"127.0.0.1:{suite_port}", _context(ca, client, keylog, version, cipher),
+                                values["aiokafka"], group)
+            recordings[name] = {"capture": capture, "keylog": keylog, "port": suite_port, "values": values,
+                                "committed": {group: aio}}
     return recordings
 
 
@@ -155,9 +176,10 @@ def tshark_tls_requests(capture: Path, keylog: Path, port: int) -> Counter:
     return found
 
 
-@pytest.mark.parametrize("version", ["1.2", "1.3"])
-def test_decrypted_capture_holds_every_value_and_agrees_with_tshark(lab, version):
-    rec = lab[version]
+@pytest.mark.parametrize("name", list(CIPHERS))
+def test_decrypted_capture_holds_every_value_and_agrees_with_tshark(lab, name):
+    rec = lab[name]
+    version = name.split("-")[0]
     done = kinspect("decode", "--json", "--keylog", rec["keylog"], rec["capture"])
     assert done.returncode == 0, done.stderr
     records = _records(done.stdout)
@@ -166,11 +188,7 @@ def test_decrypted_capture_holds_every_value_and_agrees_with_tshark(lab, version
     assert not [r for r in records if r["type"] == "notice" and r["kind"].startswith("tls")]
     exchanges = [r for r in records if r["type"] == "exchange"]
     assert exchanges and all(r["tls"]["version"] == f"TLS {version}" for r in exchanges)
-    ciphers = {r["tls"]["cipher"] for r in exchanges}
-    if version == "1.2":
-        assert ciphers == {"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"}
-    else:
-        assert ciphers == {"TLS_AES_256_GCM_SHA384"}
+    assert {r["tls"]["cipher"] for r in exchanges} == CIPHERS[name]
     produced = json.dumps([r["request"] for r in exchanges if r["api_name"] == "Produce"])
     for value in rec["values"]["kafka-python"] + rec["values"]["aiokafka"]:
         assert json.dumps(value)[1:-1] in produced, value
@@ -181,9 +199,9 @@ def test_decrypted_capture_holds_every_value_and_agrees_with_tshark(lab, version
     assert Counter({key: n for key, n in ours.items() if key[:2] in readable}) == theirs
 
 
-@pytest.mark.parametrize("version", ["1.2", "1.3"])
-def test_offsets_from_the_capture_equal_the_clients_committed(lab, version):
-    rec = lab[version]
+@pytest.mark.parametrize("name", list(CIPHERS))
+def test_offsets_from_the_capture_equal_the_clients_committed(lab, name):
+    rec = lab[name]
     for group, committed in rec["committed"].items():
         done = kinspect("offsets", group, "--capture", rec["capture"], "--keylog", rec["keylog"], "--json")
         assert done.returncode == 0, done.stderr

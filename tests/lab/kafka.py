@@ -607,11 +607,17 @@ class TlsKafkaBroker(KafkaBroker):
     """A single-node KRaft broker with an SSL listener on ``ssl_port`` besides PLAINTEXT, from
     tests/lab/certs.py's stores; ``client_auth="required"`` makes it mTLS."""
 
-    def __init__(self, keystore: Path, truststore: Path, password: str, client_auth: str = "required", **kwargs):
+    def __init__(self, keystore: Path, truststore: Path, password: str, client_auth: str = "required",
+                 suite_listeners: dict[str, str] | None = None, **kwargs):
+        """``suite_listeners``: {listener name: cipher suite}, more SSL listeners that each allow
+        that one suite (``suite_ports[name]``): the broker picks the suite, whatever the client
+        offers (Python's ssl cannot choose among TLS 1.3 suites)."""
         super().__init__(**kwargs)
         self.keystore, self.truststore, self.password = keystore, truststore, password
         self.client_auth = client_auth
         self.ssl_port = 0
+        self.suite_listeners = dict(suite_listeners or {})
+        self.suite_ports: dict[str, int] = {}
 
     @property
     def ssl_bootstrap(self) -> str:
@@ -630,4 +636,11 @@ class TlsKafkaBroker(KafkaBroker):
             "ssl.truststore.type": "PKCS12", "ssl.truststore.location": self.truststore,
             "ssl.truststore.password": self.password, "ssl.client.auth": self.client_auth,
         })
+        for name, suite in self.suite_listeners.items():
+            port = self.suite_ports[name] = free_port()
+            listener = f"{name.upper()}://{LOOPBACK}:{port}"
+            settings["listeners"] += f",{listener}"
+            settings["advertised.listeners"] += f",{listener}"
+            settings["listener.security.protocol.map"] += f",{name.upper()}:SSL"
+            settings[f"listener.name.{name.lower()}.ssl.cipher.suites"] = suite
         return settings
