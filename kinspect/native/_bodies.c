@@ -14,18 +14,23 @@ static PyObject *records;  /* "records" */
 
 static int walk(PyObject *body, PyObject *out);
 
+/* walk() of a borrowed container, held while it is walked */
+static int
+walk_held(PyObject *child, PyObject *out)
+{
+    Py_INCREF(child);
+    int failed = walk(child, out);
+    Py_DECREF(child);
+    return failed;
+}
+
 static int
 walk_list(PyObject *list, PyObject *out)
 {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         PyObject *item = PyList_GET_ITEM(list, i);
-        if (PyDict_CheckExact(item) || PyList_CheckExact(item)) {
-            Py_INCREF(item);  /* the list may change under a walk of its own items: it never does */
-            int failed = walk(item, out);
-            Py_DECREF(item);
-            if (failed)
-                return -1;
-        }
+        if ((PyDict_CheckExact(item) || PyList_CheckExact(item)) && walk_held(item, out))
+            return -1;
     }
     return 0;
 }
@@ -50,14 +55,10 @@ walk_dict(PyObject *dict, PyObject *out)
                 return -1;
             if (match && PyList_Append(out, value) < 0)
                 return -1;
-        } else if (PyDict_CheckExact(value)
-                   || (PyList_CheckExact(value)
-                       && !(is_str && PyUnicode_Compare(key, records) == 0))) {
-            Py_INCREF(value);
-            int failed = walk(value, out);
-            Py_DECREF(value);
-            if (failed)
-                return -1;
+        } else if ((PyDict_CheckExact(value)
+                    || (PyList_CheckExact(value) && !(is_str && PyUnicode_Compare(key, records) == 0)))
+                   && walk_held(value, out)) {
+            return -1;
         }
     }
     return 0;
