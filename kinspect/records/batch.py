@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from crc32c import crc32c
+from kinspect.records.crc import crc32c
 
 from kinspect import native
 from kinspect.limits import Budget, Limits

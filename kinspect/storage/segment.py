@@ -21,7 +21,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 
-from crc32c import crc32c
+from kinspect.records.crc import crc32c
 
 from kinspect.problems import ERROR, INFO, Problem
 from kinspect.records import batch as v2

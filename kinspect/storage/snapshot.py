@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from crc32c import crc32c
+from kinspect.records.crc import crc32c
 
 from kinspect.problems import ERROR, Problem
 
