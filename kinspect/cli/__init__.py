@@ -10,6 +10,7 @@ import sys
 import click
 
 from kinspect import __version__
+from kinspect.cli import codecache
 from kinspect.problems import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNFINISHED, EXIT_USAGE
 from kinspect.render.safe import escape
 
@@ -74,6 +75,7 @@ def main() -> None:
     """Run the command line; whatever happens, the exit code is a documented one and the user
     sees no traceback (KINSPECT_DEBUG=1 shows it, for a bug report)."""
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+    codecache.install()
     try:
         code = cli.main(prog_name="kinspect", standalone_mode=False)
     except click.ClickException as e:  # every one kinspect raises is about how it was called

@@ -16,6 +16,7 @@ import base64
 from dataclasses import replace
 from functools import lru_cache
 
+from kinspect import generated
 from kinspect.problems import ERROR, Problem
 from kinspect.storage._record_schemas import STRUCTS
 from kinspect.storage.metadata_schemas import METADATA_RECORDS
@@ -105,7 +106,7 @@ def _decoder(name: str, version: int):
     namespace.update(names)
     namespace["_uuid"] = kafka_uuid
     namespace["_partial_run"] = _partial_run
-    exec(compile(source, f"<kinspect {name} v{version}>", "exec"), namespace)
+    exec(generated.code(source, f"<kinspect {name} v{version}>"), namespace)
     return namespace["decode"]
 
 

@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kinspect import generated
 from kinspect.limits import DEFAULT_LIMITS, OPTION, Budget
 from kinspect.problems import ERROR, INFO, WARNING, Problem
 from kinspect.wire.apis import API_VERSIONS_KEY, api_name
@@ -540,8 +541,7 @@ def _compiled(api_key: int, api_version: int, kind: str):
     source, names = _generate(lay)
     namespace = dict(_RUNTIME)
     namespace.update(names)
-    exec(compile(source, f"<kinspect {api_name(api_key)}{kind.title()} v{api_version}>", "exec"),
-         namespace)
+    exec(generated.code(source, f"<kinspect {api_name(api_key)}{kind.title()} v{api_version}>"), namespace)
     return namespace["decode"]
 
 

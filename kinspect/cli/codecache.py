@@ -1,0 +1,102 @@
+"""The generated decoders' bytecode, kept between runs as Python keeps a module's in __pycache__.
+
+Compiling the decoders a capture needs costs 25-80 ms of every run (kinspect/generated.py); a
+cached code object loads in tens of microseconds. One file per decoder, named by a hash of its
+source and file name, in ``$KINSPECT_CACHE_DIR`` (empty: no cache), else
+``$XDG_CACHE_HOME/kinspect`` or ``~/.cache/kinspect``, in a directory per Python bytecode
+version. A changed generator makes new names; old files are never read again.
+
+Loaded code runs, so the cache is used only where no one else could have written it: a
+directory owned by this user and writable by no one else (as root under sudo with another
+user's HOME, that user's cache is left alone), files owned by this user. Anything unexpected
+(an unwritable directory, a damaged file) means compiling as before, silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import marshal
+import os
+import stat
+import sys
+
+from kinspect import generated
+
+_CODE = type(compile("", "", "exec"))
+
+
+def directory() -> str | None:
+    """This user's cache directory for this Python's bytecode, or None for no cache."""
+    root = os.environ.get("KINSPECT_CACHE_DIR")
+    if root is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "kinspect")
+    if not root:
+        return None
+    return os.path.join(root, f"decoders-{sys.implementation.cache_tag}-{importlib.util.MAGIC_NUMBER.hex()}")
+
+
+def _safe_dir(path: str) -> bool:
+    """The directory exists (made if not), is this user's and writable by no one else."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+class CodeCache:
+    """A compiler for kinspect.generated.install: ``(source, filename)`` → code object."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.hits = self.misses = 0
+
+    def __call__(self, source: str, filename: str):
+        digest = hashlib.sha256(f"{filename}\0{source}".encode()).hexdigest()[:40]
+        path = os.path.join(self.path, digest)
+        code = self._load(path)
+        if code is not None:
+            self.hits += 1
+            return code
+        self.misses += 1
+        code = compile(source, filename, "exec")
+        self._store(path, code)
+        return code
+
+    @staticmethod
+    def _load(path: str):
+        try:
+            with open(path, "rb") as f:
+                if os.fstat(f.fileno()).st_uid != os.geteuid():
+                    return None
+                code = marshal.loads(f.read())
+        except (OSError, EOFError, ValueError, TypeError):
+            return None
+        return code if type(code) is _CODE else None
+
+    @staticmethod
+    def _store(path: str, code) -> None:
+        temporary = f"{path}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(marshal.dumps(code))
+            os.replace(temporary, path)  # whole or not at all, for runs beside this one
+        except OSError:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+
+
+def install() -> CodeCache | None:
+    """Use the cache for the generated decoders from now on, when there is a safe place for it."""
+    path = directory()
+    if path is None or not _safe_dir(path):
+        return None
+    cache = CodeCache(path)
+    generated.install(cache)
+    return cache
