@@ -4,7 +4,8 @@ Capture reading, TCP reassembly, framing and pairing stay in one process (they a
 nature); body decoding, record expansion and JSON encoding go to worker processes in chunks.
 JSON lines given a ``sink`` are written by the workers themselves, each chunk when its turn
 comes (chunk n after chunk n-1), so the output bytes never travel back through the main process;
-other results come back to it in the original order. Topic ids are named by the main process,
+other results come back to it in the original order. The chunks' raw payloads (the bulk of
+what is handed over) go through a buffer the workers share (``_Ring``), not their pipe. Topic ids are named by the main process,
 which decodes the few responses that carry both ids and names before it hands out the chunks
 that follow them.
 
@@ -34,6 +35,7 @@ CHUNK_RECORDS = 256
 CHUNK_BYTES = 4 << 20
 IN_FLIGHT_PER_JOB = 3
 PIECE_BYTES = 1 << 20  # workers write whole lines, this much at a time
+RING_BYTES = 48 << 20  # the payloads of the chunks in flight (see _Ring)
 
 JSON, SUMMARY, RECORD = "json", "summary", "record"
 
@@ -257,11 +259,11 @@ _worker: dict = {}
 START, DONE, WRITING = range(3)
 
 
-def _init(keep, mode, sink, turn, next_chunk, written, limits) -> None:
+def _init(keep, mode, sink, turn, next_chunk, written, limits, ring) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     _keep_heap()
     _worker.update(keep=keep, mode=mode, topics=TopicNames(), sink=sink, turn=turn, next=next_chunk,
-                   written=written, limits=limits)
+                   written=written, limits=limits, ring=ring)
 
 
 # glibc's mallopt parameters, and the values workers use
@@ -287,7 +289,9 @@ def _keep_heap() -> None:
 
 
 def _work(task) -> list:
-    index, names, chunk = task
+    index, names, chunk, placed = task
+    if placed:
+        _Ring.take(_worker["ring"], chunk, placed)
     topics = _worker["topics"]
     topics.names = names
     keep, mode = _worker["keep"], _worker["mode"]
@@ -428,17 +432,28 @@ def _parallel(records, run, keep, mode, jobs, sink) -> Iterator[tuple]:
     context = _Forks()
     turn, next_chunk = context.Condition(), context.Value("q", 0, lock=False)
     written = context.Array("q", 3, lock=False)
+    ring = _Ring(RING_BYTES)  # mapped before the workers fork: theirs too
     pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_init,
-                               initargs=(keep, mode, sink, turn, next_chunk, written, run.limits))
+                               initargs=(keep, mode, sink, turn, next_chunk, written, run.limits, ring.buf))
     workers = context.started
-    pending: deque = deque()
+    pending: deque = deque()  # (future, its chunk's ring region or None), oldest first
     try:
         for index, (names, chunk) in enumerate(_chunks(records, run.topics)):
-            pending.append(pool.submit(_work, (index, names, chunk)))
+            size = _Ring.payload_bytes(chunk)
+            while pending and not ring.fits(size):  # room made as the oldest chunks come back
+                future, region = pending.popleft()
+                yield from future.result()
+                ring.release(region)
+            region, placed = ring.put(chunk, size)
+            pending.append((pool.submit(_work, (index, names, chunk, placed)), region))
             while len(pending) >= jobs * IN_FLIGHT_PER_JOB:
-                yield from pending.popleft().result()
+                future, region = pending.popleft()
+                yield from future.result()
+                ring.release(region)
         while pending:
-            yield from pending.popleft().result()
+            future, region = pending.popleft()
+            yield from future.result()
+            ring.release(region)
     except BrokenProcessPool:
         pool.shutdown(wait=True)  # the pool has stopped the other workers: exit codes are final
         pid, exitcode = _first_dead(workers)
@@ -449,6 +464,87 @@ def _parallel(records, run, keep, mode, jobs, sink) -> Iterator[tuple]:
             if worker.exitcode is None:
                 worker.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Ring:
+    """The raw payloads of the chunks in flight, in a buffer shared with the workers (an anonymous
+    shared mapping made before they fork). Pickled through the pool's pipe, the loopback bench
+    capture's 322 MB were copied five times (pickle, pipe write, pipe read, its buffer, unpickle)
+    in a thousand small writes, and the pool's feeder thread held the main process's GIL for the
+    pickling; through the ring they are copied twice, into it and out of it in the worker
+    (tests/bench). Chunks take contiguous regions in order, and a region is free again once its
+    chunk's result is back: the worker copies its payloads out before it starts. A chunk larger
+    than the whole ring goes through the pipe as before."""
+
+    def __init__(self, size: int):
+        import mmap
+
+        self.buf = mmap.mmap(-1, size)
+        self.size = size
+        self.head = 0  # where the next region starts, unless it must wrap to 0
+        self.regions: deque = deque()  # (start, end) in flight, oldest first
+
+    @staticmethod
+    def payload_bytes(chunk: list) -> int:
+        size = 0
+        for record in chunk:
+            raw = record.get(RAW)
+            if raw is not None:
+                size += len(raw[0]) + (len(raw[2]) if raw[2] is not None else 0)
+        return size
+
+    def _start(self, size: int) -> int | None:
+        """Where a region of ``size`` bytes fits now, or None."""
+        if not self.regions:
+            return 0 if size <= self.size else None
+        oldest = self.regions[0][0]
+        if self.head > oldest:  # in use: [oldest, head)
+            if size <= self.size - self.head:
+                return self.head
+            return 0 if size < oldest else None
+        return self.head if size < oldest - self.head else None  # in use: [oldest, end) and [0, head)
+
+    def fits(self, size: int) -> bool:
+        return size == 0 or size > self.size or self._start(size) is not None
+
+    def put(self, chunk: list, size: int) -> tuple[tuple[int, int] | None, list]:
+        """Moves ``chunk``'s payloads into the ring: (its region or None, [(record number, field
+        number, start, length)] for the worker's ``take``); a chunk that cannot fit stays as it is."""
+        start = self._start(size) if 0 < size <= self.size else None
+        if start is None:
+            return None, []
+        buf = self.buf
+        placed = []
+        at = start
+        for number, record in enumerate(chunk):
+            raw = record.get(RAW)
+            if raw is None:
+                continue
+            for field in (0, 2):
+                payload = raw[field]
+                if payload is None:
+                    continue
+                length = len(payload)
+                buf[at:at + length] = payload
+                placed.append((number, field, at, length))
+                raw[field] = None
+                at += length
+        region = (start, at)
+        self.regions.append(region)
+        self.head = at
+        return region, placed
+
+    def release(self, region: tuple[int, int] | None) -> None:
+        if region is not None:
+            self.regions.popleft()
+            if not self.regions:
+                self.head = 0
+
+    @staticmethod
+    def take(buf, chunk: list, placed: list) -> None:
+        """The worker's side: the payloads back into their records, as bytes."""
+        for number, field, start, length in placed:
+            chunk[number][RAW][field] = buf[start:start + length]
 
 
 def _first_dead(workers: list) -> tuple[int | None, int | None]:

@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import signal
 import threading
+from collections import deque
 
 import pytest
 
@@ -270,3 +271,56 @@ def test_free_cpus_count_what_the_rest_of_the_machine_uses(monkeypatch):
     probe = parallel.Probe(size=None, workers=2)
     # this process used 1.0 of the 1.5: the others 0.5, so 1.5 CPUs are free
     assert probe.free_cpus(probe.started + 1.0) == pytest.approx(1.5)
+
+
+# -- the ring the payloads go through -----------------------------------------------------------
+
+def _chunk(*sizes):
+    return [{"_raw": [bytes([n % 251]) * n, 0, None if n % 2 else b"r" * n, 0, False]} for n in sizes]
+
+
+def test_ring_regions_follow_in_order_wrap_and_free_as_results_come_back():
+    from kinspect.parallel import _Ring
+
+    def put(ring, *sizes):  # odd sizes: requests without a response
+        chunk = _chunk(*sizes)
+        return ring.put(chunk, _Ring.payload_bytes(chunk))[0]
+
+    ring = _Ring(100)
+    first = put(ring, 21, 29)
+    assert first == (0, 50) and ring.fits(50) and not ring.fits(51)
+    second = put(ring, 25, 25)
+    assert second == (50, 100) and not ring.fits(1)
+    ring.release(first)                        # [50, 100) in use: [0, 50) free, less one byte
+    assert ring.fits(49) and not ring.fits(50)
+    third = put(ring, 49)
+    assert third == (0, 49) and not ring.fits(1)
+    ring.release(second)                       # [0, 49) in use
+    assert ring.fits(51) and not ring.fits(52)
+    fourth = put(ring, 51)
+    assert fourth == (49, 100)
+    ring.release(third)
+    ring.release(fourth)
+    assert ring.regions == deque() and ring.head == 0 and ring.fits(100)
+    assert ring.fits(101)                      # larger than the ring: through the pipe, no wait
+    assert put(ring, 101) is None
+
+
+def test_ring_hands_the_worker_the_same_bytes():
+    from kinspect.parallel import _Ring
+
+    ring = _Ring(1000)
+    chunk = _chunk(3, 8, 0, 13)
+    before = [list(r["_raw"]) for r in chunk]
+    region, placed = ring.put(chunk, _Ring.payload_bytes(chunk))
+    assert region == (0, 3 + 8 + 8 + 13) and all(r["_raw"][0] is None for r in chunk if r["_raw"][0] is not None)
+    _Ring.take(ring.buf, chunk, placed)
+    assert [r["_raw"] for r in chunk] == before
+
+
+@pytest.mark.parametrize("ring_bytes", [1, 4096, 65536])
+def test_a_small_ring_wraps_waits_and_falls_back_to_the_pipe_with_the_same_output(ring_bytes, monkeypatch):
+    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 3)
+    monkeypatch.setattr("kinspect.parallel.RING_BYTES", ring_bytes)
+    path = PCAPS / "librdkafka-produce-consume.pcapng"
+    assert outputs(path, 2) == outputs(path, 1)
