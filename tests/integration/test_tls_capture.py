@@ -53,7 +53,8 @@ def _replay(spec: dict) -> None:
         ctx.minimum_version = ctx.maximum_version = version
         if spec["version"] == "1.2":
             ctx.set_ciphers(spec["cipher"])
-        ctx.keylog_filename = spec["keylog"]
+        if side == "client":  # as SSLKEYLOGFILE does; a server writing too would log each connection twice
+            ctx.keylog_filename = spec["keylog"]
         if side == "server":
             ctx.load_cert_chain(spec["cert"], spec["key"])
         else:
