@@ -51,10 +51,14 @@ MAX_FAILURES = 4  # records in a row that do not authenticate before a direction
 MAX_HELD = 4 << 20  # protected bytes held per direction while waiting for keys (live capture)
 MAX_TRIAL = 16  # TLS 1.3: records held while the application keys are on trial (_trial)
 MAX_TRIAL_BYTES = 1 << 18
+TRY_ALL = 6  # TLS 1.3: records on trial from which every record is tried (_may_follow_flight)
 MAX_MARKS = 1 << 16  # connection labels remembered for marking their exchanges
 TLS13 = 0x0304
 _UNDECIDED = b""
 _MARKS: dict = {}  # (version, cipher suite name) → the "tls" mark of exchanges
+# TLS 1.3 suite → the size of a protected record holding only Finished, unpadded (RFC 8446 4.4.4, 5.2)
+_FINISHED_RECORD = {code: 4 + (48 if suite.hash == "sha384" else 32) + 1 + 16
+                    for code, suite in SUITES.items() if suite.tls13}
 
 
 def _reverse(flow):
@@ -356,10 +360,13 @@ class TlsLayer:
         go the long way (``_fallback``): handshake keys, Finished, then the application keys, so
         damage is reported as it would have been. A direction's first protected record is never
         tried: it is the server's EncryptedExtensions or the client's first flight message (or
-        0-RTT data), never under the application keys (RFC 8446 2, 4.3.1)."""
+        0-RTT data), never under the application keys (RFC 8446 2, 4.3.1). Nor is a record that
+        follows one which cannot have ended the flight (``_may_follow_flight``): a server that
+        sends EncryptedExtensions, Certificate, CertificateVerify and Finished in records of their
+        own had three failed tries a connection, now one."""
         keys = d.keys
         inner = content = None
-        if d.trial:
+        if d.trial and self._may_follow_flight(d):
             try:
                 inner, content = keys.open_inner(ctype, version, fragment)
             except Exception:  # InvalidTag: a handshake record (or damage)
@@ -372,6 +379,15 @@ class TlsLayer:
             return
         d.trial, d.trial_bytes, d.hs_secret = None, 0, None
         self._opened(d, ts, inner, content, offset, len(fragment), plain, out)
+
+    @staticmethod
+    def _may_follow_flight(d: _Dir) -> bool:
+        """Whether the record after those on trial may be the first under the application keys:
+        when the one before it is the direction's first protected record (the whole flight may be
+        in it), is exactly a Finished message (4 + hash + content type + tag bytes; a flight ends
+        with Finished), or when TRY_ALL records are held already (padding, or another split)."""
+        held = len(d.trial)
+        return held == 1 or held >= TRY_ALL or len(d.trial[-1][2]) == _FINISHED_RECORD[d.conn.suite_code]
 
     def _fallback(self, d: _Dir, ts: float, plain: list, out: list) -> None:
         """The held records of a TLS 1.3 direction opened the long way: handshake keys first,

@@ -351,3 +351,58 @@ def test_a_resumed_session_decrypts(tmp_path, keyfile, version, cipher):
     assert notices(events) == []
     assert plaintext(events, flows(0)[0]) == b"".join(t for s, t in REQUESTS if s == "client")
     assert plaintext(events, flows(0)[1]) == b"".join(t for s, t in REQUESTS if s == "server")
+
+
+def test_tls13_a_flight_in_records_of_their_own_costs_one_failed_try(tmp_path, keyfile, monkeypatch):
+    """OpenSSL's server sends EncryptedExtensions, Certificate, CertificateVerify and Finished in
+    records of their own. Only the Certificate is tried under the application keys (it follows
+    the direction's first protected record); the CertificateVerify and Finished follow records
+    that cannot have ended the flight, and the NewSessionTicket after the Finished-sized record
+    opens at the first try."""
+    from kinspect.tls.keys import RecordKeys
+    wire = converse(tmp_path, keyfile, REQUESTS, "1.3")
+    flight = [r[3] for r in _records_of(wire, "server") if r[2] == 23][:4]
+    assert flight[0] < 64 and flight[1] > 300 and flight[3] == 4 + 48 + 1 + 16  # SHA-384's Finished
+    failed = []
+    real = RecordKeys.open_inner
+
+    def counting(self, ctype, version, fragment):
+        try:
+            return real(self, ctype, version, fragment)
+        except Exception:
+            failed.append(len(fragment))
+            raise
+
+    monkeypatch.setattr(RecordKeys, "open_inner", counting)
+    events = feed(TlsLayer(KeyLog.from_files([keyfile])), wire)
+    client, server = flows(0)
+    assert notices(events) == []
+    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
+    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+    assert failed == [flight[1]]
+
+
+def test_tls13_a_padded_finished_still_gives_everything(tmp_path, keyfile):
+    """A server that pads its Finished: the record after it is not tried at once (its size says
+    nothing), nor those after it until TRY_ALL are held; none of them opens at sequence number
+    0 then, so the held records go the long way when the connection ends, and every byte
+    comes out, with no notice."""
+    from kinspect.tls.keys import SUITES, tls13_keys
+    wire = converse(tmp_path, keyfile, REQUESTS, "1.3")
+    [entry] = KeyLog.from_files([keyfile]).secrets.values()
+    secret = entry["SERVER_HANDSHAKE_TRAFFIC_SECRET"]
+    i, pos, _, length = [r for r in _records_of(wire, "server") if r[2] == 23][3]  # the Finished
+    chunk = wire[i][1]
+    record = chunk[pos:pos + 5 + length]
+    keys = tls13_keys(SUITES[0x1302], secret)
+    keys.seq = 3  # EncryptedExtensions, Certificate, CertificateVerify came first
+    inner, content = keys.open_inner(23, 0x0303, record[5:])
+    assert inner == 22 and content[0] == 20  # a Finished message
+    padded = _seal(secret, 3, bytes(content) + b"\x16" + b"\x00" * 9)
+    damaged = list(wire)
+    damaged[i] = (wire[i][0], chunk[:pos] + padded + chunk[pos + 5 + length:])
+    events = feed(TlsLayer(KeyLog.from_files([keyfile])), damaged)
+    client, server = flows(0)
+    assert notices(events) == []
+    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
+    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
