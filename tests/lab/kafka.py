@@ -605,7 +605,12 @@ class KafkaCluster(KafkaTools):
 
 class TlsKafkaBroker(KafkaBroker):
     """A single-node KRaft broker with an SSL listener on ``ssl_port`` besides PLAINTEXT, from
-    tests/lab/certs.py's stores; ``client_auth="required"`` makes it mTLS."""
+    tests/lab/certs.py's stores; ``client_auth="required"`` makes it mTLS.
+
+    With ``sasl_users``, also a SASL_SSL listener on ``sasl_ssl_port`` (besides KafkaBroker's
+    SASL_PLAINTEXT one): the same mechanisms and users, over TLS with the same stores, server
+    authentication only (Kafka applies the broker-wide ssl.client.auth to SSL listeners only,
+    KIP-684; listener.name.sasl_ssl.ssl.client.auth=none says so explicitly)."""
 
     def __init__(self, keystore: Path, truststore: Path, password: str, client_auth: str = "required",
                  suite_listeners: dict[str, str] | None = None, **kwargs):
@@ -616,12 +621,17 @@ class TlsKafkaBroker(KafkaBroker):
         self.keystore, self.truststore, self.password = keystore, truststore, password
         self.client_auth = client_auth
         self.ssl_port = 0
+        self.sasl_ssl_port = 0
         self.suite_listeners = dict(suite_listeners or {})
         self.suite_ports: dict[str, int] = {}
 
     @property
     def ssl_bootstrap(self) -> str:
         return f"{LOOPBACK}:{self.ssl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        return f"{LOOPBACK}:{self.sasl_ssl_port}"
 
     def _kraft_settings(self) -> dict[str, object]:
         settings = super()._kraft_settings()
@@ -643,4 +653,22 @@ class TlsKafkaBroker(KafkaBroker):
             settings["advertised.listeners"] += f",{listener}"
             settings["listener.security.protocol.map"] += f",{name.upper()}:SSL"
             settings[f"listener.name.{name.lower()}.ssl.cipher.suites"] = suite
+        if self.sasl_users:
+            settings.update(self._sasl_ssl_settings(settings))
         return settings
+
+    def _sasl_ssl_settings(self, settings: dict[str, object]) -> dict[str, object]:
+        """SASL_SSL beside SASL_PLAINTEXT: the JAAS configs are per listener name, so the
+        SASL_PLAINTEXT ones are copied under listener.name.sasl_ssl."""
+        self.sasl_ssl_port = free_port()
+        listener = f"SASL_SSL://{LOOPBACK}:{self.sasl_ssl_port}"
+        prefix = "listener.name.sasl_plaintext."
+        jaas = {f"listener.name.sasl_ssl.{key.removeprefix(prefix)}": value
+                for key, value in settings.items() if key.startswith(prefix) and key.endswith(".sasl.jaas.config")}
+        return {
+            "listeners": f"{settings['listeners']},{listener}",
+            "advertised.listeners": f"{settings['advertised.listeners']},{listener}",
+            "listener.security.protocol.map": f"{settings['listener.security.protocol.map']},SASL_SSL:SASL_SSL",
+            "listener.name.sasl_ssl.ssl.client.auth": "none",
+            **jaas,
+        }
