@@ -110,13 +110,26 @@ async def _serve(options: Options, owner: list, log, drain_timeout: float, durat
         pipe = PipeWriter(owner[0], loop)
         owner[0] = None
         tap = Tap(pipe, loop.call_soon, tap_limit)
+    try:
+        return await _relay(options, tap, log, drain_timeout, duration, on_started, hurry)
+    except BaseException:
+        # the decoder reads until the pipe ends and run() waits for it: whatever stopped the relay
+        # (a log line to a closed stderr raises BrokenPipeError), the pipe must end here
+        if tap is not None:
+            pipe.abort()
+        raise
+
+
+async def _relay(options: Options, tap, log, drain_timeout: float, duration: float | None, on_started,
+                 hurry) -> Proxy:
+    loop = asyncio.get_running_loop()
     proxy = Proxy(options, tap, log)
     try:
         await proxy.start()
     except OSError as e:
         if tap is not None:
             tap.close()
-            await pipe.closed
+            await tap.transport.closed
         raise Stopped(f"cannot listen on {options.listen_host}:{options.base_port}: {e.strerror or e}; "
                       f"choose another --listen") from None
     stop = asyncio.Event()
@@ -145,7 +158,7 @@ async def _serve(options: Options, owner: list, log, drain_timeout: float, durat
         hurry()
     if tap is not None:
         tap.close()
-        await pipe.closed  # the decoder has every byte (its backlog is bounded by tap_limit)
+        await tap.transport.closed  # the decoder has every byte (its backlog is bounded by tap_limit)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.remove_signal_handler(sig)
     return proxy

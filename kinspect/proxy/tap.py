@@ -106,6 +106,10 @@ class PipeWriter:
         if not self.queue:
             self._finish()
 
+    def abort(self) -> None:
+        """Close now, the backlog dropped: the relay stopped on an error."""
+        self._finish()
+
     def _finish(self) -> None:
         if self.closed.done():
             return

@@ -1,8 +1,10 @@
 """The decoder process's scheduling (proxy/run.py): SCHED_IDLE while the relay runs, SCHED_OTHER
-(at its nice value) once the relay has stopped and only the decoder's backlog is left."""
+(at its nice value) once the relay has stopped and only the decoder's backlog is left; and the
+decoder's pipe ends however the relay stops."""
 
 import os
 import subprocess
+import time
 
 from kinspect.proxy.run import _hurry, _idle
 
@@ -19,3 +21,36 @@ def test_the_decoder_runs_idle_then_is_hurried_at_its_nice_value():
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_relay_stopped_by_an_error_ends_the_decoders_pipe_and_exits():
+    """Whoever read the proxy's output is gone (stdout and stderr closed), then SIGTERM: the
+    "stopping" line raises BrokenPipeError inside the relay. Before, the pipe to the decoder stayed
+    open, so the decoder waited for its end and the relay waited for the decoder, for ever."""
+    import signal
+    import socket
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proxy = subprocess.Popen([sys.executable, "-m", "kinspect", "proxy", "--listen", f"127.0.0.1:{port}",
+                              "--upstream", "127.0.0.1:1", "--json"], cwd=Path(__file__).resolve().parents[3],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert b"listening on" in proxy.stderr.readline()
+        children = Path(f"/proc/{proxy.pid}/task/{proxy.pid}/children").read_text().split()
+        assert len(children) == 1  # the decoder
+        proxy.stdout.close()
+        proxy.stderr.close()
+        proxy.send_signal(signal.SIGTERM)
+        proxy.wait(30)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{children[0]}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not Path(f"/proc/{children[0]}").exists()  # the decoder saw the end and exited too
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait()
