@@ -73,15 +73,18 @@ def test_sasl_clients_through_a_proxy_that_speaks_tls_to_a_sasl_ssl_listener(bro
                        "--show-secrets"]).start()
     bootstrap = f"127.0.0.1:{front}"
     sent = {name: _values(name) for name in TOPICS}
-    got = {
-        "ssl-rdk-plain": _librdkafka(bootstrap, _rdk_security("alice", "PLAIN"), "ssl-rdk-plain",
-                                     sent["ssl-rdk-plain"], group="sasl-ssl-group"),
-        "ssl-rdk-sha512": _librdkafka(bootstrap, _rdk_security("bob", "SCRAM-SHA-512"), "ssl-rdk-sha512",
-                                      sent["ssl-rdk-sha512"], group="sasl-ssl-group-512"),
-        "ssl-aio-sha256": _aiokafka(bootstrap, "bob", "SCRAM-SHA-256", "ssl-aio-sha256", sent["ssl-aio-sha256"]),
-    }
-    code_r, out_r = revealing.stop()
-    code, out = proxy.stop()
+    try:
+        got = {
+            "ssl-rdk-plain": _librdkafka(bootstrap, _rdk_security("alice", "PLAIN"), "ssl-rdk-plain",
+                                         sent["ssl-rdk-plain"], group="sasl-ssl-group"),
+            "ssl-rdk-sha512": _librdkafka(bootstrap, _rdk_security("bob", "SCRAM-SHA-512"), "ssl-rdk-sha512",
+                                          sent["ssl-rdk-sha512"], group="sasl-ssl-group-512"),
+            "ssl-aio-sha256": _aiokafka(bootstrap, "bob", "SCRAM-SHA-256", "ssl-aio-sha256",
+                                        sent["ssl-aio-sha256"]),
+        }
+    finally:  # stopped whatever happened: no proxy outlives the test
+        code_r, out_r = revealing.stop()
+        code, out = proxy.stop()
     assert code == 0 and code_r == 0, "\n".join(proxy.stderr + revealing.stderr)
     for name, values in sent.items():
         assert sorted(got[name]) == sorted(values), name  # byte-identical, each once
