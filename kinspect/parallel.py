@@ -74,6 +74,7 @@ class Sink(Protocol):
 
     def write_line(self, line: bytes) -> None: ...
     def flush(self) -> None: ...
+    # and optionally write_lines(pieces): whole lines in pieces, written without joining them
 
 
 class WorkerDied(Exception):
@@ -348,7 +349,9 @@ def _write(sink: Sink, lines: list, written) -> None:
 
 
 def _flush(sink: Sink, held: list[bytes], size: int, written) -> None:
-    if held:
+    if len(held) > 1 and hasattr(sink, "write_lines"):
+        sink.write_lines(held)  # no join: written as they are (cli.output's os.writev)
+    elif held:
         sink.write_line(b"".join(held) if len(held) > 1 else held[0])
     sink.flush()
     written[DONE] += size
