@@ -209,3 +209,12 @@ def test_summary_names_topic_ids_from_another_capture(spark_session, tmp_path):
         return {(r["topic"], r["topic_id"]): (r["exchanges"], r["bytes"]) for r in df.collect()}
     assert topics("split") == topics("whole")
     assert ("java-lab", None) in topics("split") and not any(t is None for t, _ in topics("split"))
+
+
+def test_the_local_jvm_runs_with_the_fast_start_flags(spark_session):
+    """The driver JVM (local mode: executors in it) was started with job.FAST_START_JVM: read
+    back from the JVM's own RuntimeMXBean, besides the log4j configuration."""
+    jvm = spark_session.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert set(job.FAST_START_JVM) <= set(arguments), arguments
+    assert any(a.startswith("-Dlog4j2.configurationFile=") for a in arguments)
