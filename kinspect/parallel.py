@@ -385,13 +385,18 @@ def _take_back(sink: Sink, written) -> bool:
 
 # -- the main side ----------------------------------------------------------------------------
 
+def _raw_size(raw: list) -> int:
+    """Payload bytes an exchange carries raw (exchange.RAW): its request, and its response if any."""
+    return len(raw[0]) + (len(raw[2]) if raw[2] is not None else 0)
+
+
 def _chunks(records: Iterator[dict], topics: TopicNames) -> Iterator[tuple[dict, list]]:
     chunk: list = []
     size = 0
     for record in records:
         raw = record.get(RAW)
         if raw is not None:
-            size += len(raw[0]) + (len(raw[2]) if raw[2] is not None else 0)
+            size += _raw_size(raw)
             if record["api_key"] in LEARN_APIS and raw[2] is not None:
                 body, _ = messages.decode_body(record["api_key"], record["api_version"], "response",
                                                raw[2], start=raw[3])
@@ -489,12 +494,7 @@ class _Ring:
 
     @staticmethod
     def payload_bytes(chunk: list) -> int:
-        size = 0
-        for record in chunk:
-            raw = record.get(RAW)
-            if raw is not None:
-                size += len(raw[0]) + (len(raw[2]) if raw[2] is not None else 0)
-        return size
+        return sum(_raw_size(record[RAW]) for record in chunk if RAW in record)
 
     def _start(self, size: int) -> int | None:
         """Where a region of ``size`` bytes fits now, or None."""
@@ -508,6 +508,8 @@ class _Ring:
         return self.head if size < oldest - self.head else None  # in use: [oldest, end) and [0, head)
 
     def fits(self, size: int) -> bool:
+        """Whether a chunk of ``size`` payload bytes can be handed over now: placed in the ring,
+        or (none, or more than the whole ring) sent through the pipe."""
         return size == 0 or size > self.size or self._start(size) is not None
 
     def put(self, chunk: list, size: int) -> tuple[tuple[int, int] | None, list]:
