@@ -182,6 +182,37 @@ def _scram_secrets(records: list[dict]) -> list[str]:
     return [m for token in _sasl_tokens(records) for m in re.findall(r"(?:^|,)[pv]=([A-Za-z0-9+/=]{20,})", token)]
 
 
+def stop_front_first(front: Proxy, back: Proxy) -> tuple[str, str]:
+    """Both proxies of a chain stopped, the one the clients talk to first, each exiting 0: their stdouts."""
+    try:
+        code_front, out_front = front.stop()
+    finally:
+        code_back, out_back = back.stop()
+    assert code_front == 0 and code_back == 0, "\n".join(front.stderr + back.stderr)
+    return out_front, out_back
+
+
+def assert_delivered(sent: dict, got: dict) -> None:
+    for name, values in sent.items():
+        assert sorted(got[name]) == sorted(values), name  # byte-identical, each once
+
+
+def assert_no_secret_shown(records: list, revealed: list, stderr: list, out: str, scram_logins: int) -> list:
+    """What the revealing proxy shows (the PLAIN password; a SCRAM proof and signature per login, at
+    least ``scram_logins`` logins), the redacting one (``records``, ``stderr``, ``out``) does not, in
+    any byte it wrote. Returns its SASL tokens."""
+    scram = _scram_secrets(revealed)
+    assert len(scram) >= 2 * scram_logins
+    assert USERS["alice"] in _every_text(revealed)  # PLAIN carries the password itself
+    shown = _every_text(records) + "\n".join(stderr) + out
+    for secret in [USERS["alice"], USERS["bob"], *scram]:
+        assert secret not in shown
+    tokens = _sasl_tokens(records)
+    assert tokens and all("<redacted" in t for t in tokens if t.startswith(("\x00", "c=", "v=")) or ",p=" in t)
+    assert any(t.startswith("\x00alice\x00<redacted") for t in tokens)  # PLAIN keeps its user name
+    return tokens
+
+
 @pytest.fixture(scope="module")
 def broker():
     require_lab_host()
@@ -198,23 +229,22 @@ def test_sasl_clients_through_two_proxies_get_their_values_and_no_secret_is_show
     proxy = Proxy(["--listen", f"127.0.0.1:{outer}", "--upstream", f"127.0.0.1:{inner}", "--json"]).start()
     bootstrap = f"127.0.0.1:{outer}"
     sent = {name: _values(name) for name in ("rdk-plain", "rdk-sha256", "rdk-sha512", "kp-sha512", "aio-sha256")}
-    got = {
-        "rdk-plain": _librdkafka(bootstrap, _rdk_security("alice", "PLAIN"), "rdk-plain", sent["rdk-plain"],
-                                 group="sasl-group"),
-        "rdk-sha256": _librdkafka(bootstrap, _rdk_security("bob", "SCRAM-SHA-256"), "rdk-sha256",
-                                  sent["rdk-sha256"], group=None),
-        "rdk-sha512": _librdkafka(bootstrap, _rdk_security("bob", "SCRAM-SHA-512"), "rdk-sha512",
-                                  sent["rdk-sha512"], group=None),
-        "kp-sha512": _kafka_python(bootstrap, "bob", "SCRAM-SHA-512", "kp-sha512", sent["kp-sha512"]),
-        "aio-sha256": _aiokafka(bootstrap, "bob", "SCRAM-SHA-256", "aio-sha256", sent["aio-sha256"]),
-    }
-    for mechanism in ("PLAIN", "SCRAM-SHA-512"):
-        assert "rdk-plain" in _kafka_python_v0(bootstrap, "alice" if mechanism == "PLAIN" else "bob", mechanism)
-    code, out = proxy.stop()
-    code_b, out_b = revealing.stop()
-    assert code == 0 and code_b == 0, "\n".join(proxy.stderr + revealing.stderr)
-    for name, values in sent.items():
-        assert sorted(got[name]) == sorted(values), name  # byte-identical, each once
+    try:
+        got = {
+            "rdk-plain": _librdkafka(bootstrap, _rdk_security("alice", "PLAIN"), "rdk-plain", sent["rdk-plain"],
+                                     group="sasl-group"),
+            "rdk-sha256": _librdkafka(bootstrap, _rdk_security("bob", "SCRAM-SHA-256"), "rdk-sha256",
+                                      sent["rdk-sha256"], group=None),
+            "rdk-sha512": _librdkafka(bootstrap, _rdk_security("bob", "SCRAM-SHA-512"), "rdk-sha512",
+                                      sent["rdk-sha512"], group=None),
+            "kp-sha512": _kafka_python(bootstrap, "bob", "SCRAM-SHA-512", "kp-sha512", sent["kp-sha512"]),
+            "aio-sha256": _aiokafka(bootstrap, "bob", "SCRAM-SHA-256", "aio-sha256", sent["aio-sha256"]),
+        }
+        for mechanism in ("PLAIN", "SCRAM-SHA-512"):
+            assert "rdk-plain" in _kafka_python_v0(bootstrap, "alice" if mechanism == "PLAIN" else "bob", mechanism)
+    finally:  # whatever happened: no proxy outlives the test
+        out, out_b = stop_front_first(proxy, revealing)
+    assert_delivered(sent, got)
 
     records, revealed = _json_lines(out), _json_lines(out_b)
     exchanges = [r for r in records if r["type"] == "exchange"]
@@ -233,17 +263,8 @@ def test_sasl_clients_through_two_proxies_get_their_values_and_no_secret_is_show
     assert {(b["host"], b["port"]) for r in metadata for b in r["response"]["brokers"]} == {("127.0.0.1", outer + 2)}
     assert all(r["response"] is not None for r in exchanges if r["api_name"].startswith("Sasl"))
 
-    # secrets: what B shows, A does not, in any byte it wrote
-    scram = _scram_secrets(revealed)
-    assert len(scram) >= 2 * 5  # a proof and a signature per SCRAM login (4 clients' connections at least)
-    revealed_text = _every_text(revealed)
-    assert USERS["alice"] in revealed_text  # PLAIN carries the password itself
-    shown = _every_text(records) + "\n".join(proxy.stderr) + out
-    for secret in [USERS["alice"], USERS["bob"], *scram]:
-        assert secret not in shown
-    tokens = _sasl_tokens(records)
-    assert tokens and all("<redacted" in t for t in tokens if t.startswith(("\x00", "c=", "v=")) or ",p=" in t)
-    assert any(t.startswith("\x00alice\x00<redacted") for t in tokens)  # PLAIN keeps its user name
+    # secrets: what B shows, A does not, in any byte it wrote (4 clients' connections at least)
+    assert_no_secret_shown(records, revealed, proxy.stderr, out, scram_logins=5)
     assert not any("Traceback" in line for line in proxy.stderr + revealing.stderr)
     assert any(" 0 that named brokers relayed unchanged" in line for line in proxy.stderr)
 

@@ -74,7 +74,7 @@ def test_console_clients_with_the_agent_decode_with_its_key_log(tmp_path):
     require_lab_host()
     jar = agent_jar()
     ca = CertificateAuthority(tmp_path / "ca")
-    keystore, truststore = ca.java_stores(ca.issue("broker", ["localhost", "127.0.0.1"]), PASSWORD)
+    keystore, truststore = ca.broker_stores(PASSWORD)
     client_store, _ = ca.java_stores(ca.issue("jvm-client", ["kinspect-jvm-client"]), PASSWORD)
     properties = _client_properties(client_store, truststore)
     keylog = tmp_path / "jvm-keys.log"

@@ -108,7 +108,7 @@ def lab(tmp_path_factory):
     require_lab_host()
     tmp = tmp_path_factory.mktemp("tls-lab")
     ca = CertificateAuthority(tmp / "ca")
-    keystore, truststore = ca.java_stores(ca.issue("broker", ["localhost", "127.0.0.1"]), PASSWORD)
+    keystore, truststore = ca.broker_stores(PASSWORD)
     client = ca.issue("lab-client", ["kinspect-lab-client"])
     recordings = {}
     with TlsKafkaBroker(keystore, truststore, PASSWORD, suite_listeners=SUITE_LISTENERS) as broker:

@@ -31,7 +31,7 @@ def tls_broker(tmp_path_factory):
     require_lab_host()
     tmp = tmp_path_factory.mktemp("tls-sniff-lab")
     ca = CertificateAuthority(tmp / "ca")
-    keystore, truststore = ca.java_stores(ca.issue("broker", ["localhost", "127.0.0.1"]), PASSWORD)
+    keystore, truststore = ca.broker_stores(PASSWORD)
     client = ca.issue("lab-client", ["kinspect-lab-client"])
     with TlsKafkaBroker(keystore, truststore, PASSWORD) as broker:
         broker.create_topic(TOPIC, partitions=PARTITIONS)

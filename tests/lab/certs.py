@@ -89,3 +89,7 @@ class CertificateAuthority:
                             "-keystore", str(truststore), "-storetype", "PKCS12", "-storepass", password],
                            check=True, capture_output=True, timeout=120)
         return keystore, truststore
+
+    def broker_stores(self, password: str) -> tuple[Path, Path]:
+        """java_stores of a "broker" certificate for a lab broker on loopback (localhost, 127.0.0.1)."""
+        return self.java_stores(self.issue("broker", ["localhost", "127.0.0.1"]), password)
