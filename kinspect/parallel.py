@@ -112,6 +112,7 @@ def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int | None,
 
     With a ``sink`` (JSON mode), the lines go to ``sink.write_line`` in order and the outputs
     yielded are None; without one, JSON outputs are the lines' bytes."""
+    _keep_heap()  # before any worker forks: they inherit it
     records = run.raw_records(progress)
     if jobs is not None and jobs <= 1:
         yield from _here(records, run, keep, mode, sink)
@@ -172,9 +173,16 @@ class Probe:
     default switched on the loopback capture's first 83 MB, where two workers save only 0.05 s,
     and finished 6% after -j1 (0.66 vs 0.62 s); at 0.3 s it stays in one process there and
     still switches from 160 MB of loopback and 125 MB of MTU-1500 traffic.
+
+    FIRST_LOOK: until the first look one CPU works and the other waits. At 0.1 s the default took
+    1.19 s on the loopback capture, at 0.03 s 1.10 s; it still stays in one process on the first
+    35 and 83 MB of it, and on all of it beside a process that keeps one CPU busy (4 runs of 4;
+    /proc/stat counts in 10 ms ticks, so 30 ms read a busy CPU as 0.67-1.0 busy, short of what
+    pays() switches for), and it now switches every time on the first 128 MB of MTU-1500 traffic
+    and 163 MB of loopback, where at 0.1 s it mostly did not: 24% sooner done than -j1 there.
     """
 
-    FIRST_LOOK = 0.1    # s since the start before the first look (/proc/stat counts in 10 ms ticks)
+    FIRST_LOOK = 0.03   # s since the start before the first look (see below)
     LOOK_EVERY = 0.05   # s between looks; the CPUs free are those of the last WINDOW looks
     START_COST = 0.3    # s: starting the workers and the first chunks' wait (fitted: see below)
     WORKER_COST = 1.2
@@ -262,7 +270,6 @@ START, DONE, WRITING = range(3)
 
 def _init(keep, mode, sink, turn, next_chunk, written, limits, ring) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    _keep_heap()
     _worker.update(keep=keep, mode=mode, topics=TopicNames(), sink=sink, turn=turn, next=next_chunk,
                    written=written, limits=limits, ring=ring)
 
@@ -273,11 +280,13 @@ KEEP_FREE_HEAP, MMAP_FROM = 64 << 20, 16 << 20
 
 
 def _keep_heap() -> None:
-    """Workers allocate and free buffers of up to megabytes all along (decompressed batches, their
-    JSON text). glibc hands the big ones back to the kernel as soon as they are free, and each
-    new one is faulted in again: 140k page faults and 0.5 s of system time on the loopback
-    capture with two workers. Buffers under MMAP_FROM now come from the heap, and up to
-    KEEP_FREE_HEAP of it stays: 52k faults, 0.35 s, 8% less wall time (tests/bench). Nothing
+    """Decoding allocates and frees buffers of up to megabytes all along (frames, decompressed
+    batches, their JSON text). glibc hands the big ones back to the kernel as soon as they are
+    free, and each new one is faulted in again: 140k page faults and 0.5 s of system time in two
+    workers on the loopback capture, and 20k more in the main process that hands them frames.
+    Buffers under MMAP_FROM now come from the heap, and up to KEEP_FREE_HEAP of it stays: 52k
+    faults in the workers, 8% less wall time; 32k instead of 52k in the main process, 2-3% less
+    (tests/bench). Set once in the main process, which the workers inherit it from. Nothing
     where the C library is not glibc."""
     import ctypes
 

@@ -93,3 +93,31 @@ def test_every_help_documents_every_exit_code(command):
     text = " ".join(CliRunner().invoke(cli, [*command, "--help"]).output.split())
     for code in ("0 ", "1 ", "2 usage error", "3 ", "4 kinspect could not finish", "130 interrupted"):
         assert code in text
+
+
+# main() as the console script runs it, with an atexit hook that says whether Python's tear-down ran
+TEARDOWN = """
+import atexit, sys
+atexit.register(lambda: print("tear-down ran", file=sys.stderr))
+from kinspect.cli import main
+sys.argv = ["kinspect", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("args, code", [
+    (["decode", "--json", DEMO], 0), (["decode", DEMO], 0), (["decode", "--json", "-j2", DEMO], 0),
+    (["decode", "--json", SAMPLES / "kafka-4.1.2" / "no-such.pcap"], 3),
+    (["dump", "--json", SAMPLES / "kafka-4.1.2"], 0), (["validate", SAMPLES / "kafka-4.1.2"], 0),
+])
+def test_decode_dump_and_validate_leave_without_the_tear_down_their_output_whole(args, code):
+    proc = subprocess.run([sys.executable, "-c", TEARDOWN, *map(str, args)], capture_output=True)
+    assert proc.returncode == code
+    assert b"tear-down ran" not in proc.stderr
+    in_process = ["-j1" if a == "-j2" else str(a) for a in args]  # -j2's workers write to the real fd
+    assert proc.stdout == CliRunner().invoke(cli, in_process).stdout_bytes  # nothing lost
+
+
+def test_other_commands_end_as_python_does():
+    proc = subprocess.run([sys.executable, "-c", TEARDOWN, "offsets", "--help"], capture_output=True)
+    assert proc.returncode == 0 and proc.stderr == b"tear-down ran\n"
