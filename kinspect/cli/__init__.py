@@ -109,7 +109,8 @@ def main() -> None:
               f"traceback)", file=sys.stderr)
         code = EXIT_UNFINISHED
     code = code if isinstance(code, int) else EXIT_OK
-    if _running and _running[-1] in QUICK_EXIT:
+    profiled = sys.getprofile() is not None or sys.gettrace() is not None  # cProfile, coverage: they write at exit
+    if _running and _running[-1] in QUICK_EXIT and not profiled:
         _leave(code)
     sys.exit(code)
 

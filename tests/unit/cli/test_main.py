@@ -121,3 +121,10 @@ def test_decode_dump_and_validate_leave_without_the_tear_down_their_output_whole
 def test_other_commands_end_as_python_does():
     proc = subprocess.run([sys.executable, "-c", TEARDOWN, "offsets", "--help"], capture_output=True)
     assert proc.returncode == 0 and proc.stderr == b"tear-down ran\n"
+
+
+def test_a_profiled_run_ends_as_python_does_so_the_profile_is_written(tmp_path):
+    out = tmp_path / "decode.prof"
+    proc = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "kinspect", "decode",
+                           "--json", DEMO], capture_output=True)
+    assert proc.returncode == 0 and out.stat().st_size > 0
