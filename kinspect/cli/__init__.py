@@ -28,7 +28,6 @@ class _ReaderGone(Exception):
 # Commands that end by leaving at once, without Python's tear-down (see _leave): they run no
 # thread or child process past their own end, and everything they write is flushed first.
 QUICK_EXIT = frozenset({"decode", "dump", "validate"})
-_running: list[str] = []  # the command this run resolved to
 
 # Each subcommand's module, imported only when that command runs (or when --help lists them):
 # importing them all took a tenth of a second of every run.
@@ -44,6 +43,8 @@ COMMANDS = {
 
 
 class _Commands(click.Group):
+    resolved: str | None = None  # the subcommand this run resolved to
+
     def list_commands(self, ctx):
         return sorted(set(COMMANDS) | set(self.commands))
 
@@ -55,7 +56,7 @@ class _Commands(click.Group):
 
     def resolve_command(self, ctx, args):
         name, command, rest = super().resolve_command(ctx, args)
-        _running.append(name)
+        self.resolved = name
         return name, command, rest
 
     def invoke(self, ctx):
@@ -110,7 +111,7 @@ def main() -> None:
         code = EXIT_UNFINISHED
     code = code if isinstance(code, int) else EXIT_OK
     profiled = sys.getprofile() is not None or sys.gettrace() is not None  # cProfile, coverage: they write at exit
-    if _running and _running[-1] in QUICK_EXIT and not profiled:
+    if cli.resolved in QUICK_EXIT and not profiled:
         _leave(code)
     sys.exit(code)
 
