@@ -37,11 +37,26 @@ LISTENING = re.compile(r"kinspect: listening on \S+:(\d+)")
 TIMING = ("request_time", "response_time", "latency_ms", "time")
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = map(int, f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_base(span: int = 256) -> int:
-    """A port BASE with BASE..BASE+span all free on 127.0.0.1 (a broker N listens on BASE+1+N)."""
+    """A port BASE with BASE..BASE+span all free on 127.0.0.1 (a broker N listens on BASE+1+N),
+    outside the kernel's ephemeral range: a test opening a thousand connections would otherwise
+    hand BASE+1+N to one of them before the proxy binds it, and broker N's address would reach
+    the clients unrewritten (the proxy warns and relays it as it came)."""
     rng = random.Random()
+    low, high = _ephemeral_ports()
+    spans = [(start, stop - span) for start, stop in ((10000, low), (high + 1, 65536)) if stop - span > start]
     for _ in range(200):
-        base = rng.randrange(20000, 60000 - span)
+        start, stop = rng.choice(spans)
+        base = rng.randrange(start, stop)
         socks = []
         try:
             for port in range(base, base + span):
