@@ -20,4 +20,6 @@ setup(ext_modules=[
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._bodies", ["kinspect/native/_bodies.c"],  # error codes of a body
               extra_compile_args=FLAGS, optional=True),
+    Extension("kinspect.native._tls", ["kinspect/native/_tls.c"],  # a TLS direction's records opened
+              extra_compile_args=FLAGS, optional=True),
 ])

@@ -46,6 +46,11 @@ class HandshakeReader:
         self.skip = 0  # bytes of an unkept message still to pass over
         self.error: str | None = None
 
+    def restart(self) -> None:
+        """The next bytes start a message (a new epoch: what was cut off before never ends)."""
+        self.buf = b""
+        self.skip = 0
+
     def feed(self, data) -> list:
         if self.error is not None:
             return []

@@ -44,7 +44,7 @@ from kinspect.tls.handshake import (CLIENT_HELLO, FINISHED, HELLO_REQUEST, KEY_U
                                     HandshakeReader, client_hello, server_hello, version_name)
 from kinspect.tls.keys import SUITES, RecordKeys, next_traffic_secret, suite_name, tls12_keys, tls13_keys
 from kinspect.tls.records import (ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, HEADER, RecordReader,
-                                  plausible_header)
+                                  plausible_header, record_length)
 
 HINT = "pass --keylog FILE (the client's SSLKEYLOGFILE, or Python's SSLContext.keylog_filename)"
 MAX_FAILURES = 4  # records in a row that do not authenticate before a direction is given up
@@ -59,6 +59,7 @@ _MARKS: dict = {}  # (version, cipher suite name) → the "tls" mark of exchange
 # TLS 1.3 suite → the size of a protected record holding only Finished, unpadded (RFC 8446 4.4.4, 5.2)
 _FINISHED_RECORD = {code: 4 + (48 if suite.hash == "sha384" else 32) + 1 + 16
                     for code, suite in SUITES.items() if suite.tls13}
+_EMPTY_EXTENSIONS = 4 + 2  # the smallest EncryptedExtensions message (RFC 8446 4.3.1)
 
 
 def _reverse(flow):
@@ -265,47 +266,69 @@ class TlsLayer:
         reader = d.records
         out: list = []
         plain: list = []
-        keys = d.keys
-        while keys is not None and d.protected and d.dead is None and d.trial is None and not reader.tail \
-                and reader.error is None:
-            # under keys already installed: whole records opened in one loop (keys.py); a TLS 1.3
-            # record holding something else than application data comes back to be handled
-            used, opened, other = keys.open_run(data, plain)
-            if not used:
-                break
-            conn.bytes += used
-            start = reader.offset
-            reader.offset = start + used
-            d.opened += opened
-            d.failures = 0
-            if other is not None:
-                inner, content, pos, size = other
-                if inner == HANDSHAKE:  # Finished, KeyUpdate, tickets
-                    if plain:
-                        out.append(StreamData(d.flow, ts, b"".join(plain)))
-                        plain.clear()
-                    self._protected_handshake(d, ts, content, out)
-                else:
-                    self._inner(d, ts, inner, content, start + pos, size, plain, out)
+        while d.protected and d.keys is not None and d.dead is None and not reader.tail and reader.error is None:
+            if d.trial is None:
+                # under keys already installed: whole records opened in one loop (keys.py); a TLS
+                # 1.3 record holding something else than application data comes back to be handled
+                used, opened, other = d.keys.open_run(data, plain)
+                if not used:
+                    break
+                conn.bytes += used
+                start = reader.offset
+                reader.offset = start + used
+                d.opened += opened
+                d.failures = 0
+                if other is not None:
+                    inner, content, pos, size = other
+                    if inner == HANDSHAKE:  # Finished, KeyUpdate, tickets
+                        if plain:
+                            out.append(StreamData(d.flow, ts, b"".join(plain)))
+                            plain.clear()
+                        self._protected_handshake(d, ts, content, out)
+                    else:
+                        self._inner(d, ts, inner, content, start + pos, size, plain, out)
+            else:
+                # TLS 1.3, the application keys on trial: one record at a time, so that the
+                # records after the first that opens go the steady way above
+                if len(data) < HEADER:
+                    break
+                used = HEADER + record_length(data)
+                if used > len(data):
+                    break
+                self._framed(d, ts, reader.feed(memoryview(data)[:used]), plain, out)
             if used == len(data):
                 if plain:
                     out.append(StreamData(d.flow, ts, plain[0] if len(plain) == 1 else b"".join(plain)))
                 return out
             data = memoryview(data)[used:]
-            keys = d.keys
-        start = reader.offset
-        records = reader.feed(data)
+        self._framed(d, ts, reader.feed(data), plain, out)
+        if reader.error is not None and d.dead is None:
+            if plain:
+                out.append(StreamData(d.flow, ts, b"".join(plain)))
+                plain = []
+            out += self._stop(d, ts, "tls_stopped", reader.error + "; the rest of this direction is not decrypted",
+                              offset=reader.offset)
+        if plain:
+            out.append(StreamData(d.flow, ts, plain[0] if len(plain) == 1 else b"".join(plain)))
+        return out
+
+    def _framed(self, d: _Dir, ts: float, records: list, plain: list, out: list) -> None:
+        """Records framed by the direction's reader, each to where it goes."""
+        conn = d.conn
         if records:
             _, _, fragment, offset = records[-1]
-            conn.bytes += offset + HEADER + len(fragment) - start  # the whole records read
+            conn.bytes += offset + HEADER + len(fragment) - records[0][3]  # the whole records read
         for ctype, version, fragment, offset in records:
             if d.dead is not None:
                 break
             if not d.protected:
                 if ctype == HANDSHAKE:
-                    self._handshake(d, ts, fragment, out)
+                    if conn.shello is None or conn.tls13:
+                        self._handshake(d, ts, fragment, out)
+                    # else TLS 1.2 after the ServerHello: Certificate to ClientKeyExchange, nothing to read
                 elif ctype == CHANGE_CIPHER_SPEC and conn.suite_code is not None and not conn.tls13:
                     d.protected = True  # TLS 1.2: what follows is under this side's keys
+                    d.hs.restart()  # and its handshake (Finished) starts on a message boundary
                 continue
             if conn.tls13 and ctype != APPLICATION_DATA:
                 continue  # ChangeCipherSpec for middleboxes, or an alert sent in the clear
@@ -318,15 +341,6 @@ class TlsLayer:
                         self._give_up(conn, ts, out)
                 continue
             self._open(d, ts, ctype, version, fragment, offset, plain, out)
-        if reader.error is not None and d.dead is None:
-            if plain:
-                out.append(StreamData(d.flow, ts, b"".join(plain)))
-                plain = []
-            out += self._stop(d, ts, "tls_stopped", reader.error + "; the rest of this direction is not decrypted",
-                              offset=reader.offset)
-        if plain:
-            out.append(StreamData(d.flow, ts, plain[0] if len(plain) == 1 else b"".join(plain)))
-        return out
 
     def _open(self, d: _Dir, ts: float, ctype: int, version: int, fragment, offset: int, plain: list, out: list) -> None:
         if d.trial is not None:
@@ -383,11 +397,15 @@ class TlsLayer:
     @staticmethod
     def _may_follow_flight(d: _Dir) -> bool:
         """Whether the record after those on trial may be the first under the application keys:
-        when the one before it is the direction's first protected record (the whole flight may be
-        in it), is exactly a Finished message (4 + hash + content type + tag bytes; a flight ends
-        with Finished), or when TRY_ALL records are held already (padding, or another split)."""
+        when the one before it is the direction's first protected record and the whole flight
+        may be in it (the server's holds EncryptedExtensions and Finished at least: a smaller one
+        cannot), is exactly a Finished message (4 + hash + content type + tag bytes; a flight
+        ends with Finished), or when TRY_ALL records are held already (padding, or another split)."""
         held = len(d.trial)
-        return held == 1 or held >= TRY_ALL or len(d.trial[-1][2]) == _FINISHED_RECORD[d.conn.suite_code]
+        finished = _FINISHED_RECORD[d.conn.suite_code]
+        if held == 1:
+            return d.side == "client" or len(d.trial[0][2]) >= finished + _EMPTY_EXTENSIONS
+        return held >= TRY_ALL or len(d.trial[-1][2]) == finished
 
     def _fallback(self, d: _Dir, ts: float, plain: list, out: list) -> None:
         """The held records of a TLS 1.3 direction opened the long way: handshake keys first,

@@ -27,6 +27,11 @@ def plausible_header(data, pos: int = 0) -> bool:
     return ctype in CONTENT_TYPES and version >> 8 == 3 and version & 0xFF <= 4 and 0 < length <= MAX_FRAGMENT
 
 
+def record_length(data, pos: int = 0) -> int:
+    """The fragment length in the record header at ``pos`` (5 bytes there)."""
+    return _header(data, pos)[2]
+
+
 class RecordReader:
     """Bytes in, ``(type, version, fragment, offset)`` out; ``offset`` is the record's position in
     the stream. The fragment is a memoryview valid until the next ``feed()``."""

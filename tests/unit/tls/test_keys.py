@@ -43,6 +43,23 @@ def test_rfc8448_traffic_keys(which):
     assert keys.iv == h(iv)
 
 
+@pytest.mark.parametrize("code", sorted(code for code, suite in SUITES.items() if suite.tls13))
+def test_the_traffic_keys_of_every_tls13_suite_are_its_hkdf_expand_labels(code):
+    """tls13_keys computes both one-block expansions with one HMAC keyed once; HKDFExpand is the reference."""
+    import os
+    suite = SUITES[code]
+    for _ in range(3):
+        secret = os.urandom(48 if suite.hash == "sha384" else 32)
+        keys = tls13_keys(suite, secret)
+        assert keys.iv == hkdf_expand_label(secret, b"iv", b"", 12, suite.hash)
+        key = hkdf_expand_label(secret, b"key", b"", suite.key_size, suite.hash)
+        record = tls13_keys(suite, secret)  # a record sealed under the reference key opens
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+        sealed = (AESGCM if suite.aead == "aes-gcm" else ChaCha20Poly1305)(key).encrypt(
+            keys.iv, b"kafka\x17", bytes([23, 3, 3, 0, 6 + 16]))
+        assert record.open(23, 0x0303, sealed) == b"kafka\x17"
+
+
 def test_rfc8448_application_records_open():
     client = tls13_keys(AES128, h(RFC8448["client application"][0]))
     opened = client.open(CLIENT_APP_RECORD[0], 0x0303, CLIENT_APP_RECORD[5:])

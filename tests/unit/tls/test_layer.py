@@ -353,12 +353,12 @@ def test_a_resumed_session_decrypts(tmp_path, keyfile, version, cipher):
     assert plaintext(events, flows(0)[1]) == b"".join(t for s, t in REQUESTS if s == "server")
 
 
-def test_tls13_a_flight_in_records_of_their_own_costs_one_failed_try(tmp_path, keyfile, monkeypatch):
+def test_tls13_a_flight_in_records_of_their_own_costs_no_failed_try(tmp_path, keyfile, monkeypatch):
     """OpenSSL's server sends EncryptedExtensions, Certificate, CertificateVerify and Finished in
-    records of their own. Only the Certificate is tried under the application keys (it follows
-    the direction's first protected record); the CertificateVerify and Finished follow records
-    that cannot have ended the flight, and the NewSessionTicket after the Finished-sized record
-    opens at the first try."""
+    records of their own. None is tried under the application keys: the Certificate follows a
+    first protected record too small to hold EncryptedExtensions and Finished, the
+    CertificateVerify and Finished follow records that cannot have ended the flight, and the
+    NewSessionTicket after the Finished-sized record opens at the first try."""
     from kinspect.tls.keys import RecordKeys
     wire = converse(tmp_path, keyfile, REQUESTS, "1.3")
     flight = [r[3] for r in _records_of(wire, "server") if r[2] == 23][:4]
@@ -379,7 +379,7 @@ def test_tls13_a_flight_in_records_of_their_own_costs_one_failed_try(tmp_path, k
     assert notices(events) == []
     assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
     assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
-    assert failed == [flight[1]]
+    assert failed == []
 
 
 def test_tls13_a_padded_finished_still_gives_everything(tmp_path, keyfile):
@@ -406,3 +406,76 @@ def test_tls13_a_padded_finished_still_gives_everything(tmp_path, keyfile):
     assert notices(events) == []
     assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
     assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+
+
+def test_tls13_a_flight_in_one_record_is_tried_and_costs_nothing(tmp_path, keyfile, monkeypatch):
+    """A server that sends EncryptedExtensions, Certificate, CertificateVerify and Finished in
+    one record (as some stacks do): the record after it may be the first under the application
+    keys, so it is tried, and it opens; the handshake keys are never made."""
+    from kinspect.tls import layer as tls_layer
+    from kinspect.tls.keys import SUITES, tls13_keys
+    wire = converse(tmp_path, keyfile, REQUESTS, "1.3")
+    [entry] = KeyLog.from_files([keyfile]).secrets.values()
+    secret = entry["SERVER_HANDSHAKE_TRAFFIC_SECRET"]
+    flight = [r for r in _records_of(wire, "server") if r[2] == 23][:4]
+    assert len({i for i, *_ in flight}) == 1  # one chunk of the conversation holds the four records
+    i = flight[0][0]
+    chunk = wire[i][1]
+    keys = tls13_keys(SUITES[0x1302], secret)
+    messages = b""
+    for _, pos, _, length in flight:
+        inner, content = keys.open_inner(23, 0x0303, chunk[pos + 5:pos + 5 + length])
+        assert inner == 22
+        messages += bytes(content)
+    first, last = flight[0][1], flight[-1][1] + 5 + flight[-1][3]
+    merged = list(wire)
+    merged[i] = (wire[i][0], chunk[:first] + _seal(secret, 0, messages + b"\x16") + chunk[last:])
+    made = []
+    real = tls_layer.tls13_keys
+    monkeypatch.setattr(tls_layer, "tls13_keys", lambda suite, s: made.append(s) or real(suite, s))
+    events = feed(TlsLayer(KeyLog.from_files([keyfile])), merged)
+    client, server = flows(0)
+    assert notices(events) == []
+    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
+    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+    assert secret not in made and entry["CLIENT_HANDSHAKE_TRAFFIC_SECRET"] not in made
+
+
+@pytest.mark.parametrize("size", [7, 100, 1000])
+def test_tls12_handshake_after_the_server_hello_is_not_read(tmp_path, keyfile, monkeypatch, size):
+    """TLS 1.2: past the ServerHello, the plaintext handshake (Certificate to ClientKeyExchange)
+    holds nothing kinspect needs, so its records are not read: the handshake reader sees the
+    records up to the end of the two hellos and the two Finished. The server's first flight is
+    framed again here in records of ``size`` bytes, so messages are cut across records, and one
+    is cut off by the ChangeCipherSpec; the Finished after it still opens."""
+    from kinspect.tls.handshake import HandshakeReader
+    wire = converse(tmp_path, keyfile, REQUESTS, "1.2", cipher="ECDHE-ECDSA-AES128-GCM-SHA256")
+    records = _records_of(wire, "server")
+    i = records[0][0]
+    flight = [r for r in records if r[0] == i and r[2] == 22]  # ServerHello ... ServerHelloDone
+    chunk = wire[i][1]
+    messages = b"".join(chunk[pos + 5:pos + 5 + length] for _, pos, _, length in flight)
+    assert messages[0] == 2
+    hello = 4 + int.from_bytes(messages[1:4], "big")
+    messages += b"\x0e\x00\x00\x10" + b"\x00" * 3  # the head of a message the CCS cuts off
+    reframed = b"".join(b"\x16\x03\x03" + len(piece).to_bytes(2, "big") + piece
+                        for piece in (messages[k:k + size] for k in range(0, len(messages), size)))
+    first, last = flight[0][1], flight[-1][1] + 5 + flight[-1][3]
+    changed = list(wire)
+    changed[i] = (wire[i][0], chunk[:first] + reframed + chunk[last:])
+    fed = []
+    real = HandshakeReader.feed
+
+    def reading(self, data):
+        messages = real(self, data)
+        fed.append([msg_type for msg_type, _ in messages])
+        return messages
+
+    monkeypatch.setattr(HandshakeReader, "feed", reading)
+    events = feed(TlsLayer(KeyLog.from_files([keyfile])), changed)
+    client, server = flows(0)
+    assert notices(events) == []
+    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
+    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+    assert len(fed) == 1 + -(-hello // size) + 2  # ClientHello, the ServerHello's records, two Finished
+    assert sorted(t for types in fed for t in types) == [1, 2, 20, 20]
