@@ -1,4 +1,6 @@
-/* A TLS direction's steady state, in C: the twin of kinspect/tls/keys.py's RecordKeys._open_run.
+/* TLS in C: a direction's steady state (the twin of kinspect/tls/keys.py's RecordKeys._open_run),
+ * record framing (frame), a hello's extensions (hello_extensions) and key-log lines (keylog_lines),
+ * below.
  *
  * open_run(decrypt, mode, iv, seq, data, plain) -> (used, seq, other)
  *   decrypt: the AEAD's decrypt(nonce, ciphertext, additional data) (cryptography's AESGCM or
@@ -184,7 +186,317 @@ done:
     return result;
 }
 
+/* hello_extensions(body, pos, end) -> {type: (start, stop)} | None: the twin of
+ * kinspect/tls/handshake.py's _extensions. The extensions vector of a hello at body[pos:end]
+ * (a 2-byte length, then type(2) size(2) data each): where the data of server_name (0),
+ * session_ticket (35), pre_shared_key (41) and supported_versions (43) lie, the first of each
+ * type; None when the vector or an extension does not fit. */
+static PyObject *
+hello_extensions(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "hello_extensions(body, pos, end)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
+    PyObject *out = NULL;
+    if (PyErr_Occurred())
+        goto done;
+    if (pos < 0 || end > view.len) {
+        PyErr_SetString(PyExc_ValueError, "hello_extensions: pos and end must lie within body");
+        goto done;
+    }
+    const unsigned char *b = view.buf;
+    if (pos + 2 > end) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t stop = pos + 2 + ((b[pos] << 8) | b[pos + 1]);
+    if (stop > end) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t found[4] = {-1, -1, -1, -1};
+    Py_ssize_t sizes[4] = {0, 0, 0, 0};
+    static const int wanted[4] = {0, 35, 41, 43};
+    pos += 2;
+    while (pos < stop) {
+        if (stop - pos < 4) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        int type = (b[pos] << 8) | b[pos + 1];
+        Py_ssize_t size = (b[pos + 2] << 8) | b[pos + 3];
+        pos += 4 + size;
+        if (pos > stop) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        for (int i = 0; i < 4; i++)
+            if (type == wanted[i] && found[i] < 0) {
+                found[i] = pos - size;
+                sizes[i] = size;
+            }
+    }
+    if ((out = PyDict_New()) == NULL)
+        goto done;
+    for (int i = 0; i < 4; i++) {
+        if (found[i] < 0)
+            continue;
+        PyObject *key = PyLong_FromLong(wanted[i]);
+        PyObject *where = Py_BuildValue("(nn)", found[i], found[i] + sizes[i]);
+        int failed = key == NULL || where == NULL || PyDict_SetItem(out, key, where) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(where);
+        if (failed) {
+            Py_CLEAR(out);
+            goto done;
+        }
+    }
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* frame(data, base) -> (records, pos, bad): the twin of kinspect/tls/records.py's _frame_py.
+ * The whole TLS records at the head of data: (type, version, fragment memoryview, stream offset)
+ * each, offsets counted from base; pos: where the first unfinished record starts (or the end);
+ * bad: where a header that cannot be a record starts (unknown type, major version not 3, length
+ * past max_fragment), -1 if none (the records before it are still given). */
+static PyObject *
+frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "frame(data, base, max_fragment)");
+        return NULL;
+    }
+    long long base = PyLong_AsLongLong(args[1]);
+    Py_ssize_t max_fragment = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *whole = PyMemoryView_FromObject(args[0]);
+    if (whole == NULL)
+        return NULL;
+    Py_buffer *view = PyMemoryView_GET_BUFFER(whole);
+    PyObject *records = NULL, *result = NULL;
+    if (view->ndim > 1 || view->itemsize != 1) {
+        PyErr_SetString(PyExc_ValueError, "frame: data must be bytes-like");
+        goto done;
+    }
+    if ((records = PyList_New(0)) == NULL)
+        goto done;
+    const unsigned char *buf = view->buf;
+    Py_ssize_t end = view->len, pos = 0, bad = -1;
+    while (end - pos >= 5) {
+        int ctype = buf[pos];
+        Py_ssize_t length = (buf[pos + 3] << 8) | buf[pos + 4];
+        if (ctype < 20 || ctype > 24 || buf[pos + 1] != 3 || length > max_fragment) {
+            bad = pos;
+            break;
+        }
+        Py_ssize_t stop = pos + 5 + length;
+        if (stop > end)
+            break;
+        PyObject *fragment = PySequence_GetSlice(whole, pos + 5, stop);
+        if (fragment == NULL)
+            goto done;
+        PyObject *record = Py_BuildValue("(iiNL)", ctype, (buf[pos + 1] << 8) | buf[pos + 2], fragment,
+                                         base + (long long)pos);
+        if (record == NULL || PyList_Append(records, record) < 0) {
+            Py_XDECREF(record);
+            goto done;
+        }
+        Py_DECREF(record);
+        pos = stop;
+    }
+    result = Py_BuildValue("(Onn)", records, pos, bad);
+done:
+    Py_XDECREF(records);
+    Py_DECREF(whole);
+    return result;
+}
+
+/* byte -> its hex digit's value, or 16 when it is none; whether a byte is ASCII whitespace
+ * (bytes.split()'s: space, \t \n \v \f \r) */
+static unsigned char hex_of[256], space_of[256];
+
+static void
+init_tables(void)
+{
+    memset(hex_of, 16, sizeof hex_of);
+    for (int c = 0; c < 10; c++)
+        hex_of['0' + c] = (unsigned char)c;
+    for (int c = 0; c < 6; c++)
+        hex_of['a' + c] = hex_of['A' + c] = (unsigned char)(10 + c);
+    const char *spaces = " \t\n\x0b\x0c\r";
+    for (const char *c = spaces; *c; c++)
+        space_of[(unsigned char)*c] = 1;
+}
+
+/* bytes of the hex text p[0:n] (n even), or NULL with no error set when it is not hex */
+static PyObject *
+unhex(const unsigned char *p, Py_ssize_t n)
+{
+    if (n % 2)
+        return NULL;
+    unsigned char bad = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        bad |= hex_of[p[i]];
+    if (bad & 16)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n / 2);
+    if (out == NULL)
+        return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i += 2)
+        o[i / 2] = (unsigned char)(hex_of[p[i]] << 4 | hex_of[p[i + 1]]);
+    return out;
+}
+
+/* keylog_lines(text, first_line, secrets, labels, unused_labels, max_connections, max_line)
+ *   -> (added, unused, rest): the twin of the loop in kinspect/tls/keylog.py's KeyLog._add_py.
+ * Each line (bytes.splitlines) of three whitespace-separated fields and at most max_line bytes
+ * whose label is in labels (bytes -> str), client random 64 hex digits and secret 64-128: the
+ * secret goes to secrets[random bytes][label] (the oldest random dropped first past
+ * max_connections); one whose label is in unused_labels with both fields hex is counted in
+ * unused; every other line with a field is in rest as (line number, line), in order. */
+static PyObject *
+keylog_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "keylog_lines(text, first_line, secrets, labels, unused_labels, max_connections, max_line)");
+        return NULL;
+    }
+    PyObject *text = args[0], *secrets = args[2], *labels = args[3], *unused_labels = args[4];
+    long long number = PyLong_AsLongLong(args[1]);
+    Py_ssize_t max_connections = PyLong_AsSsize_t(args[5]), max_line = PyLong_AsSsize_t(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyBytes_Check(text) || !PyDict_Check(secrets) || !PyDict_Check(labels) || !PyAnySet_Check(unused_labels)) {
+        PyErr_SetString(PyExc_TypeError, "keylog_lines: text bytes, secrets and labels dicts, unused_labels a set");
+        return NULL;
+    }
+    const unsigned char *t = (const unsigned char *)PyBytes_AS_STRING(text);
+    Py_ssize_t n = PyBytes_GET_SIZE(text), at = 0, added = 0, unused = 0;
+    PyObject *rest = PyList_New(0);
+    if (rest == NULL)
+        return NULL;
+    number--;
+    while (at < n) {
+        Py_ssize_t start = at, stop = at;
+        const unsigned char *nl = memchr(t + at, '\n', n - at);
+        Py_ssize_t limit = nl != NULL ? nl - t : n;
+        const unsigned char *cr = memchr(t + at, '\r', limit - at);
+        stop = cr != NULL ? cr - t : limit;
+        at = stop;
+        if (at < n)
+            at += (t[at] == '\r' && at + 1 < n && t[at + 1] == '\n') ? 2 : 1;
+        number++;
+        Py_ssize_t field[4][2];
+        int fields = 0;
+        for (Py_ssize_t i = start; i < stop;) {
+            while (i < stop && space_of[t[i]])
+                i++;
+            if (i == stop)
+                break;
+            Py_ssize_t j = i;
+            while (j < stop && !space_of[t[j]])
+                j++;
+            if (fields < 4) {
+                field[fields][0] = i;
+                field[fields][1] = j - i;
+            }
+            fields++;
+            i = j;
+        }
+        if (fields == 0)
+            continue;
+        if (fields == 3 && stop - start <= max_line) {
+            PyObject *name = PyBytes_FromStringAndSize((const char *)t + field[0][0], field[0][1]);
+            if (name == NULL)
+                goto fail;
+            PyObject *label = PyDict_GetItemWithError(labels, name); /* borrowed */
+            int is_unused = label == NULL && !PyErr_Occurred() ? PySet_Contains(unused_labels, name) : 0;
+            Py_DECREF(name);
+            if (PyErr_Occurred() || is_unused < 0)
+                goto fail;
+            Py_ssize_t rlen = field[1][1], slen = field[2][1];
+            if (label != NULL && rlen == 64 && slen >= 64 && slen <= 128) {
+                PyObject *random = unhex(t + field[1][0], rlen);
+                PyObject *secret = random != NULL ? unhex(t + field[2][0], slen) : NULL;
+                if (PyErr_Occurred()) {
+                    Py_XDECREF(random);
+                    Py_XDECREF(secret);
+                    goto fail;
+                }
+                if (secret != NULL) {
+                    PyObject *entry = PyDict_GetItemWithError(secrets, random); /* borrowed */
+                    int failed = entry == NULL && PyErr_Occurred();
+                    if (!failed && entry == NULL) {
+                        if (PyDict_GET_SIZE(secrets) >= max_connections) {
+                            Py_ssize_t pos = 0;
+                            PyObject *oldest, *value;
+                            if (PyDict_Next(secrets, &pos, &oldest, &value)) {
+                                Py_INCREF(oldest);
+                                failed = PyDict_DelItem(secrets, oldest) < 0;
+                                Py_DECREF(oldest);
+                            }
+                        }
+                        if (!failed) {
+                            PyObject *fresh = PyDict_New();
+                            failed = fresh == NULL || PyDict_SetItem(secrets, random, fresh) < 0;
+                            entry = fresh;
+                            Py_XDECREF(fresh); /* the secrets dict holds it */
+                        }
+                    }
+                    failed = failed || PyDict_SetItem(entry, label, secret) < 0;
+                    Py_DECREF(random);
+                    Py_DECREF(secret);
+                    if (failed)
+                        goto fail;
+                    added++;
+                    continue;
+                }
+                Py_XDECREF(random);
+            } else if (is_unused) {
+                PyObject *random = unhex(t + field[1][0], rlen);
+                PyObject *secret = random != NULL ? unhex(t + field[2][0], slen) : NULL;
+                int ok = secret != NULL;
+                Py_XDECREF(random);
+                Py_XDECREF(secret);
+                if (PyErr_Occurred())
+                    goto fail;
+                if (ok) {
+                    unused++;
+                    continue;
+                }
+            }
+        }
+        PyObject *item = Py_BuildValue("(Ly#)", number, (const char *)t + start, stop - start);
+        if (item == NULL || PyList_Append(rest, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+    }
+    return Py_BuildValue("(nnN)", added, unused, rest);
+fail:
+    Py_DECREF(rest);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"keylog_lines", (PyCFunction)(void (*)(void))keylog_lines, METH_FASTCALL,
+     "keylog_lines(text, first_line, secrets, labels, unused_labels, max_connections, max_line) -> "
+     "(added, unused, rest)"},
+    {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
+     "frame(data, base, max_fragment) -> (records, pos, bad)"},
+    {"hello_extensions", (PyCFunction)(void (*)(void))hello_extensions, METH_FASTCALL,
+     "hello_extensions(body, pos, end) -> {type: (start, stop)} or None"},
     {"open_run", (PyCFunction)(void (*)(void))open_run, METH_FASTCALL,
      "open_run(decrypt, mode, iv, seq, data, plain) -> (used, seq, other)"},
     {NULL, NULL, 0, NULL},
@@ -193,7 +505,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_tls",
-    .m_doc = "A TLS direction's steady state: whole application_data records opened in one loop.",
+    .m_doc = "TLS: a direction's application_data records opened in one loop; a hello's extensions.",
     .m_size = -1,
     .m_methods = methods,
 };
@@ -201,5 +513,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__tls(void)
 {
+    init_tables();
     return PyModule_Create(&module);
 }

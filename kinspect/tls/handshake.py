@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import struct
 
+from kinspect.native import tls as _native
+
 CLIENT_HELLO, SERVER_HELLO, NEW_SESSION_TICKET = 1, 2, 4
 ENCRYPTED_EXTENSIONS, CERTIFICATE, CERTIFICATE_REQUEST, CERTIFICATE_VERIFY = 8, 11, 13, 15
 FINISHED, KEY_UPDATE, HELLO_REQUEST = 20, 24, 0
@@ -180,9 +182,10 @@ def client_hello(body: bytes) -> dict:
         return _client_hello(body)
 
 
-def _extensions(body: bytes, pos: int, end: int) -> dict | None:
+def _extensions_py(body: bytes, pos: int, end: int) -> dict | None:
     """extension_type → (start, stop) of its data (the first of a type; only the types the hellos
-    read), from the extensions vector at ``pos``; None when it does not fit."""
+    read), from the extensions vector at ``pos``; None when it does not fit. The twin of
+    native/_tls.c's hello_extensions, used where that is not built."""
     if pos + 2 > end:
         return None
     stop = pos + 2 + _u16(body, pos)[0]
@@ -200,6 +203,9 @@ def _extensions(body: bytes, pos: int, end: int) -> dict | None:
         if ext_type in _READ and ext_type not in out:
             out[ext_type] = (pos - size, pos)
     return out
+
+
+_extensions = _native.hello_extensions if _native is not None else _extensions_py
 
 
 def server_hello(body: bytes) -> dict:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import binascii
 import os
 
+from kinspect.native import tls as _native
+
 MASTER = "CLIENT_RANDOM"
 CLIENT_HS = "CLIENT_HANDSHAKE_TRAFFIC_SECRET"
 SERVER_HS = "SERVER_HANDSHAKE_TRAFFIC_SECRET"
@@ -69,10 +71,23 @@ class KeyLog:
         return self.secrets.get(client_random)
 
     def add_text(self, text: str | bytes, source: str = "<text>", first_line: int = 1) -> int:
-        """Read key-log lines; returns how many secrets they held. A loop that does no more than
-        a well-formed line needs; every other line goes through ``_line`` (same verdicts)."""
+        """Read key-log lines; returns how many secrets they held. Well-formed lines are read by
+        native/_tls.c's keylog_lines (or ``_add_py``, its twin); every other line goes through
+        ``_line``, in order (same verdicts)."""
         if isinstance(text, str):
             text = text.encode("utf-8", "replace")
+        if _native is None:
+            return self._add_py(text, source, first_line)
+        added, unused, rest = _native.keylog_lines(text, first_line, self.secrets, _LABELS, _UNUSED,
+                                                   MAX_CONNECTIONS, MAX_LINE)
+        for number, line in rest:
+            added += self._line(line, source, number)
+        self.lines += added
+        self.unused += unused
+        return added
+
+    def _add_py(self, text: bytes, source: str, first_line: int) -> int:
+        """add_text's loop in Python: no more than a well-formed line needs."""
         secrets = self.secrets
         labels = _LABELS
         unhex = binascii.unhexlify

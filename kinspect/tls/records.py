@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import struct
 
+from kinspect.native import tls as _native
+
 CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT = 20, 21, 22, 23, 24
 CONTENT_TYPES = frozenset({CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT})
 MAX_FRAGMENT = (1 << 14) + 2048
@@ -32,6 +34,31 @@ def record_length(data, pos: int = 0) -> int:
     return _header(data, pos)[2]
 
 
+def _frame_py(data, base: int, max_fragment: int) -> tuple[list, int, int]:
+    """The whole records at the head of ``data`` as (type, version, fragment, offset), offsets
+    from ``base``; where the unfinished rest starts; where a header that cannot be a record
+    starts (-1: none). The twin of native/_tls.c's frame, used where that is not built."""
+    out = []
+    end = len(data)
+    pos = 0
+    if end >= HEADER:
+        view = memoryview(data)
+        header = _header
+        while end - pos >= HEADER:
+            ctype, version, length = header(data, pos)
+            if ctype not in CONTENT_TYPES or version >> 8 != 3 or length > max_fragment:
+                return out, pos, pos
+            stop = pos + HEADER + length
+            if stop > end:
+                break
+            out.append((ctype, version, view[pos + HEADER:stop], base + pos))
+            pos = stop
+    return out, pos, -1
+
+
+_frame = _native.frame if _native is not None else _frame_py
+
+
 class RecordReader:
     """Bytes in, ``(type, version, fragment, offset)`` out; ``offset`` is the record's position in
     the stream. The fragment is a memoryview valid until the next ``feed()``."""
@@ -48,32 +75,21 @@ class RecordReader:
             return []
         if self.tail:
             data = self.tail + data
-        end = len(data)
         base = self.offset
-        pos = 0
-        out = []
-        if end >= HEADER:
-            view = memoryview(data)
-            header = _header
-            while end - pos >= HEADER:
-                ctype, version, length = header(data, pos)
-                if ctype not in CONTENT_TYPES or version >> 8 != 3 or length > MAX_FRAGMENT:
-                    self.error = (f"not a TLS record header at stream byte {base + pos}: "
-                                  f"{bytes(view[pos:pos + HEADER]).hex(' ')}")
-                    self.tail = b""
-                    self.offset = base + end
-                    return out
-                stop = pos + HEADER + length
-                if stop > end:
-                    break
-                out.append((ctype, version, view[pos + HEADER:stop], base + pos))
-                pos = stop
+        records, pos, bad = _frame(data, base, MAX_FRAGMENT)
+        end = len(data)
+        if bad >= 0:
+            self.error = (f"not a TLS record header at stream byte {base + bad}: "
+                          f"{bytes(data[bad:bad + HEADER]).hex(' ')}")
+            self.tail = b""
+            self.offset = base + end
+            return records
         if pos < end:
             self.tail = bytes(data[pos:])
         elif self.tail:
             self.tail = b""
         self.offset = base + pos
-        return out
+        return records
 
     @property
     def buffered(self) -> int:

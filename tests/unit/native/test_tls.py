@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from kinspect import native
 from kinspect.tls import KeyLog, keys
 from kinspect.tls.keys import SUITES, RecordKeys
+from kinspect.tls.records import MAX_FRAGMENT
 from kinspect.tls.layer import TlsLayer
 from tests.unit.tls.memtls import converse
 from tests.unit.tls.test_layer import REQUESTS, _records_of, feed
@@ -156,3 +157,125 @@ def test_open_run_refuses_what_it_cannot_take():
     assert plain == [b"kafka"]
     rk.seq = 1 << 63  # past what the C loop counts: the twin takes it
     assert rk.open_run(b"", []) == (0, 0, None)
+
+
+def _hellos(tmp_path) -> list[tuple[int, bytes]]:
+    """The ClientHello and ServerHello bodies of real conversations (TLS 1.3 and 1.2, resumed too)."""
+    from kinspect.tls.handshake import HandshakeReader
+    bodies = []
+    for version, cipher in SETTINGS:
+        keyfile = tmp_path / f"keys-{version}-{cipher}.log"
+        out: dict = {}
+        first = converse(tmp_path, keyfile, REQUESTS, version, cipher=cipher, out=out)
+        again = converse(tmp_path, keyfile, REQUESTS, version, cipher=cipher, session=out["session"],
+                         contexts_used=out["contexts"])
+        for wire in (first, again):
+            for side, wanted in (("client", {1}), ("server", {2})):
+                reader = HandshakeReader(frozenset(wanted))
+                for i, pos, ctype, length in _records_of(wire, side):
+                    if ctype == 22:
+                        bodies += reader.feed(wire[i][1][pos + 5:pos + 5 + length])
+    return bodies
+
+
+def test_hello_extensions_match_their_twin(tmp_path):
+    from kinspect.tls.handshake import _extensions_py, client_hello
+    rng = random.Random(3)
+    hellos = _hellos(tmp_path)
+    assert sorted(t for t, _ in hellos) == [1] * 6 + [2] * 6
+    assert all(client_hello(body)["server_name"] == "kafka.example" for t, body in hellos if t == 1)
+    hellos = [body for _, body in hellos]
+    for body in hellos:
+        damaged = [body, body[:len(body) // 2]]
+        for _ in range(30):
+            flipped = bytearray(body)
+            flipped[rng.randrange(len(body))] ^= 1 << rng.randrange(8)
+            damaged.append(bytes(flipped))
+        for case in damaged:
+            for pos in range(0, len(case) + 2):
+                assert native.tls.hello_extensions(case, pos, len(case)) == _extensions_py(case, pos, len(case))
+    with pytest.raises(ValueError):
+        native.tls.hello_extensions(b"\x00\x00", 0, 3)
+
+
+def _framed(fn, data, base):
+    records, pos, bad = fn(data, base, MAX_FRAGMENT)
+    return [(t, v, bytes(f), o) for t, v, f, o in records], pos, bad
+
+
+def test_frame_matches_its_twin(tmp_path):
+    from kinspect.tls.records import _frame_py
+    rng = random.Random(11)
+    streams = []
+    for version, cipher in SETTINGS:
+        wire = converse(tmp_path, tmp_path / f"k-{version}-{cipher}.log", REQUESTS, version, cipher=cipher)
+        for side in ("client", "server"):
+            streams.append(b"".join(data for s, data in wire if s == side))
+            assert _framed(native.tls.frame, streams[-1], 0)[1:] == (len(streams[-1]), -1)  # every record whole
+    streams += [rng.randbytes(3000), b"\x17\x03\x03\x40\x01" + bytes(20), b"\x16\x03\x01\x00", b""]
+    good = b"\x17\x03\x03\x00\x02ab"
+    for ctype in range(256):  # every type, major version and length edge after a good record
+        streams.append(good + bytes([ctype, 3, 3, 0, 1, 0]) + good)
+    for major in (2, 3, 4):
+        for length in (0, MAX_FRAGMENT, MAX_FRAGMENT + 1, 0xFFFF):
+            streams.append(good + bytes([23, major, 1]) + length.to_bytes(2, "big") + bytes(min(length, 40)))
+    for stream in streams:
+        cases = [stream] + [stream[:rng.randrange(len(stream) + 1)] for _ in range(20)]
+        for _ in range(20):
+            flipped = bytearray(stream or b"\x00")
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+            cases.append(bytes(flipped))
+        for case in cases:
+            for start in (0, 1, 5):
+                base = rng.randrange(1 << 40)
+                fast = _framed(native.tls.frame, memoryview(case)[start:], base)
+                assert fast == _framed(_frame_py, memoryview(case)[start:], base)
+
+
+def _keylog_state(text: bytes, fast: bool, monkeypatch, first_line: int = 1) -> tuple:
+    from kinspect.tls import keylog
+    monkeypatch.setattr(keylog, "_native", native.tls if fast else None)
+    log = KeyLog()
+    added = log.add_text(text, "k.log", first_line)
+    return (added, list(log.secrets.items()), log.lines, log.unused, log.bad_lines, log.bad_examples)
+
+
+def test_keylog_lines_match_their_twin(tmp_path, monkeypatch):
+    from kinspect.tls import keylog
+    rng = random.Random(13)
+    real = b""
+    for version, cipher in SETTINGS:
+        keyfile = tmp_path / f"k-{version}-{cipher}.log"
+        converse(tmp_path, keyfile, REQUESTS, version, cipher=cipher)
+        real += keyfile.read_bytes()
+    lines = real.splitlines()
+    assert len(lines) >= 7 and _keylog_state(real, True, monkeypatch)[2] >= 6
+    random_hex = rng.randbytes(32).hex().encode()
+    odd = [b"# a comment", b"", b"   ", b"\t", b"CLIENT_RANDOM " + random_hex.upper() + b" " + rng.randbytes(48).hex().encode(),
+           b"CLIENT_RANDOM\t" + random_hex + b"\x0b" + rng.randbytes(48).hex().encode() + b"  ",
+           b"CLIENT_RANDOM " + random_hex + b" " + rng.randbytes(48).hex().encode()[:-1],
+           b"CLIENT_RANDOM " + random_hex[:-2] + b" " + rng.randbytes(48).hex().encode(),
+           b"CLIENT_RANDOM " + random_hex + b" " + rng.randbytes(48).hex().encode() + b" extra",
+           b"CLIENT_RANDOM " + random_hex + b" " + rng.randbytes(70).hex().encode(),
+           b"CLIENT_RANDOM " + random_hex.replace(b"a", b"g") + b" " + rng.randbytes(48).hex().encode(),
+           b"EXPORTER_SECRET " + random_hex + b" " + rng.randbytes(32).hex().encode(),
+           b"EXPORTER_SECRET " + random_hex + b" zz", b"EXPORTER_SECRET ab cd",
+           b"RSA " + rng.randbytes(8).hex().encode() + b" " + rng.randbytes(48).hex().encode(),
+           b"NOT_A_LABEL " + random_hex + b" " + rng.randbytes(32).hex().encode(),
+           b"CLIENT_RANDOM " + b" " * 1000 + random_hex + b" " + rng.randbytes(48).hex().encode(),
+           b"\xff\xfe garbage \x00", bytes(rng.randrange(256) for _ in range(300))]
+    texts = [real, real.replace(b"\n", b"\r\n"), real.replace(b"\n", b"\r"), real + b"no newline at the end"]
+    for _ in range(30):
+        mixed = lines + odd
+        rng.shuffle(mixed)
+        texts.append(rng.choice([b"\n", b"\r\n", b"\r"]).join(mixed[:rng.randrange(1, len(mixed) + 1)]))
+        cut = bytearray(real)
+        cut[rng.randrange(len(cut))] ^= 1 << rng.randrange(8)
+        texts.append(bytes(cut[:rng.randrange(len(cut) + 1)]))
+    for text in texts:
+        for first_line in (1, 41):
+            assert _keylog_state(text, True, monkeypatch, first_line) == _keylog_state(text, False, monkeypatch,
+                                                                                       first_line)
+    monkeypatch.setattr(keylog, "MAX_CONNECTIONS", 2)  # the oldest client randoms go first
+    assert _keylog_state(real, True, monkeypatch) == _keylog_state(real, False, monkeypatch)
+    assert len(_keylog_state(real, True, monkeypatch)[1]) == 2
