@@ -60,6 +60,11 @@ _MARKS: dict = {}  # (version, cipher suite name) → the "tls" mark of exchange
 _FINISHED_RECORD = {code: 4 + (48 if suite.hash == "sha384" else 32) + 1 + 16
                     for code, suite in SUITES.items() if suite.tls13}
 _EMPTY_EXTENSIONS = 4 + 2  # the smallest EncryptedExtensions message (RFC 8446 4.3.1)
+# the handshake messages a direction's reader keeps: the hellos, then what the protected
+# handshake may hold that matters (Finished, KeyUpdate; renegotiation in TLS 1.2)
+_KEEP_CLIENT_HELLO, _KEEP_SERVER_HELLO = frozenset({CLIENT_HELLO}), frozenset({SERVER_HELLO})
+_KEEP_TLS13 = frozenset({FINISHED, KEY_UPDATE})
+_KEEP_TLS12_CLIENT, _KEEP_TLS12_SERVER = frozenset({CLIENT_HELLO, FINISHED}), frozenset({HELLO_REQUEST, FINISHED})
 
 
 def _reverse(flow):
@@ -102,8 +107,8 @@ class _Conn:
     def __init__(self, client_flow) -> None:
         src, sport, dst, dport = client_flow
         self.label = f"{format_addr(src, sport)}-{format_addr(dst, dport)}"
-        self.client = _Dir(self, client_flow, "client", frozenset({CLIENT_HELLO}))
-        self.server = _Dir(self, _reverse(client_flow), "server", frozenset({SERVER_HELLO}))
+        self.client = _Dir(self, client_flow, "client", _KEEP_CLIENT_HELLO)
+        self.server = _Dir(self, _reverse(client_flow), "server", _KEEP_SERVER_HELLO)
         self.hello: dict | None = None
         self.shello: dict | None = None
         self.version: int | None = None
@@ -483,10 +488,10 @@ class TlsLayer:
                     # the readers go on (a message may be cut between records); what they keep changes
                     if conn.tls13:
                         d.protected = conn.client.protected = True
-                        d.hs.keep = conn.client.hs.keep = frozenset({FINISHED, KEY_UPDATE})
+                        d.hs.keep = conn.client.hs.keep = _KEEP_TLS13
                     else:
-                        conn.client.hs.keep = frozenset({CLIENT_HELLO, FINISHED})
-                        d.hs.keep = frozenset({HELLO_REQUEST, FINISHED})
+                        conn.client.hs.keep = _KEEP_TLS12_CLIENT
+                        d.hs.keep = _KEEP_TLS12_SERVER
             except HandshakeError as e:
                 out += self._stop(d, ts, "tls_stopped", f"{e}; this connection is not decrypted")
                 d.conn.client.dead = d.conn.server.dead = "bad hello"
