@@ -51,7 +51,7 @@ MAX_FAILURES = 4  # records in a row that do not authenticate before a direction
 MAX_HELD = 4 << 20  # protected bytes held per direction while waiting for keys (live capture)
 MAX_TRIAL = 16  # TLS 1.3: records held while the application keys are on trial (_trial)
 MAX_TRIAL_BYTES = 1 << 18
-TRY_ALL = 6  # TLS 1.3: records on trial from which every record is tried (_may_follow_flight)
+TRY_ALL = 6  # TLS 1.3: records on trial from which every record is tried (_hold)
 MAX_MARKS = 1 << 16  # connection labels remembered for marking their exchanges
 TLS13 = 0x0304
 _UNDECIDED = b""
@@ -76,7 +76,7 @@ class _Dir:
     """One direction of a TLS connection."""
 
     __slots__ = ("conn", "flow", "side", "records", "hs", "protected", "keys", "next_secret", "opened",
-                 "failures", "dead", "ended", "held", "held_bytes", "trial", "trial_bytes", "hs_secret")
+                 "failures", "dead", "ended", "held", "held_bytes", "trial", "trial_bytes", "try_next", "hs_secret")
 
     def __init__(self, conn: "_Conn", flow, side: str, keep) -> None:
         self.conn = conn
@@ -97,6 +97,7 @@ class _Dir:
         # under them, and the handshake traffic secret that opens those
         self.trial: list | None = None
         self.trial_bytes = 0
+        self.try_next = False  # whether the next record may be the first under the application keys
         self.hs_secret: bytes | None = None
 
 
@@ -345,11 +346,14 @@ class TlsLayer:
                     else:
                         self._give_up(conn, ts, out)
                 continue
-            self._open(d, ts, ctype, version, fragment, offset, plain, out)
+            if d.trial is not None and not d.try_next:
+                self._hold(d, ts, ctype, version, fragment, offset, plain, out)
+            else:
+                self._open(d, ts, ctype, version, fragment, offset, plain, out)
 
     def _open(self, d: _Dir, ts: float, ctype: int, version: int, fragment, offset: int, plain: list, out: list) -> None:
         if d.trial is not None:
-            self._trial(d, ts, ctype, version, fragment, offset, plain, out)
+            (self._trial if d.try_next else self._hold)(d, ts, ctype, version, fragment, offset, plain, out)
             return
         try:
             inner, content = d.keys.open_inner(ctype, version, fragment)
@@ -380,37 +384,39 @@ class TlsLayer:
         damage is reported as it would have been. A direction's first protected record is never
         tried: it is the server's EncryptedExtensions or the client's first flight message (or
         0-RTT data), never under the application keys (RFC 8446 2, 4.3.1). Nor is a record that
-        follows one which cannot have ended the flight (``_may_follow_flight``): a server that
+        follows one which cannot have ended the flight (``_hold`` decides): a server that
         sends EncryptedExtensions, Certificate, CertificateVerify and Finished in records of their
         own had three failed tries a connection, now one."""
         keys = d.keys
-        inner = content = None
-        if d.trial and self._may_follow_flight(d):
-            try:
-                inner, content = keys.open_inner(ctype, version, fragment)
-            except Exception:  # InvalidTag: a handshake record (or damage)
-                keys.seq = 0
-        if inner is None:
-            d.trial.append((ctype, version, bytes(fragment), offset))
-            d.trial_bytes += len(fragment)
-            if len(d.trial) > MAX_TRIAL or d.trial_bytes > MAX_TRIAL_BYTES:
-                self._fallback(d, ts, plain, out)
+        try:
+            inner, content = keys.open_inner(ctype, version, fragment)
+        except Exception:  # InvalidTag: a handshake record (or damage)
+            keys.seq = 0
+            self._hold(d, ts, ctype, version, fragment, offset, plain, out)
             return
-        d.trial, d.trial_bytes, d.hs_secret = None, 0, None
+        d.trial, d.trial_bytes, d.hs_secret, d.try_next = None, 0, None, False
         self._opened(d, ts, inner, content, offset, len(fragment), plain, out)
 
-    @staticmethod
-    def _may_follow_flight(d: _Dir) -> bool:
-        """Whether the record after those on trial may be the first under the application keys:
-        when the one before it is the direction's first protected record and the whole flight
-        may be in it (the server's holds EncryptedExtensions and Finished at least: a smaller one
-        cannot), is exactly a Finished message (4 + hash + content type + tag bytes; a flight
-        ends with Finished), or when TRY_ALL records are held already (padding, or another split)."""
-        held = len(d.trial)
+    def _hold(self, d: _Dir, ts: float, ctype: int, version: int, fragment, offset: int, plain: list,
+              out: list) -> None:
+        """A record on trial that was not opened: held (bounded), and whether the record after it
+        may be the first under the application keys decided: when this one is the direction's
+        first protected record and the whole flight may be in it (the server's holds
+        EncryptedExtensions and Finished at least: a smaller one cannot), is exactly a Finished
+        message (4 + hash + content type + tag bytes; a flight ends with Finished), or when
+        TRY_ALL records are held already (padding, or another split)."""
+        trial = d.trial
+        trial.append((ctype, version, bytes(fragment), offset))
+        d.trial_bytes += len(fragment)
+        if len(trial) > MAX_TRIAL or d.trial_bytes > MAX_TRIAL_BYTES:
+            d.try_next = False
+            self._fallback(d, ts, plain, out)
+            return
         finished = _FINISHED_RECORD[d.conn.suite_code]
-        if held == 1:
-            return d.side == "client" or len(d.trial[0][2]) >= finished + _EMPTY_EXTENSIONS
-        return held >= TRY_ALL or len(d.trial[-1][2]) == finished
+        if len(trial) == 1:
+            d.try_next = d.side == "client" or len(fragment) >= finished + _EMPTY_EXTENSIONS
+        else:
+            d.try_next = len(trial) >= TRY_ALL or len(fragment) == finished
 
     def _fallback(self, d: _Dir, ts: float, plain: list, out: list) -> None:
         """The held records of a TLS 1.3 direction opened the long way: handshake keys first,
