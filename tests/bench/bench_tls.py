@@ -84,22 +84,30 @@ def main() -> None:
             print(f"run {i} {name}: {run.wall_s} s wall, {run.user_s + run.sys_s:.2f} s CPU, "
                   f"{run.peak_rss_mb} MB, others {run.others_cpu_s} CPU-s, exit {run.exit_code}", file=sys.stderr)
     table = {}
-    plain_cpu = statistics.median(r["user_s"] + r["sys_s"] for r in runs["plain"])
+    plain_cpus = [r["user_s"] + r["sys_s"] for r in runs["plain"]]
+    plain_cpu = statistics.median(plain_cpus)
     for name, rs in runs.items():
-        cpu = statistics.median(r["user_s"] + r["sys_s"] for r in rs)
+        cpus = [r["user_s"] + r["sys_s"] for r in rs]
+        cpu = statistics.median(cpus)
+        paired = [p / c for p, c in zip(plain_cpus, cpus)]  # each run against the plain run of its round
         table[name] = {"size_mb": round(captures[name][0].stat().st_size / 1e6, 1),
                        "median_wall_s": statistics.median(r["wall_s"] for r in rs), "median_cpu_s": round(cpu, 3),
                        "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
-                       "speed_vs_plain": round(plain_cpu / cpu, 3)}
-    result = {"machine": machine_facts(), "captures": str(work), "bulk": args.bulk, "rounds": args.rounds, "connections": len(connections),
+                       "speed_vs_plain": round(plain_cpu / cpu, 3),
+                       "paired_median": round(statistics.median(paired), 3),
+                       "paired_range": [round(min(paired), 3), round(max(paired), 3)]}
+    result = {"machine": machine_facts(), "captures": str(work), "bulk": args.bulk,
+              # with --reuse the captures were recorded by an earlier run, whose rounds are not known here
+              "rounds": None if args.reuse else args.rounds, "connections": None if args.reuse else len(connections),
               "repeat": args.repeat, "table": table, "runs": runs}
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"tls-{'bulk-' if args.bulk else ''}{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(result, indent=1))
-    print(f"{'capture':<12} {'MB':>6} {'wall s':>8} {'CPU s':>8} {'RSS MB':>7} {'speed vs plain':>15}")
+    print(f"{'capture':<12} {'MB':>6} {'wall s':>8} {'CPU s':>8} {'RSS MB':>7} {'speed vs plain':>15} {'paired rounds':>20}")
     for name, row in table.items():
+        low, high = row["paired_range"]
         print(f"{name:<12} {row['size_mb']:>6} {row['median_wall_s']:>8} {row['median_cpu_s']:>8} "
-              f"{row['peak_rss_mb']:>7} {row['speed_vs_plain']:>15}")
+              f"{row['peak_rss_mb']:>7} {row['speed_vs_plain']:>15} {row['paired_median']:>7} ({low}-{high})")
     print(f"written {out}")
 
 
