@@ -73,7 +73,9 @@ def main() -> None:
         capture, keylog, said = record_replay(work, ca, connections, version, cipher, name=f"tls{setting}")
         captures[setting] = (capture, keylog)
         print(f"recorded {setting}: {said[0]}", file=sys.stderr)
-    print(f"recorded {len(connections)} connections per capture in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    if not args.reuse:
+        print(f"recorded {len(connections)} connections per capture in {time.monotonic() - started:.0f} s",
+              file=sys.stderr)
     runs: dict[str, list] = {name: [] for name in captures}
     for i in range(args.repeat):
         for name, (capture, keylog) in captures.items():
