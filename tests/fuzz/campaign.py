@@ -35,7 +35,7 @@ HARNESSES = {
     "fuzz_records": "records", "fuzz_legacy": "legacy", "fuzz_codecs": "codecs",
     "fuzz_segment": "segment", "fuzz_index": "index", "fuzz_snapshot": "snapshot",
     "fuzz_txnindex": "txnindex", "fuzz_checkpoints": "checkpoints",
-    "fuzz_coordinator": "coordinator", "fuzz_replay": "replay",
+    "fuzz_coordinator": "coordinator", "fuzz_replay": "replay", "fuzz_tls": "tls",
 }
 CRASH = ("=== Uncaught Python exception", "ERROR: libFuzzer: deadly signal",
          "ERROR: libFuzzer: fuzz target exited")

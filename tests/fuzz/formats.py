@@ -150,3 +150,33 @@ def unpair(cursor: Cursor) -> tuple[bytes, bytes | None]:
     if n == 0xFFFFFFFF:
         return cursor.rest(), None
     return cursor.take(n), cursor.rest()
+
+
+# -- TLS (fuzz_tls): what an input exercises, and the fixed keys its sealed records use ---------
+
+TLS_FRAME, TLS_EXTENSIONS, TLS_KEYLOG, TLS_RECORDS, TLS_LAYER = range(5)
+# a records input's mode byte picks one of these (native/_tls.c open_run's modes): suite code
+TLS_SUITES = (0x1301, 0xC02B, 0xCCA9)  # TLS 1.3 AES-128-GCM; TLS 1.2 AES-128-GCM; TLS 1.2 ChaCha20
+
+
+def tls_fixed_keys(suite) -> tuple[bytes, bytes]:
+    """The key and IV every records input is opened with (seeds are sealed with them)."""
+    return bytes(range(1, suite.key_size + 1)), bytes(range(100, 100 + suite.iv_size))
+
+
+def tls_conversation(keylog: bytes, chunks: list[tuple[str, bytes]]) -> bytes:
+    """A layer input: the key log, then each chunk: side (0 client, 1 server), u16 size, bytes."""
+    out = bytearray(sized(keylog))
+    for side, data in chunks:
+        for at in range(0, len(data), 0xFFFF):
+            piece = data[at:at + 0xFFFF]
+            out += bytes([side == "server"]) + sized(piece)
+    return bytes(out)
+
+
+def tls_chunks(cursor: Cursor) -> list[tuple[int, bytes]]:
+    chunks = []
+    while cursor.left:
+        side = cursor.u8() & 1
+        chunks.append((side, cursor.sized()))
+    return chunks

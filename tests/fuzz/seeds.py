@@ -605,12 +605,78 @@ def _replay(max_len):
             yield bytes(out)
 
 
+def _tls(max_len):
+    """Real TLS from OpenSSL (Python's ssl in memory, tests/unit/tls/memtls.py): TLS 1.3 and 1.2
+    (AES-GCM, ChaCha20), fresh and resumed; every kind of input of fuzz_tls from them, and
+    record streams of every kind sealed with the fixed keys."""
+    import random
+    import tempfile
+
+    sys.path.insert(0, str(REPO))
+    from kinspect.tls.handshake import HandshakeReader
+    from kinspect.tls.keys import SUITES
+    from tests.unit.tls.memtls import converse
+
+    requests = [("client", b"request-%d " % i * 40) for i in range(3)] + [("server", b"response " * 300)]
+    with tempfile.TemporaryDirectory() as work:
+        work = Path(work)
+        for n, (version, cipher) in enumerate([("1.3", None), ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+                                               ("1.2", "ECDHE-ECDSA-CHACHA20-POLY1305")]):
+            keyfile = work / f"keys-{n}.log"
+            out: dict = {}
+            wires = [converse(work, keyfile, requests, version, cipher=cipher, out=out)]
+            wires.append(converse(work, keyfile, requests, version, cipher=cipher, session=out["session"],
+                                  contexts_used=out["contexts"]))
+            text = keyfile.read_bytes()
+            yield bytes([formats.TLS_KEYLOG]) + text
+            for wire in wires:
+                yield bytes([formats.TLS_LAYER]) + formats.tls_conversation(text, wire)
+                for side, wanted in (("client", 1), ("server", 2)):
+                    stream = b"".join(data for s, data in wire if s == side)
+                    yield bytes([formats.TLS_FRAME]) + stream
+                    reader = HandshakeReader(frozenset({wanted}))
+                    for _, body in reader.feed(stream[5:5 + int.from_bytes(stream[3:5], "big")]):
+                        yield bytes([formats.TLS_EXTENSIONS, 35 + body[34]]) + body
+    rng = random.Random(15)
+    for mode, code in enumerate(formats.TLS_SUITES):
+        suite = SUITES[code]
+        yield bytes([formats.TLS_RECORDS, mode]) + _sealed(suite, rng)
+
+
+def _sealed(suite, rng) -> bytes:
+    """Records sealed with fuzz_tls's fixed keys: data, padded, empty, a handshake message, an
+    alert, all padding (TLS 1.3), a ChangeCipherSpec, and one sealed at the wrong number."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+
+    key, iv = formats.tls_fixed_keys(suite)
+    aead = (AESGCM if suite.aead == "aes-gcm" else ChaCha20Poly1305)(key)
+    out, seq = bytearray(), 0
+    kinds = [(23, 0), (23, 9), (23, 0), (22, 0), (23, 0), (21, 0), (0, 5), (23, 0)]
+    for inner, padding in kinds:
+        content = rng.randbytes(rng.choice([0, 1, 60, 300])) if inner != 0 else b""
+        if suite.tls13:
+            body = content + bytes([inner]) if inner else b""
+            body += bytes(padding)
+            header = b"\x17\x03\x03" + (len(body) + 16).to_bytes(2, "big")
+            out += header + aead.encrypt((int.from_bytes(iv, "big") ^ seq).to_bytes(12, "big"), body, header)
+        else:
+            explicit = rng.randbytes(8) if suite.aead == "aes-gcm" else b""
+            nonce = iv + explicit if explicit else (int.from_bytes(iv, "big") ^ seq).to_bytes(12, "big")
+            aad = seq.to_bytes(8, "big") + b"\x17\x03\x03" + len(content).to_bytes(2, "big")
+            fragment = explicit + aead.encrypt(nonce, content, aad)
+            out += b"\x17\x03\x03" + len(fragment).to_bytes(2, "big") + fragment
+        seq += 1
+    if suite.tls13:
+        out += b"\x14\x03\x03\x00\x01\x01"
+    return bytes(out)
+
+
 CORPORA: dict[str, Callable[[int], Iterable[bytes]]] = {
     "pcap": _pcap, "pcapng": _pcapng, "source": _source, "captures": _captures, "link": _link,
     "tcp": _tcp, "frames": _frames, "headers": _headers, "messages": _messages,
     "session": _session, "records": _records, "legacy": _legacy, "codecs": _codecs,
     "segment": _segment, "index": _index, "snapshot": _snapshot, "txnindex": _txnindex,
-    "checkpoints": _checkpoints, "coordinator": _coordinator, "replay": _replay,
+    "checkpoints": _checkpoints, "coordinator": _coordinator, "replay": _replay, "tls": _tls,
 }
 
 
