@@ -384,9 +384,9 @@ class TlsLayer:
         damage is reported as it would have been. A direction's first protected record is never
         tried: it is the server's EncryptedExtensions or the client's first flight message (or
         0-RTT data), never under the application keys (RFC 8446 2, 4.3.1). Nor is a record that
-        follows one which cannot have ended the flight (``_hold`` decides): a server that
+        follows one which cannot have ended the flight (``_hold`` decides): against a server that
         sends EncryptedExtensions, Certificate, CertificateVerify and Finished in records of their
-        own had three failed tries a connection, now one."""
+        own (OpenSSL), no try fails."""
         keys = d.keys
         try:
             inner, content = keys.open_inner(ctype, version, fragment)
