@@ -59,6 +59,22 @@ try_open(PyObject *decrypt, const unsigned char *nonce, PyObject *whole, Py_ssiz
     return opened;
 }
 
+/* a memoryview of a bytes-like object (a new reference), or NULL with the error set */
+static PyObject *
+byte_view(PyObject *data, const char *who)
+{
+    PyObject *whole = PyMemoryView_FromObject(data);
+    if (whole == NULL)
+        return NULL;
+    Py_buffer *view = PyMemoryView_GET_BUFFER(whole);
+    if (view->ndim > 1 || view->itemsize != 1) {
+        Py_DECREF(whole);
+        PyErr_Format(PyExc_ValueError, "%s: data must be bytes-like", who);
+        return NULL;
+    }
+    return whole;
+}
+
 static PyObject *
 open_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -82,15 +98,10 @@ open_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     unsigned char iv[12];
     memcpy(iv, PyBytes_AS_STRING(args[2]), iv_len);
-    PyObject *whole = PyMemoryView_FromObject(args[4]);
+    PyObject *whole = byte_view(args[4], "open_run");
     if (whole == NULL)
         return NULL;
     Py_buffer *view = PyMemoryView_GET_BUFFER(whole);
-    if (view->ndim > 1 || view->itemsize != 1) {
-        Py_DECREF(whole);
-        PyErr_SetString(PyExc_ValueError, "open_run: data must be bytes-like");
-        return NULL;
-    }
     const unsigned char *buf = view->buf;
     Py_ssize_t end = view->len, pos = 0;
     PyObject *other = NULL, *result = NULL;
@@ -187,7 +198,7 @@ done:
 }
 
 /* hello_extensions(body, pos, end) -> {type: (start, stop)} | None: the twin of
- * kinspect/tls/handshake.py's _extensions. The extensions vector of a hello at body[pos:end]
+ * kinspect/tls/handshake.py's _extensions_py. The extensions vector of a hello at body[pos:end]
  * (a 2-byte length, then type(2) size(2) data each): where the data of server_name (0),
  * session_ticket (35), pre_shared_key (41) and supported_versions (43) lie, the first of each
  * type; None when the vector or an extension does not fit. */
@@ -261,7 +272,8 @@ done:
     return out;
 }
 
-/* frame(data, base) -> (records, pos, bad): the twin of kinspect/tls/records.py's _frame_py.
+/* frame(data, base, max_fragment) -> (records, pos, bad): the twin of kinspect/tls/records.py's
+ * _frame_py.
  * The whole TLS records at the head of data: (type, version, fragment memoryview, stream offset)
  * each, offsets counted from base; pos: where the first unfinished record starts (or the end);
  * bad: where a header that cannot be a record starts (unknown type, major version not 3, length
@@ -277,15 +289,11 @@ frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t max_fragment = PyLong_AsSsize_t(args[2]);
     if (PyErr_Occurred())
         return NULL;
-    PyObject *whole = PyMemoryView_FromObject(args[0]);
+    PyObject *whole = byte_view(args[0], "frame");
     if (whole == NULL)
         return NULL;
     Py_buffer *view = PyMemoryView_GET_BUFFER(whole);
     PyObject *records = NULL, *result = NULL;
-    if (view->ndim > 1 || view->itemsize != 1) {
-        PyErr_SetString(PyExc_ValueError, "frame: data must be bytes-like");
-        goto done;
-    }
     if ((records = PyList_New(0)) == NULL)
         goto done;
     const unsigned char *buf = view->buf;
