@@ -365,7 +365,7 @@ unhex(const unsigned char *p, Py_ssize_t n)
 }
 
 /* keylog_lines(text, first_line, secrets, labels, unused_labels, max_connections, max_line)
- *   -> (added, unused, rest): the twin of the loop in kinspect/tls/keylog.py's KeyLog._add_py.
+ *   -> (added, unused, rest): the twin of kinspect/tls/keylog.py's keylog_lines_py.
  * Each line (bytes.splitlines) of three whitespace-separated fields and at most max_line bytes
  * whose label is in labels (bytes -> str), client random 64 hex digits and secret 64-128: the
  * secret goes to secrets[random bytes][label] (the oldest random dropped first past

@@ -72,50 +72,14 @@ class KeyLog:
 
     def add_text(self, text: str | bytes, source: str = "<text>", first_line: int = 1) -> int:
         """Read key-log lines; returns how many secrets they held. Well-formed lines are read by
-        native/_tls.c's keylog_lines (or ``_add_py``, its twin); every other line goes through
-        ``_line``, in order (same verdicts)."""
+        native/_tls.c's keylog_lines (or ``keylog_lines_py``, its twin); every other line goes
+        through ``_line``, in order (same verdicts: ``_line`` adds no secret the fast path refused)."""
         if isinstance(text, str):
             text = text.encode("utf-8", "replace")
-        if _native is None:
-            return self._add_py(text, source, first_line)
-        added, unused, rest = _native.keylog_lines(text, first_line, self.secrets, _LABELS, _UNUSED,
-                                                   MAX_CONNECTIONS, MAX_LINE)
+        read = _native.keylog_lines if _native is not None else keylog_lines_py
+        added, unused, rest = read(text, first_line, self.secrets, _LABELS, _UNUSED, MAX_CONNECTIONS, MAX_LINE)
         for number, line in rest:
             added += self._line(line, source, number)
-        self.lines += added
-        self.unused += unused
-        return added
-
-    def _add_py(self, text: bytes, source: str, first_line: int) -> int:
-        """add_text's loop in Python: no more than a well-formed line needs."""
-        secrets = self.secrets
-        labels = _LABELS
-        unhex = binascii.unhexlify
-        added = unused = 0
-        for number, line in enumerate(text.splitlines(), first_line):
-            parts = line.split()
-            if len(parts) == 3 and len(line) <= MAX_LINE:
-                name, random, secret = parts
-                label = labels.get(name)
-                try:
-                    if label is not None and len(random) == 64 and 64 <= len(secret) <= 128:
-                        random, secret = unhex(random), unhex(secret)
-                        entry = secrets.get(random)
-                        if entry is None:
-                            if len(secrets) >= MAX_CONNECTIONS:
-                                del secrets[next(iter(secrets))]
-                            entry = secrets[random] = {}
-                        entry[label] = secret
-                        added += 1
-                        continue
-                    if name in _UNUSED:
-                        unhex(random), unhex(secret)
-                        unused += 1
-                        continue
-                except binascii.Error:
-                    pass
-            if parts:
-                added += self._line(line, source, number)
         self.lines += added
         self.unused += unused
         return added
@@ -192,3 +156,38 @@ class KeyLog:
         if self.bad_lines:
             text += f"; {self.bad_lines} lines not understood (first: {self.bad_examples[0]})"
         return text
+
+
+def keylog_lines_py(text: bytes, first_line: int, secrets: dict, labels: dict, unused_labels, max_connections: int,
+                    max_line: int) -> tuple[int, int, list]:
+    """The well-formed lines of ``text`` into ``secrets``: (secrets added, unused-label lines,
+    [(line number, line)] of every other line with a field). The twin of native/_tls.c's
+    keylog_lines, used where that is not built; no more work than a well-formed line needs."""
+    unhex = binascii.unhexlify
+    added = unused = 0
+    rest = []
+    for number, line in enumerate(text.splitlines(), first_line):
+        parts = line.split()
+        if len(parts) == 3 and len(line) <= max_line:
+            name, random, secret = parts
+            label = labels.get(name)
+            try:
+                if label is not None and len(random) == 64 and 64 <= len(secret) <= 128:
+                    random, secret = unhex(random), unhex(secret)
+                    entry = secrets.get(random)
+                    if entry is None:
+                        if len(secrets) >= max_connections:
+                            del secrets[next(iter(secrets))]
+                        entry = secrets[random] = {}
+                    entry[label] = secret
+                    added += 1
+                    continue
+                if name in unused_labels:
+                    unhex(random), unhex(secret)
+                    unused += 1
+                    continue
+            except binascii.Error:
+                pass
+        if parts:
+            rest.append((number, line))
+    return added, unused, rest

@@ -17,8 +17,6 @@ from kinspect.tls.layer import TlsLayer
 from tests.unit.tls.memtls import converse
 from tests.unit.tls.test_layer import REQUESTS, _records_of, feed
 
-pytestmark = pytest.mark.skipif(native.tls is None, reason="the C accelerator is not built")
-
 SETTINGS = [("1.3", None), ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"), ("1.2", "ECDHE-ECDSA-CHACHA20-POLY1305")]
 
 

@@ -44,6 +44,14 @@ def notices(events, kind=None):
     return [e for e in events if type(e) is dict and (kind is None or e["kind"] == kind)]
 
 
+def assert_all_decrypted(events, n: int = 0) -> None:
+    """Connection ``n``'s REQUESTS came out whole on both sides, with no notice."""
+    client, server = flows(n)
+    assert notices(events) == []
+    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
+    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+
+
 @pytest.fixture
 def keyfile(tmp_path):
     return tmp_path / "keys.log"
@@ -56,10 +64,7 @@ def test_plaintext_comes_out(tmp_path, keyfile, version, cipher, cut):
     wire = converse(tmp_path, keyfile, REQUESTS, version, cipher)
     layer = TlsLayer(KeyLog.from_files([keyfile]))
     events = feed(layer, wire, cut=cut)
-    client, server = flows(0)
-    assert notices(events) == []
-    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
-    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+    assert_all_decrypted(events)
     assert [type(e) for e in events][-2:] == [StreamEnd, StreamEnd]
     assert layer.marks[f"10.0.0.1:{50000}-10.0.0.2:9093"]["version"] == f"TLS {version}"
     assert layer.watch == {} and (layer.connections, layer.decrypted) == (1, 1)
@@ -375,10 +380,7 @@ def test_tls13_a_flight_in_records_of_their_own_costs_no_failed_try(tmp_path, ke
 
     monkeypatch.setattr(RecordKeys, "open_inner", counting)
     events = feed(TlsLayer(KeyLog.from_files([keyfile])), wire)
-    client, server = flows(0)
-    assert notices(events) == []
-    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
-    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+    assert_all_decrypted(events)
     assert failed == []
 
 
@@ -402,10 +404,7 @@ def test_tls13_a_padded_finished_still_gives_everything(tmp_path, keyfile):
     damaged = list(wire)
     damaged[i] = (wire[i][0], chunk[:pos] + padded + chunk[pos + 5 + length:])
     events = feed(TlsLayer(KeyLog.from_files([keyfile])), damaged)
-    client, server = flows(0)
-    assert notices(events) == []
-    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
-    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+    assert_all_decrypted(events)
 
 
 def test_tls13_a_flight_in_one_record_is_tried_and_costs_nothing(tmp_path, keyfile, monkeypatch):
@@ -434,10 +433,7 @@ def test_tls13_a_flight_in_one_record_is_tried_and_costs_nothing(tmp_path, keyfi
     real = tls_layer.tls13_keys
     monkeypatch.setattr(tls_layer, "tls13_keys", lambda suite, s: made.append(s) or real(suite, s))
     events = feed(TlsLayer(KeyLog.from_files([keyfile])), merged)
-    client, server = flows(0)
-    assert notices(events) == []
-    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
-    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+    assert_all_decrypted(events)
     assert secret not in made and entry["CLIENT_HANDSHAKE_TRAFFIC_SECRET"] not in made
 
 
@@ -473,9 +469,6 @@ def test_tls12_handshake_after_the_server_hello_is_not_read(tmp_path, keyfile, m
 
     monkeypatch.setattr(HandshakeReader, "feed", reading)
     events = feed(TlsLayer(KeyLog.from_files([keyfile])), changed)
-    client, server = flows(0)
-    assert notices(events) == []
-    assert plaintext(events, client) == b"".join(t for s, t in REQUESTS if s == "client")
-    assert plaintext(events, server) == b"".join(t for s, t in REQUESTS if s == "server")
+    assert_all_decrypted(events)
     assert len(fed) == 1 + -(-hello // size) + 2  # ClientHello, the ServerHello's records, two Finished
     assert sorted(t for types in fed for t in types) == [1, 2, 20, 20]
