@@ -136,7 +136,7 @@ def _here(records: Iterator[dict], run, keep, mode: str, sink: Sink | None,
     """Records finished in this process; with a ``probe``, only until it says to hand the rest
     to workers (``records`` then goes on from there)."""
     topics = run.topics
-    budget = Budget(run.limits, pack_records=mode != RECORD)
+    budget = Budget(run.limits, pack_records=True)
     clock = time.thread_time
     started = clock()
     for record in records:
@@ -306,7 +306,7 @@ def _work(task) -> list:
     topics.names = names
     keep, mode = _worker["keep"], _worker["mode"]
     # the chunk's output is held until its turn: one unit
-    budget = Budget(_worker["limits"], pack_records=mode != RECORD)
+    budget = Budget(_worker["limits"], pack_records=True)
     results = []
     for number, record in enumerate(chunk):
         chunk[number] = None  # decoded records die once encoded: held, they cost +40% CPU in cache misses

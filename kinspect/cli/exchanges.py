@@ -94,20 +94,22 @@ def print_record(out: Output, record: dict, verbose: bool, write=None) -> None:
     """A record's lines: through rich on a terminal; piped (``write``: the stream's), as the plain
     escaped text rich prints there (no colour, no wrapping), written straight out as dump's table
     does: rich's print costs ~100 µs a line, more than all the rest of a notice's work."""
-    from kinspect.render.text import exchange_line, problem_lines, tree_lines  # rich: text output only
+    from kinspect.render import text  # rich: text output only
 
-    lines = [exchange_line(record), *problem_lines(record)]
+    plain = write is not None
+    lines = ([text.exchange_plain(record), *text.problem_plain(record)] if plain
+             else [text.exchange_line(record), *text.problem_lines(record)])
     if verbose and record.get("type") == "exchange":
         for side in ("request", "response"):
             body = record.get(side)
             if body is not None:
                 lines.append(f"  {side}:")
-                lines += tree_lines(body)
-    if write is None:
+                lines += text.tree_lines(body)
+    if not plain:
         for line in lines:
             out.text(line)
         return
-    write("".join([escape(line if isinstance(line, str) else line.plain, layout=True) + "\n" for line in lines]))
+    write("".join([escape(line, layout=True) + "\n" for line in lines]))
 
 
 def emit(out: Output, output, mode: str, totals: Summary, lines: bool, verbose: bool, write=None) -> None:

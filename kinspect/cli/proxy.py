@@ -240,7 +240,7 @@ class _Decoder:
             if board is not None:
                 board.__enter__()
             topics = run.topics
-            budget = Budget(self.limits, pack_records=mode != RECORD)
+            budget = Budget(self.limits, pack_records=True)
             for record in run.raw_records():
                 if record.get("kind") == "gap" and record["type"] == "notice":
                     _skipped(record)

@@ -155,7 +155,7 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
             board.__enter__()
         with source:
             topics = run.topics
-            budget = Budget(limits, pack_records=mode != RECORD)
+            budget = Budget(limits, pack_records=True)
             for record in run.raw_records():
                 budget.next_unit()
                 output, error = finish(record, topics, keep, mode, budget)

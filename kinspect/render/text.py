@@ -25,15 +25,24 @@ def clock(ts: float | None) -> str:
 
 
 def exchange_line(record: dict) -> Text:
+    return Text.assemble(*exchange_parts(record))
+
+
+def exchange_plain(record: dict) -> str:
+    """exchange_line's text without rich (what it prints when piped): a tenth of its cost."""
+    return "".join([part if type(part) is str else part[0] for part in exchange_parts(record)])
+
+
+def exchange_parts(record: dict) -> list:
+    """A record's line as rich's assemble takes it: strings, and (text, style) pairs."""
     kind = record.get("type")
     if kind == "notice":
-        return Text.assemble((clock(record.get("time")), "dim"), "  ", (record.get("conn", ""), "cyan"),
-                             "  ", ("notice", "yellow"),
-                             escape(f" {record.get('kind', '')}: {record.get('what', '')}"))
+        return [(clock(record.get("time")), "dim"), "  ", (record.get("conn", ""), "cyan"),
+                "  ", ("notice", "yellow"), escape(f" {record.get('kind', '')}: {record.get('what', '')}")]
     if kind == "orphan_response":
-        return Text.assemble((clock(record.get("response_time")), "dim"), "  ", (record["conn"], "cyan"),
-                             "  ", ("response without request", "yellow"),
-                             f"  #{record['correlation_id']}  {record['response_size']} bytes")
+        return [(clock(record.get("response_time")), "dim"), "  ", (record["conn"], "cyan"),
+                "  ", ("response without request", "yellow"),
+                f"  #{record['correlation_id']}  {record['response_size']} bytes"]
     latency = record.get("latency_ms")
     if latency is not None:
         latency_text = (f"{latency:.3f} ms", "green" if latency < 100 else "red")
@@ -54,16 +63,24 @@ def exchange_line(record: dict) -> Text:
     errors = [p for p in record["problems"] if p.get("severity") == "error"]
     if errors:
         parts += ["  ", (f"{len(errors)} problem(s)", "red")]
-    return Text.assemble(*parts)
+    return parts
 
 
 def problem_lines(record: dict) -> list[Text]:
+    return [Text.assemble(*parts) for parts in problem_parts(record)]
+
+
+def problem_plain(record: dict) -> list[str]:
+    return ["".join([part if type(part) is str else part[0] for part in parts]) for parts in problem_parts(record)]
+
+
+def problem_parts(record: dict) -> list[list]:
     lines = []
     for p in record.get("problems") or ():
         where = f"{p['path']}: " if p.get("path") else ""
         at = f" at byte {p['offset']:#x}" if p.get("offset") is not None else ""
         style = {"error": "red", "warning": "yellow"}.get(p.get("severity"), "dim")
-        lines.append(Text.assemble("    ", (p.get("severity", ""), style), escape(f" {where}{p['what']}{at}")))
+        lines.append(["    ", (p.get("severity", ""), style), escape(f" {where}{p['what']}{at}")])
     return lines
 
 
