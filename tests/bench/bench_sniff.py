@@ -101,15 +101,31 @@ def _cpu_ticks(pid: int) -> int:
     return total
 
 
+def _started(ns, backend: str) -> tuple:
+    """sniff on the namespace's lo, started, its stderr pumped into the list returned."""
+    stderr: list[str] = []
+    sniff = _sniff(ns.exec_prefix(), backend, ["--filter", "tcp port 9092"])
+    _wait_started(sniff, stderr)
+    pump = threading.Thread(target=lambda: stderr.extend(sniff.stderr), daemon=True)
+    pump.start()
+    return sniff, stderr, pump
+
+
+def _stopped(sniff, threads) -> object:
+    """Ctrl-C to sniff; its rusage once it exited and its output was read."""
+    sniff.send_signal(signal.SIGINT)
+    _, status, usage = os.wait4(sniff.pid, 0)
+    sniff.returncode = os.waitstatus_to_exitcode(status)
+    for thread in threads:
+        thread.join(10)
+    return usage
+
+
 def rate_run(backend: str, rate: int, seconds: float) -> dict:
     with loopback_namespace() as ns:
         # wire-sized segments: MTU 1500 and no GSO super-packets on this namespace's lo
         subprocess.run(["ip", "-n", ns.netns, "link", "set", "lo", "mtu", "1500", "gso_max_segs", "1"], check=True)
-        stderr: list[str] = []
-        sniff = _sniff(ns.exec_prefix(), backend, ["--filter", "tcp port 9092"])
-        _wait_started(sniff, stderr)
-        pump = threading.Thread(target=lambda: stderr.extend(sniff.stderr), daemon=True)
-        pump.start()
+        sniff, stderr, pump = _started(ns, backend)
         lines = [0]
 
         def drain():
@@ -122,11 +138,7 @@ def rate_run(backend: str, rate: int, seconds: float) -> dict:
                                str(seconds)], cwd=REPO, capture_output=True, text=True, check=True)
         cpu1, t1 = _cpu_ticks(sniff.pid), time.monotonic()
         time.sleep(1.0)
-        sniff.send_signal(signal.SIGINT)
-        _, status, usage = os.wait4(sniff.pid, 0)
-        sniff.returncode = os.waitstatus_to_exitcode(status)
-        reader.join(10)
-        pump.join(10)
+        usage = _stopped(sniff, (reader, pump))
     sent = json.loads(load.stdout)
     packets, received, dropped, gaps, exchanges = _closing(stderr)
     window = t1 - t0
@@ -172,16 +184,11 @@ def replayed_reference(capture: Path) -> dict:
 
 def replay_run(backend: str, pps: int, seconds: float, capture: Path, reference: dict) -> dict:
     """tcpreplay sends ``capture`` onto a namespace's lo at ``pps``, in whole loops for about
-    ``seconds``, while sniff
-    decodes it; sniff's CPU is sampled when tcpreplay starts and ends. Each answered exchange's
+    ``seconds``, while sniff decodes it; sniff's CPU is sampled when tcpreplay starts and ends. Each answered exchange's
     line is stamped as it is read: its delay is that less the response's time (its request's time
     of day and latency, as the line prints them, to the microsecond)."""
     with loopback_namespace() as ns:
-        stderr: list[str] = []
-        sniff = _sniff(ns.exec_prefix(), backend, ["--filter", "tcp port 9092"])
-        _wait_started(sniff, stderr)
-        pump = threading.Thread(target=lambda: stderr.extend(sniff.stderr), daemon=True)
-        pump.start()
+        sniff, stderr, pump = _started(ns, backend)
         lines = [0]
         delays: list[float] = []
 
@@ -206,11 +213,7 @@ def replay_run(backend: str, pps: int, seconds: float, capture: Path, reference:
         cpu1, t1 = _cpu_ticks(sniff.pid), time.monotonic()
         children1 = os.times()
         time.sleep(2.0)
-        sniff.send_signal(signal.SIGINT)
-        _, status, usage = os.wait4(sniff.pid, 0)
-        sniff.returncode = os.waitstatus_to_exitcode(status)
-        reader.join(10)
-        pump.join(10)
+        usage = _stopped(sniff, (reader, pump))
     sent = TCPREPLAY_SENT.search(replay.stdout + replay.stderr)
     if sent is None:
         raise RuntimeError("tcpreplay said: " + replay.stdout + replay.stderr)
