@@ -111,10 +111,15 @@ def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int | None,
     workers would finish the rest sooner (see Probe), then with them.
 
     With a ``sink`` (JSON mode), the lines go to ``sink.write_line`` in order and the outputs
-    yielded are None; without one, JSON outputs are the lines' bytes."""
+    yielded are None; without one, JSON outputs are the lines' bytes.
+
+    Whatever ``jobs`` says, this process finishes records themselves (RECORD mode: text output; a
+    batch too big to hold is a stream over the capture's bytes, which no worker could hand back)
+    and lines for a sink without a file descriptor (lines a worker wrote to its copy of an
+    in-memory stream would be lost)."""
     _keep_heap()  # before any worker forks: they inherit it
     records = run.raw_records(progress)
-    if jobs is not None and jobs <= 1:
+    if mode == RECORD or sink is not None and not _has_fd(sink) or jobs is not None and jobs <= 1:
         yield from _here(records, run, keep, mode, sink)
         return
     if jobs is None:
@@ -364,6 +369,14 @@ def _flush(sink: Sink, held: list[bytes], size: int, written) -> None:
         sink.write_line(b"".join(held) if len(held) > 1 else held[0])
     sink.flush()
     written[DONE] += size
+
+
+def _has_fd(sink: Sink) -> bool:
+    try:
+        sink.fileno()
+        return True
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return False
 
 
 def _regular_file(sink: Sink) -> int | None:

@@ -63,8 +63,6 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     any_problems = False
     mode = SUMMARY if summary else JSON if out.as_json else RECORD
     write = None if out.interactive else out.stream.write  # piped text: plain lines (see print_record)
-    if jobs is None and mode == RECORD:
-        jobs = 1  # text output: one process (finished() decides for --json and --summary)
     for line in keylog_warnings(keylog):
         out.warn(line)
     for source in captures:

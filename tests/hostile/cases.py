@@ -36,6 +36,7 @@ HALF_OPEN = 2 * MAX_CONNECTIONS + 10_000
 CAPTURE_COMMANDS = {
     "decode": ["decode", "{input}"],
     "decode-v": ["decode", "-v", "{input}"],
+    "decode-j2": ["decode", "-j2", "{input}"],  # text asks for workers: -j is for --json and --summary
     "decode-json": ["decode", "--json", "{input}"],
     "decode-json-j1": ["decode", "--json", "-j1", "{input}"],
     "decode-summary": ["decode", "--summary", "{input}"],

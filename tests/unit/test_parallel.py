@@ -11,7 +11,7 @@ from collections import deque
 import pytest
 
 from kinspect.filters import ExchangeFilter
-from kinspect.parallel import JSON, SUMMARY, WorkerDied, finished
+from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
 from kinspect.pipeline import DecodeRun
 from tests.conftest import PCAPS, REALDATA
 
@@ -35,6 +35,44 @@ def test_parallel_summary_and_filters(monkeypatch):
     keep = ExchangeFilter(topics=["lab-librdkafka"], errors_only=False)
     assert outputs(path, 2, SUMMARY, keep) == outputs(path, 1, SUMMARY, keep)
     assert [o for o, _ in outputs(path, 2, JSON, keep) if o is not None]
+
+
+def test_text_records_are_finished_here_whatever_jobs_says(tmp_path, monkeypatch):
+    """A batch too big to hold is a stream over the capture's bytes: no worker could hand it back
+    (decode -j2 of a million tiny records was an internal error)."""
+    from tests.hostile import inputs
+
+    def no_workers(*args):
+        raise AssertionError("text records went to worker processes")
+    monkeypatch.setattr("kinspect.parallel._parallel", no_workers)
+    for path in (PCAPS / "librdkafka-produce-consume.pcapng", inputs.amplified_produce_v9(tmp_path)):
+        here = outputs(path, 1, RECORD)
+        asked = outputs(path, 2, RECORD)
+        assert [(r["type"], r.get("conn"), r.get("correlation_id"), e) for r, e in asked] == \
+            [(r["type"], r.get("conn"), r.get("correlation_id"), e) for r, e in here] and here
+
+
+def test_lines_for_a_sink_without_a_file_descriptor_are_written_here(monkeypatch):
+    """Workers write their lines themselves: to an in-memory stream they would write their own
+    copies (decode under click's CliRunner lost all but the first lines when a garbage
+    collection during the first record made the probe switch to workers)."""
+    class Memory:
+        def __init__(self):
+            self.lines = []
+
+        def write_line(self, line):
+            self.lines.append(bytes(line))
+
+        def flush(self):
+            pass
+
+    def no_workers(*args):
+        raise AssertionError("lines for an in-memory sink went to worker processes")
+    monkeypatch.setattr("kinspect.parallel._parallel", no_workers)
+    path = PCAPS / "librdkafka-produce-consume.pcapng"
+    sink = Memory()
+    assert all(output is None for output, _ in finished(DecodeRun(path), ExchangeFilter(), JSON, 2, sink=sink))
+    assert sink.lines == [line for line, _ in outputs(path, 1)] and len(sink.lines) > 50
 
 
 def test_topic_names_learned_before_a_chunk_reach_it(monkeypatch):
