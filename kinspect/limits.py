@@ -48,7 +48,8 @@ class Budget:
     def __init__(self, limits: Limits = DEFAULT_LIMITS, input_bytes: int = 0,
                  pack_records: bool = False):
         """``pack_records``: regular batches may keep their records as bytes (PackedRecords),
-        for an output that writes them straight from there (decode --json, --summary)."""
+        for an output that writes them straight from there (--json), or never shows them as
+        objects (text, --summary; -v prints bodies through their JSON)."""
         self.limits = limits
         self.pack_records = pack_records
         # one whole batch is always allowed, so small inputs decompress as they always have

@@ -1,7 +1,7 @@
 """A regular v2 batch's records kept as their bytes, until an output writes them.
 
-Outputs that never show records as objects (decode --json writes them as JSON text, --summary
-not at all) ask for them this way (Budget.pack_records). A batch qualifies when the C fast
+Outputs that never show records as objects (--json writes them as JSON text, text lines and
+--summary not at all, -v through that JSON) ask for them this way (Budget.pack_records). A batch qualifies when the C fast
 path finds every record regular, every header key UTF-8 and the offset deltas 0, 1, 2, ...
 (``native.v2records.scan``): then there is no problem to report record by record, and the
 checks need only the count and the largest timestamp, which the scan gives. render/jsonl.py

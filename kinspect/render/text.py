@@ -30,7 +30,7 @@ def exchange_line(record: dict) -> Text:
 
 def exchange_plain(record: dict) -> str:
     """exchange_line's text without rich (what it prints when piped): a tenth of its cost."""
-    return "".join([part if type(part) is str else part[0] for part in exchange_parts(record)])
+    return _plain(exchange_parts(record))
 
 
 def exchange_parts(record: dict) -> list:
@@ -71,7 +71,11 @@ def problem_lines(record: dict) -> list[Text]:
 
 
 def problem_plain(record: dict) -> list[str]:
-    return ["".join([part if type(part) is str else part[0] for part in parts]) for parts in problem_parts(record)]
+    return [_plain(parts) for parts in problem_parts(record)]
+
+
+def _plain(parts: list) -> str:
+    return "".join([part if type(part) is str else part[0] for part in parts])
 
 
 def problem_parts(record: dict) -> list[list]:

@@ -176,7 +176,7 @@ def replayed_reference(capture: Path) -> dict:
     decoded = subprocess.run([sys.executable, "-m", "kinspect", "decode", str(capture), "--summary", "--json"],
                              cwd=REPO, capture_output=True, text=True)
     rows = [json.loads(line) for line in decoded.stdout.splitlines() if line.startswith("{")]
-    exchanges = sum(row.get("count", 0) for row in rows if "api_name" in row and "versions" in row)
+    exchanges = sum(row["count"] for row in rows if row.get("type") == "summary" and "versions" in row)
     info = subprocess.run(["capinfos", "-c", "-M", str(capture)], capture_output=True, text=True, check=True)
     packets = int(re.search(r"Number of packets:\s+(\d+)", info.stdout).group(1))
     return {"file": str(capture), "packets": packets, "exchanges": exchanges}
