@@ -45,10 +45,11 @@ MAX_CONNECTIONS = 20_000  # TCP connections followed at once (--max-connections)
 # lines, not one each (the counts in decode --summary stay whole)
 NOTICES_AT_ONCE = 10
 EXPIRE_EVERY = 1.0  # seconds between expiry passes over pending requests and idle connections
-# APIs whose responses may name topic ids (TopicNames.learn): a run that decodes only some
-# connections (``keep_connection``) still decodes these responses on the others, so that its
-# Fetch v13+ rows name their topics as one whole run would (checked against Kafka's own specs)
-TOPIC_NAMING_APIS = frozenset({0, 3, 8, 19, 20, 56, 75, 91, 92})
+# Responses that may name topic ids (TopicNames.learn): api key -> the first version whose topic
+# entries carry both TopicId and Name (checked against Kafka's own specs). A run that gives out
+# only some records (``keep_record``) still decodes these among the others, so that its Fetch
+# v13+ rows name their topics as one whole run would.
+TOPIC_NAMING = {3: 10, 19: 7, 20: 6, 75: 0, 91: 0, 92: 0}
 TLS_PATIENCE = 5.0  # seconds a live run holds a TLS connection's records while its keys may still come
 
 
@@ -163,15 +164,16 @@ class DecodeRun:
                  max_connections: int = MAX_CONNECTIONS, show_secrets: bool = False,
                  pending_timeout: float | None = None, idle_timeout: float | None = None,
                  on_tick: Callable[[float], None] | None = None,
-                 keep_connection: Callable[[str], bool] | None = None, keylog: KeyLog | None = None):
+                 keep_record: Callable[[dict], bool] | None = None, keylog: KeyLog | None = None):
         """``source``: a path, ``-`` or a binary file object (opened with open_capture), or a
         PacketSource (a live one). ``pending_timeout``/``idle_timeout`` (seconds) act on ticks.
-        ``keep_connection(conn)``: ``records()`` gives only the records of the connections it
-        keeps (``conn`` "" for capture-wide notices), decoding the others' bodies only as far as
-        topic names need; the runs of a partition of the connections give one run's records.
+        ``keep_record(record)``: asked of every record, raw and in order (the same sequence in
+        every run of one input); ``records()`` gives only those it keeps, decoding the others'
+        bodies only as far as topic names need. Runs whose ``keep_record`` partition the records
+        give together one run's records.
         ``keylog``: TLS secrets (tls/keylog.py); TLS is detected and reported without it too."""
         self.source = source
-        self.keep_connection = keep_connection
+        self.keep_record = keep_record
         self.limits = limits
         self.max_connections = max_connections
         self.pending_timeout = pending_timeout
@@ -292,11 +294,13 @@ class DecodeRun:
     def kafka_connections(self) -> int:
         return self.session.kafka_connections
 
-    def records(self, progress: Callable[[int], None] | None = None) -> Iterator[dict]:
-        """Every output record in order, exchanges with their bodies decoded."""
+    def records(self, progress: Callable[[int], None] | None = None, pack_records: bool = False) -> Iterator[dict]:
+        """Every output record in order, exchanges with their bodies decoded; ``pack_records``:
+        regular batches may keep their records as bytes (records/packed.py), for a reader that
+        needs only their count."""
         topics = self.topics
-        budget = Budget(self.limits)
-        if self.keep_connection is not None:
+        budget = Budget(self.limits, pack_records=pack_records)
+        if self.keep_record is not None:
             yield from self._kept_records(progress, topics, budget)
             return
         for record in self.raw_records(progress):
@@ -306,19 +310,13 @@ class DecodeRun:
             yield record
 
     def _kept_records(self, progress, topics: TopicNames, budget: Budget) -> Iterator[dict]:
-        """records() of the kept connections: the others' exchanges are completed only when
+        """records() of those keep_record keeps: the others' exchanges are completed only when
         their response may teach topic names, and not given out."""
-        keep = self.keep_connection
-        kept: dict[str, bool] = {}
+        keep = self.keep_record
         for record in self.raw_records(progress):
-            conn = record.get("conn", "")
-            mine = kept.get(conn)
-            if mine is None:
-                if len(kept) >= MAX_CONNECTIONS:
-                    kept.clear()
-                mine = kept[conn] = keep(conn)
+            mine = keep(record)
             if RAW in record:
-                if not mine and record.get("api_key") not in TOPIC_NAMING_APIS:
+                if not mine and record["api_version"] < TOPIC_NAMING.get(record["api_key"], 1 << 15):
                     continue
                 budget.next_unit()
                 complete(record, topics, budget)

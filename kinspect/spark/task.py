@@ -1,7 +1,7 @@
 """One Spark task's work, without Spark: decode a planned unit into rows of rows.TASK.
 
 Each file is streamed through the one decode path (kinspect.pipeline.DecodeRun), the shard of a
-split file keeping only its own connections. A file that cannot be read as a capture gives its
+split file keeping only its own exchanges (plan.Shard). A file that cannot be read as a capture gives its
 ``files`` row an error, and the task goes on with the next file.
 """
 
@@ -16,7 +16,7 @@ import pyarrow as pa
 from kinspect import native
 from kinspect.capture.source import CaptureError
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
-from kinspect.spark.plan import Input, Unit, connection_shard
+from kinspect.spark.plan import Input, Shard, Unit
 from kinspect.spark.remote import is_uri, open_uri
 from kinspect.spark.rows import BATCH_ROWS, TASK, arrow_batches, exchange_row, record_rows
 
@@ -38,9 +38,7 @@ class _Unopened:
 
 
 def _shard_of(shard: int, shards: int):
-    if shards <= 1:
-        return None
-    return lambda conn: connection_shard(conn, shards) == shard
+    return Shard(shard, shards) if shards > 1 else None
 
 
 def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = None,
@@ -60,11 +58,11 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
             source = open_uri(f.path, filesystems)
         except OSError as e:
             source = _Unopened(f.path, e)
-    run = DecodeRun(source, keep_connection=_shard_of(shard, shards), **options)
+    run = DecodeRun(source, keep_record=_shard_of(shard, shards), **options)
     exchanges = problems = 0
     error = None
     try:
-        for record in run.records():
+        for record in run.records(pack_records=not records):  # rows need only a batch's count
             if record["type"] == "exchange":
                 exchanges += 1
                 problems += len(record["problems"])

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from kinspect.spark.plan import Input, NoInputs, Unit, connection_shard, list_inputs, plan
+from kinspect.spark.plan import EXCHANGE_COST, Input, NoInputs, Shard, Unit, connection_shard, list_inputs, plan
 
 MB = 1 << 20
 
@@ -32,7 +32,7 @@ def test_small_files_pack_to_target_largest_first():
     assert sorted(f.path for u in units for f in u.files) == sorted(f.path for f in files)
 
 
-def test_a_file_far_above_the_median_is_split_into_connection_shards():
+def test_a_file_far_above_the_median_is_split_into_shards():
     files = [Input("big", 2000 * MB)] + [Input(f"s{i}", 10 * MB) for i in range(5)]
     units = plan(files, cores=4, target=256 * MB)
     big = [u for u in units if u.files[0].path == "big"]
@@ -61,3 +61,27 @@ def test_connection_shard_is_symmetric_and_stable():
         __import__("zlib").crc32(b"10.0.0.5:51234|10.0.0.9:9092") % 1000
     spread = {connection_shard(f"10.0.0.5:{p}-10.0.0.9:9092", 4) for p in range(40000, 40100)}
     assert spread == {0, 1, 2, 3}
+
+
+def _exchange(conn: str, request: int, response: int | None) -> dict:
+    return {"type": "exchange", "conn": conn, "request_size": request, "response_size": response}
+
+
+def test_shards_deal_each_exchange_to_the_least_loaded_alike():
+    """Five busy connections among light ones: dealt by exchange, the two shards' work differs by
+    at most one exchange's, where a hash of connections can give one shard three of the five."""
+    records = []
+    for n in range(200):
+        records.append(_exchange(f"10.0.0.5:{40000 + n % 5}-10.0.0.9:9092", 60_000, 60))
+        if n % 4 == 0:
+            records.append(_exchange(f"10.0.0.5:{41000 + n}-10.0.0.9:9092", 100, None))
+            records.append({"type": "notice", "conn": f"10.0.0.5:{41000 + n}-10.0.0.9:9092"})
+    shards = [Shard(i, 2) for i in range(2)]
+    given = [[r for r in records if shard(r)] for shard in shards]
+    assert shards[0].dealt == shards[1].dealt  # every shard dealt alike
+    assert sorted(map(id, given[0] + given[1])) == sorted(map(id, records))  # each record once
+    work = [sum(r["request_size"] + (r["response_size"] or 0) + EXCHANGE_COST for r in part if r["type"] == "exchange")
+            for part in given]
+    assert abs(work[0] - work[1]) <= 60_060 + EXCHANGE_COST
+    for part, i in zip(given, range(2)):  # notices by their connection's hash
+        assert all(connection_shard(r["conn"], 2) == i for r in part if r["type"] == "notice")
