@@ -109,7 +109,7 @@ async def _serve(options: Options, owner: list, log, drain_timeout: float, durat
     if owner[0] is not None:
         pipe = PipeWriter(owner[0], loop)
         owner[0] = None
-        tap = Tap(pipe, loop.call_soon, tap_limit)
+        tap = Tap(pipe, loop.call_later, tap_limit)
     try:
         return await _relay(options, tap, log, drain_timeout, duration, on_started, hurry)
     except BaseException:

@@ -4,13 +4,14 @@ One Apache Kafka 4.1.2 broker on loopback; a librdkafka producer (tests/bench/pr
 sends 1 KiB or 16 KiB values (acks=1, no compression), direct to the broker, through the proxy
 relaying only (--no-decode), and through the proxy decoding (--json, written to /dev/null).
 The runs are interleaved (mode inside size inside round) because this shared machine's speed
-drifts. Each run: an unpaced throughput run (MB/s of values acknowledged) and a paced one at
+drifts; an unrecorded direct run of each size warms the broker up first. Each run: an unpaced throughput run (MB/s of values acknowledged) and a paced one at
 --rate messages/s (librdkafka's own per-message latency, p50/p99), each through a fresh proxy;
 the proxy's CPU (relay process, and the decoder process when decoding) from /proc over the run;
 for decoding runs, the bytes the decoder skipped because it fell behind (the proxy's closing
 lines); and how many CPUs the whole machine kept busy meanwhile (it is shared).
 
     python tests/bench/bench_proxy.py [--seconds 10] [--rounds 2] [--sizes 1024,16384] [--rate 200]
+                                      [--latency-seconds 20]
 
 Writes tests/bench/results/proxy-<date>.json and .md, and prints each run as it ends.
 """
@@ -114,7 +115,8 @@ def _busy() -> float:
     return (sum(fields) - fields[3] - fields[4]) / TICK
 
 
-def one_run(broker: KafkaBroker, mode: str, size: int, seconds: float, rate: float, topic: str) -> dict:
+def one_run(broker: KafkaBroker, mode: str, size: int, seconds: float, rate: float, topic: str,
+            latency_seconds: float | None = None) -> dict:
     """The throughput run and the paced latency run, each with a proxy of its own (the latency
     run must not share the CPU with a decoder still working through the throughput run)."""
     row = {"mode": mode, "size": size}
@@ -122,7 +124,10 @@ def one_run(broker: KafkaBroker, mode: str, size: int, seconds: float, rate: flo
         proxy = None if mode == "direct" else ProxyRun(broker.bootstrap, decode=mode == "decode")
         bootstrap = broker.bootstrap if proxy is None else f"127.0.0.1:{proxy.base}"
         before, busy, t0 = proxy.cpu() if proxy else (0.0, 0.0), _busy(), time.monotonic()
-        row[kind] = _load(bootstrap, topic, size, seconds, rate if kind == "latency" else 0)
+        if kind == "latency":
+            row[kind] = _load(bootstrap, topic, size, latency_seconds or seconds, rate)
+        else:
+            row[kind] = _load(bootstrap, topic, size, seconds)
         after, elapsed = proxy.cpu() if proxy else (0.0, 0.0), time.monotonic() - t0
         row[kind]["machine_busy_cpus"] = round((_busy() - busy) / elapsed, 2)
         if proxy:
@@ -157,6 +162,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--sizes", default="1024,16384")
     p.add_argument("--rate", type=float, default=200)
+    p.add_argument("--latency-seconds", type=float, help="the paced runs' length (default: --seconds)")
     args = p.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
@@ -165,10 +171,12 @@ def main() -> None:
                              "log.segment.bytes": 128 << 20, "log.retention.check.interval.ms": 5000}) as broker:
         for size in sizes:
             broker.create_topic(f"bench-{size}")
+        for size in sizes:  # the broker's JIT warms up on an unrecorded direct run of each size
+            _load(broker.bootstrap, f"bench-{size}", size, args.seconds)
         for round_ in range(args.rounds):
             for size in sizes:
                 for mode in MODES:
-                    row = one_run(broker, mode, size, args.seconds, args.rate, f"bench-{size}")
+                    row = one_run(broker, mode, size, args.seconds, args.rate, f"bench-{size}", args.latency_seconds)
                     row["round"] = round_
                     rows.append(row)
                     t, l_ = row["throughput"], row["latency"]

@@ -62,7 +62,7 @@ def _feed(tap, conns, skip_conn=None):
 
 def _decode_through_pipe(conns, skip_conn=None):
     read_fd, write_fd = os.pipe()
-    tap = Tap(PipeTransport(write_fd), lambda f: None, limit=1 << 30)
+    tap = Tap(PipeTransport(write_fd), lambda delay, f: None, limit=1 << 30)
     feeder = threading.Thread(target=lambda: (_feed(tap, conns, skip_conn), None))
     feeder.start()
     source = PipeSource(read_fd)
@@ -135,3 +135,45 @@ def test_the_pipe_writer_keeps_a_backlog_in_order_and_closes_after_writing_it():
     backlog, left = asyncio.run(main())
     assert backlog > 1 << 20 and left == 0
     assert bytes(received) == b"".join(pieces)
+
+
+class _Written(PipeTransport):
+    def __init__(self):
+        super().__init__(None)
+        self.writes = []
+
+    def write(self, data):
+        self.writes.append(bytes(data))
+
+    def close(self):
+        pass
+
+
+def test_copies_wait_a_moment_for_more_and_a_full_batch_goes_at_once():
+    """The decoder must not wake inside a request's round trip: a few copies are written
+    FLUSH_AFTER later, together; past FLUSH_BYTES they go on the loop's next turn."""
+    import asyncio
+
+    from kinspect.proxy.tap import FLUSH_AFTER, FLUSH_BYTES
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        pipe = _Written()
+        tap = Tap(pipe, loop.call_later)
+        tap.data(1, CLIENT, 0.0, b"request")
+        tap.data(1, SERVER, 0.0, b"response")
+        await asyncio.sleep(FLUSH_AFTER / 4)
+        assert pipe.writes == []
+        await asyncio.sleep(FLUSH_AFTER * 2)
+        assert len(pipe.writes) == 1 and b"request" in pipe.writes[0] and pipe.writes[0].endswith(b"response")
+        tap.data(1, CLIENT, 0.0, b"small")
+        tap.data(1, CLIENT, 0.0, bytes(FLUSH_BYTES))
+        await asyncio.sleep(FLUSH_AFTER / 4)
+        assert len(pipe.writes) == 2 and pipe.writes[1].endswith(bytes(FLUSH_BYTES)) and b"small" in pipe.writes[1]
+        await asyncio.sleep(FLUSH_AFTER * 2)
+        assert len(pipe.writes) == 2  # the cancelled timer wrote nothing more
+        tap.data(1, CLIENT, 0.0, b"last")
+        tap.close()
+        assert pipe.writes[-1].endswith(b"last")
+
+    asyncio.run(main())
