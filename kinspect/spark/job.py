@@ -2,9 +2,15 @@
 
 ``spark.range(n, numPartitions=n).mapInArrow(...)``: task i decodes unit i (plan.py) in the
 executor's Python, streaming from its file, and hands Spark Arrow batches of rows.TASK. No RDD,
-so it runs over Spark Connect too. The rows are kept on disk once (both tables come from them),
-then written: ``exchanges/`` (Parquet partitioned by api_name, or JSON Lines) and ``files/``
-(one row per input, its shards summed).
+so it runs over Spark Connect too. The job that decodes writes ``exchanges/`` (Parquet
+partitioned by api_name, or JSON Lines) as the rows come, one open writer per api_name
+(no sort), so that Spark's writing overlaps the Python decoding. ``files/`` (one row per input,
+its shards summed) is written after it:
+
+- classic Spark: the tasks hand their files rows back through an accumulator (Spark applies a
+  successful task's update once), so nothing is kept between the two;
+- with ``records/``, or over Spark Connect (no accumulators), all the rows are kept (on disk,
+  or staged as Parquet) and each table is written from them.
 
 pyspark is imported here only: the CLI imports this module when the command runs.
 """
@@ -16,7 +22,7 @@ import sys
 from dataclasses import dataclass
 
 from kinspect.spark.plan import Unit
-from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, RECORD_COLUMNS, TASK
+from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, FILE_TABLE, RECORD_COLUMNS, TASK, file_table
 
 DEFAULT_MASTER = "local[*]"
 # The driver's log4j: errors only, one line each. Spark's default prints its banner and WARNs;
@@ -100,6 +106,9 @@ SQL_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",  # the files table and summaries are small
     "spark.sql.execution.arrow.maxRecordsPerBatch": "4096",
+    # a writer open per api_name (Kafka has fewer than 128 APIs), so the exchanges are written as
+    # they come instead of sorted by api_name once a task's rows are all in
+    "spark.sql.maxConcurrentOutputFileWriters": "128",
 }
 
 
@@ -205,14 +214,42 @@ def _log4j_file() -> str:
     return path
 
 
-def _decoder(units: list[Unit], options: dict, keep):
-    """The function each task runs: the unit of each id it is given, as Arrow batches."""
+def _decoder(units: list[Unit], options: dict, keep, files=None):
+    """The function each task runs: the unit of each id it is given, as Arrow batches of
+    rows.TASK. With ``files`` (an accumulator of rows lists), the files rows go there instead,
+    once a unit is done, and the batches hold the exchanges alone, as rows.EXCHANGES."""
     def decode(batches):
-        from kinspect.spark.task import unit_batches
+        from kinspect.spark.rows import arrow_batches
+        from kinspect.spark.task import unit_batches, unit_rows
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                yield from unit_batches(units[i], options, keep)
+                if files is None:
+                    yield from unit_batches(units[i], options, keep)
+                else:
+                    yield from arrow_batches(_diverted(unit_rows(units[i], options, keep), files), EXCHANGES)
     return decode
+
+
+def _diverted(rows, files):
+    """``rows`` but its files rows, which go to the accumulator ``files`` after the last row."""
+    held = []
+    for row in rows:
+        if row["table"] == "files":
+            held.append(row)
+        else:
+            yield row
+    files.add(held)
+
+
+class _RowLists:
+    """An AccumulatorParam (pyspark's protocol) that joins lists of rows."""
+
+    def zero(self, value):
+        return []
+
+    def addInPlace(self, a, b):
+        a.extend(b)
+        return a
 
 
 def spark_schema(schema):
@@ -220,12 +257,13 @@ def spark_schema(schema):
     return from_arrow_schema(schema)
 
 
-def decoded(spark, units: list[Unit], options: dict | None = None, keep=None):
+def decoded(spark, units: list[Unit], options: dict | None = None, keep=None, files=None):
     """The TASK rows of every unit, one task per unit (unit 0, the largest, first); ``keep``:
-    decode's exchange filter, or None."""
+    decode's exchange filter, or None. ``files``: an accumulator that takes the files rows, the
+    rest being the EXCHANGES rows alone."""
     n = len(units)
-    return spark.range(n, numPartitions=max(n, 1)).mapInArrow(_decoder(units, options or {}, keep),
-                                                              spark_schema(TASK))
+    return spark.range(n, numPartitions=max(n, 1)).mapInArrow(_decoder(units, options or {}, keep, files),
+                                                              spark_schema(TASK if files is None else EXCHANGES))
 
 
 # Over Spark Connect, the decoded rows are written once to OUT/_decoded (Parquet) and read back
@@ -259,41 +297,78 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
     ``progress(Done)``: called as the decode job's tasks complete (progress.py)."""
     from contextlib import nullcontext
 
-    from pyspark.sql import functions as F
     from kinspect.spark.progress import watch
     options = {**(options or {}), "records": records}
+    watching = (lambda: watch(spark, units, progress)) if progress else nullcontext
+    if records or is_connect(spark):
+        return _write_kept(spark, units, out, fmt, options, keep, watching, records)
+    files = spark.sparkContext.accumulator([], _RowLists())
+    with watching():  # the one job that decodes
+        _write_exchanges(decoded(spark, units, options, keep, files), out, fmt)
+    return _write_files(spark, files.value, out, fmt)
+
+
+def _local_rows(spark, rows: list[dict], schema):
+    """A DataFrame of the driver's ``rows`` (an Arrow ``schema``): Arrow straight to the JVM with
+    pyspark 4 (a list of rows would take a Python worker job of its own)."""
+    import pyarrow as pa
+    import pyspark
+    if int(pyspark.__version__.split(".")[0]) >= 4:
+        return spark.createDataFrame(pa.Table.from_pylist(rows, schema=schema))
+    return spark.createDataFrame(rows, spark_schema(schema))
+
+
+def _write_kept(spark, units, out, fmt, options, keep, watching, records) -> Written:
+    """The rows kept once decoded (on disk; over Connect, staged as Parquet), each table written
+    from them: for ``records/``, and for Spark Connect, which has no accumulators."""
+    from pyspark.sql import functions as F
     rows = decoded(spark, units, options, keep)
     staged = os.path.join(out, STAGED) if is_connect(spark) else None
-    with watch(spark, units, progress) if progress else nullcontext():  # the decoding job
-        if staged is not None:
-            rows.write.mode("error").parquet(staged)
-            rows = spark.read.parquet(staged)
-        else:
-            rows = on_disk(spark, rows)
-            rows.filter(F.col("table") == "files").count()  # decodes, the rows kept on disk
     try:
-        exchanges = rows.filter(F.col("table") == "exchanges").select(*EXCHANGES.names)
-        if fmt == "parquet":
-            exchanges.write.mode("error").partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
-        else:
-            exchanges.write.mode("error").option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
+        with watching():  # the first action decodes
+            if staged is not None:
+                rows.write.mode("error").parquet(staged)
+                rows = spark.read.parquet(staged)
+            else:  # the exchanges written as the tasks decode, all rows kept on disk for the rest
+                rows = on_disk(spark, rows)
+                _write_exchanges(_exchanges(rows), out, fmt)
+        if staged is not None:
+            _write_exchanges(_exchanges(rows), out, fmt)
         if records:
             (rows.filter(F.col("table") == "records")
              .select(*[F.col(task).alias(name) for task, name in RECORD_COLUMNS.items()])
              .write.mode("error").option("ignoreNullFields", "false")
              .format("parquet" if fmt == "parquet" else "json").save(os.path.join(out, "records")))
-        files = _files(rows.filter(F.col("table") == "files"))
-        (files.coalesce(1).write.mode("error").option("ignoreNullFields", "false")
-         .format("parquet" if fmt == "parquet" else "json").save(os.path.join(out, "files")))
-        collected = [r.asDict() for r in files.collect()]
-        total = sum(f["exchanges"] for f in collected)
+        files = rows.filter(F.col("table") == "files").select(*FILE_COLUMNS).collect()
+        return _write_files(spark, [row.asDict() for row in files], out, fmt)
     finally:
         if staged is None:
             rows.unpersist()
         else:
             import shutil
             shutil.rmtree(staged, ignore_errors=True)  # when this client sees the server's files
-    return Written(collected, total)
+
+
+def _write_files(spark, task_rows: list[dict], out: str, fmt: str) -> Written:
+    """``out``/files from the tasks' files rows: one row per input (rows.file_table), a tiny
+    job that only writes."""
+    table = file_table(task_rows)
+    (_local_rows(spark, table, FILE_TABLE).coalesce(1).write.mode("error").option("ignoreNullFields", "false")
+     .format("parquet" if fmt == "parquet" else "json").save(os.path.join(out, "files")))
+    return Written(table, sum(f["exchanges"] for f in table))
+
+
+def _exchanges(rows):
+    """The exchanges among TASK rows, as EXCHANGES."""
+    from pyspark.sql import functions as F
+    return rows.filter(F.col("table") == "exchanges").select(*EXCHANGES.names)
+
+
+def _write_exchanges(exchanges, out: str, fmt: str) -> None:
+    if fmt == "parquet":
+        exchanges.write.mode("error").partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
+    else:
+        exchanges.write.mode("error").option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
 
 
 def read_records(spark, out: str, fmt: str = "parquet"):
@@ -310,16 +385,3 @@ def read_exchanges(spark, out: str, fmt: str = "parquet"):
     if fmt == "parquet":
         return spark.read.parquet(path)
     return spark.read.schema(spark_schema(EXCHANGES)).json(path)
-
-
-def _files(rows):
-    """One row per input: its shards' rows summed (every shard read the whole file)."""
-    from pyspark.sql import functions as F
-    named = rows.select(*[F.col(task).alias(name) for task, name in FILE_COLUMNS.items()])
-    return (named.groupBy("path")
-            .agg(F.first("bytes").alias("bytes"), F.max("packets").alias("packets"),
-                 F.sum("exchanges").alias("exchanges"), F.sum("problems").alias("problems"),
-                 F.max("error").alias("error"), F.sum("seconds").alias("seconds"),
-                 F.max("shards").alias("shards"), F.min("native").alias("native"),
-                 F.first("python").alias("python"))
-            .orderBy(F.col("bytes").desc(), "path"))

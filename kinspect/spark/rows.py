@@ -125,6 +125,28 @@ TASK = pa.schema([("table", pa.string())] + list(EXCHANGES) +
                  [pa.field(f"record_{f.name}", f.type) for f in RECORDS if f.name not in _SHARED])
 
 
+# The files table: a row per input, its shards' rows summed (every shard read the whole file)
+FILE_TABLE = pa.schema([f for f in FILES if f.name != "shard"])
+
+
+def file_table(task_rows) -> list[dict]:
+    """The files table's rows (FILE_TABLE) from the tasks' files rows (TASK's FILE_COLUMNS),
+    the biggest input first: per path, packets and shards the most, exchanges, problems and
+    seconds summed, native only if every shard had it, an error if any shard had one."""
+    table: dict[str, dict] = {}
+    for task_row in task_rows:
+        row = {name: task_row.get(task) for task, name in FILE_COLUMNS.items()}
+        seen = table.get(row["path"])
+        if seen is None:
+            table[row["path"]] = {name: row[name] for name in FILE_TABLE.names}
+            continue
+        for name, pick in (("packets", max), ("shards", max), ("exchanges", sum), ("problems", sum),
+                           ("seconds", sum), ("native", min), ("error", max)):
+            values = [v for v in (seen[name], row[name]) if v is not None]
+            seen[name] = pick(values) if values else None
+    return sorted(table.values(), key=lambda r: (-(r["bytes"] or 0), r["path"]))
+
+
 def _batches_in(value, out: list) -> None:
     """Record batches (and legacy messages) anywhere in a decoded body, not inside one another."""
     if type(value) is dict:

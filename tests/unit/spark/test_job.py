@@ -32,17 +32,30 @@ def _by_conn(rows):
     return out
 
 
-@pytest.fixture(scope="module")
-def tables(spark_session, tmp_path_factory):
-    """Every capture written once by local[2]: (units, written, out)."""
+def _written(spark_session, tmp_path_factory, records: bool):
     inputs = list_inputs([str(c) for c in CAPTURES])
     units = plan(inputs, cores=2, target=100_000, factor=2)  # packs the small captures, shards the big ones
     out = tmp_path_factory.mktemp("spark") / "out"
-    return units, job.write(spark_session, units, str(out), records=True), out
+    return units, job.write(spark_session, units, str(out), records=records), out
 
 
-def test_local2_rows_equal_one_process_with_packed_and_sharded_files(tables):
-    units, written, out = tables
+@pytest.fixture(scope="module")
+def tables(spark_session, tmp_path_factory):
+    """Every capture written once by local[2] with --records, all rows kept between the
+    tables: (units, written, out)."""
+    return _written(spark_session, tmp_path_factory, records=True)
+
+
+@pytest.fixture(scope="module")
+def streamed(spark_session, tmp_path_factory):
+    """The same without --records: exchanges written as they come, files rows through the
+    accumulator."""
+    return _written(spark_session, tmp_path_factory, records=False)
+
+
+@pytest.mark.parametrize("way", ["tables", "streamed"])
+def test_local2_rows_equal_one_process_with_packed_and_sharded_files(way, request):
+    units, written, out = request.getfixturevalue(way)
     assert any(u.shards > 1 for u in units) and any(len(u.files) > 1 for u in units)
     table = ds.dataset(out / "exchanges", format="parquet", partitioning="hive").to_table()
     rows = table.to_pylist()
@@ -57,6 +70,7 @@ def test_local2_rows_equal_one_process_with_packed_and_sharded_files(tables):
     split = {f.path for u in units if u.shards > 1 for f in u.files}
     assert {f["path"] for f in files if f["shards"] == 2} == split
     assert written.exchanges == len(expected) and not written.unreadable
+    assert written.files == files  # what the CLI reports is what was written
 
 
 def test_records_table_equals_one_process_with_packed_and_sharded_files(tables):

@@ -197,3 +197,20 @@ def test_records_table_schema_is_fixed():
     assert [(r["record_topic"], r["record_partition"], r["record_offset"], r["record_key"], r["record_value_size"],
              r["record_header_count"], r["record_side"]) for r in produce] == \
         [("lab-librdkafka", 1, 0, b"k1", 17, 0, "request"), ("lab-librdkafka", 1, 1, b"k3", 17, 2, "request")]
+
+
+def test_file_table_sums_a_files_shards_and_puts_the_biggest_first():
+    from kinspect.spark.rows import FILE_TABLE, file_table
+
+    def row(path, size, shard, shards, packets, exchanges, problems, error=None, native=True):
+        return {"table": "files", "capture": path, "file_bytes": size, "file_packets": packets,
+                "file_exchanges": exchanges, "file_problems": problems, "file_error": error,
+                "file_seconds": 0.5, "file_shard": shard, "file_shards": shards, "file_native": native,
+                "file_python": "/usr/bin/python3"}
+    table = file_table([row("b.pcap", 10, 0, 1, 7, 3, 0), row("big.pcap", 99, 1, 2, 50, 4, 0, native=False),
+                        row("a.pcap", 10, 0, 1, 5, 2, 1, error="truncated"), row("big.pcap", 99, 0, 2, 50, 6, 2)])
+    assert [r["path"] for r in table] == ["big.pcap", "a.pcap", "b.pcap"]
+    assert all(list(r) == FILE_TABLE.names for r in table)
+    assert table[0] == {"path": "big.pcap", "bytes": 99, "packets": 50, "exchanges": 10, "problems": 2,
+                        "error": None, "seconds": 1.0, "shards": 2, "native": False, "python": "/usr/bin/python3"}
+    assert table[1]["error"] == "truncated" and table[1]["problems"] == 1
