@@ -23,7 +23,10 @@ from kinspect.proxy.tap import DEFAULT_LIMIT, PipeWriter, Tap
 
 
 def event_loop_factory():
-    """uvloop's loop when it is installed, else asyncio's."""
+    """uvloop's loop when it is installed, else asyncio's; KINSPECT_EVENT_LOOP=asyncio picks
+    asyncio's in any case."""
+    if os.environ.get("KINSPECT_EVENT_LOOP") == "asyncio":
+        return asyncio.new_event_loop, "asyncio"
     try:
         import uvloop
     except ImportError:

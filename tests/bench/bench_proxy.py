@@ -6,12 +6,14 @@ relaying only (--no-decode), and through the proxy decoding (--json, written to 
 The runs are interleaved (mode inside size inside round) because this shared machine's speed
 drifts; an unrecorded direct run of each size warms the broker up first. Each run: an unpaced throughput run (MB/s of values acknowledged) and a paced one at
 --rate messages/s (librdkafka's own per-message latency, p50/p99), each through a fresh proxy;
-the proxy's CPU (relay process, and the decoder process when decoding) from /proc over the run;
+a direct producer at the same rate runs beside each proxied latency run, so that the proxy's
+added latency is also taken against the same moments of the broker and machine (the paired
+columns); the proxy's CPU (relay process, and the decoder process when decoding) from /proc over the run;
 for decoding runs, the bytes the decoder skipped because it fell behind (the proxy's closing
 lines); and how many CPUs the whole machine kept busy meanwhile (it is shared).
 
     python tests/bench/bench_proxy.py [--seconds 10] [--rounds 2] [--sizes 1024,16384] [--rate 200]
-                                      [--latency-seconds 20]
+                                      [--latency-seconds 20] [--loops asyncio,uvloop]
 
 Writes tests/bench/results/proxy-<date>.json and .md, and prints each run as it ends.
 """
@@ -62,11 +64,12 @@ def _children(pid: int) -> list[int]:
 
 
 class ProxyRun:
-    def __init__(self, upstream: str, decode: bool):
+    def __init__(self, upstream: str, decode: bool, loop: str | None = None):
         self.base = free_base(8)
         args = ["--listen", f"127.0.0.1:{self.base}", "--upstream", upstream, "--quiet"]
         args += ["--json"] if decode else ["--no-decode"]
-        self.process = subprocess.Popen([sys.executable, "-m", "kinspect", "proxy", *args], cwd=REPO,
+        env = {**os.environ, "KINSPECT_EVENT_LOOP": loop} if loop else None
+        self.process = subprocess.Popen([sys.executable, "-m", "kinspect", "proxy", *args], cwd=REPO, env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.stderr: list[str] = []
         started = threading.Event()
@@ -121,10 +124,21 @@ def one_run(broker: KafkaBroker, mode: str, size: int, seconds: float, rate: flo
     run must not share the CPU with a decoder still working through the throughput run)."""
     row = {"mode": mode, "size": size}
     for kind in ("throughput", "latency"):
-        proxy = None if mode == "direct" else ProxyRun(broker.bootstrap, decode=mode == "decode")
+        path, _, loop = mode.partition("/")
+        proxy = None if path == "direct" else ProxyRun(broker.bootstrap, decode=path == "decode", loop=loop or None)
         bootstrap = broker.bootstrap if proxy is None else f"127.0.0.1:{proxy.base}"
         before, busy, t0 = proxy.cpu() if proxy else (0.0, 0.0), _busy(), time.monotonic()
-        if kind == "latency":
+        if kind == "latency" and proxy is not None:
+            # a direct producer at the same rate beside the proxied one: the broker's pauses and
+            # the machine's drift hit both, so their difference is the proxy's own
+            beside: dict = {}
+            direct = threading.Thread(target=lambda: beside.update(
+                _load(broker.bootstrap, topic, size, latency_seconds or seconds, rate)))
+            direct.start()
+            row[kind] = _load(bootstrap, topic, size, latency_seconds or seconds, rate)
+            direct.join()
+            row[kind]["direct_beside"] = beside
+        elif kind == "latency":
             row[kind] = _load(bootstrap, topic, size, latency_seconds or seconds, rate)
         else:
             row[kind] = _load(bootstrap, topic, size, seconds)
@@ -163,7 +177,11 @@ def main() -> None:
     p.add_argument("--sizes", default="1024,16384")
     p.add_argument("--rate", type=float, default=200)
     p.add_argument("--latency-seconds", type=float, help="the paced runs' length (default: --seconds)")
+    p.add_argument("--loops", help="compare event loops, e.g. asyncio,uvloop: relay and decode runs with each "
+                                   "(default: the proxy's own choice)")
     args = p.parse_args()
+    modes = MODES if not args.loops else ["direct"] + [f"{m}/{loop}" for loop in args.loops.split(",")
+                                                       for m in MODES[1:]]
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
     # a run writes tens of GB: the broker keeps 1 GiB a partition (the disk is shared)
@@ -172,10 +190,10 @@ def main() -> None:
         for size in sizes:
             broker.create_topic(f"bench-{size}")
         for size in sizes:  # the broker's JIT warms up on an unrecorded direct run of each size
-            _load(broker.bootstrap, f"bench-{size}", size, args.seconds)
+            _load(broker.bootstrap, f"bench-{size}", size, 2 * args.seconds)
         for round_ in range(args.rounds):
             for size in sizes:
-                for mode in MODES:
+                for mode in modes:
                     row = one_run(broker, mode, size, args.seconds, args.rate, f"bench-{size}", args.latency_seconds)
                     row["round"] = round_
                     rows.append(row)
@@ -186,7 +204,7 @@ def main() -> None:
                           + (f"  relay {row['relay_cpu_share']:.2f} CPU, decoder {row['decoder_cpu_share']:.2f} CPU,"
                              f" skipped {row['proxy']['skipped_bytes']} of {row['proxy']['client_bytes']} B"
                              if "proxy" in row else ""), flush=True)
-    summary = _summary(rows, sizes)
+    summary = _summary(rows, sizes, modes)
     stamp = time.strftime("%Y%m%d-%H%M", time.gmtime())
     results = REPO / "tests" / "bench" / "results"
     (results / f"proxy-{stamp}.json").write_text(json.dumps({"args": vars(args), "rows": rows,
@@ -195,29 +213,38 @@ def main() -> None:
     print(_markdown(summary))
 
 
-def _summary(rows: list[dict], sizes: list[int]) -> list[dict]:
+def _summary(rows: list[dict], sizes: list[int], modes: list[str]) -> list[dict]:
     out = []
     for size in sizes:
-        by = {m: [r for r in rows if r["size"] == size and r["mode"] == m] for m in MODES}
+        by = {m: [r for r in rows if r["size"] == size and r["mode"] == m] for m in modes}
         direct_tp = statistics.median(r["throughput"]["mb_per_s"] for r in by["direct"])
         direct_p50 = statistics.median(r["latency"]["p50_us"] for r in by["direct"])
         direct_p99 = statistics.median(r["latency"]["p99_us"] for r in by["direct"])
-        for mode in MODES:
+        for mode in modes:
             rs = by[mode]
             tp = statistics.median(r["throughput"]["mb_per_s"] for r in rs)
             row = {"size": size, "mode": mode, "mb_per_s": round(tp, 1), "ratio": round(tp / direct_tp, 3),
+                   # each run against the direct run of its own round
+                   "paired_ratios": [round(r["throughput"]["mb_per_s"] / d["throughput"]["mb_per_s"], 3)
+                                     for r in rs for d in by["direct"] if d["round"] == r["round"]],
                    "p50_us": round(statistics.median(r["latency"]["p50_us"] for r in rs)),
                    "p99_us": round(statistics.median(r["latency"]["p99_us"] for r in rs))}
             row["added_p50_us"] = row["p50_us"] - round(direct_p50)
             row["added_p99_us"] = row["p99_us"] - round(direct_p99)
+            if mode != "direct":  # against the direct producer running beside it, round by round
+                paired = [(r["latency"]["p50_us"] - r["latency"]["direct_beside"]["p50_us"],
+                           r["latency"]["p99_us"] - r["latency"]["direct_beside"]["p99_us"]) for r in rs]
+                row["paired_added_p50_us"] = round(statistics.median(p[0] for p in paired))
+                row["paired_added_p99_us"] = round(statistics.median(p[1] for p in paired))
+                row["paired_added_p99_range"] = [round(min(p[1] for p in paired)), round(max(p[1] for p in paired))]
             if mode != "direct":
                 row["relay_cpu"] = round(statistics.median(r["relay_cpu_share"] for r in rs), 2)
-                row["relay_ms_per_mb"] = statistics.median(r["throughput"]["relay_cpu_ms_per_mb"] or 0 for r in rs)
+                row["relay_ms_per_mb"] = round(statistics.median(r["throughput"]["relay_cpu_ms_per_mb"] or 0 for r in rs), 3)
                 row["decoder_cpu"] = round(statistics.median(r["decoder_cpu_share"] for r in rs), 2)
                 skipped = sum(r["proxy"]["skipped_bytes"] for r in rs)
                 total = sum(r["proxy"]["client_bytes"] + r["proxy"]["server_bytes"] for r in rs)
                 row["skipped_share"] = round(skipped / total, 3) if total else 0.0
-                if mode == "decode":  # MB decoded per CPU-second of the decoder
+                if mode.startswith("decode"):  # MB decoded per CPU-second of the decoder
                     cpu = sum(r["throughput"]["decoder_cpu_s"] for r in rs)
                     row["decode_mb_per_cpu_s"] = round((total - skipped) / cpu / 1e6, 1) if cpu else None
                     row["busy_cpus"] = round(statistics.median(r["throughput"]["machine_busy_cpus"] for r in rs), 2)
@@ -226,11 +253,16 @@ def _summary(rows: list[dict], sizes: list[int]) -> list[dict]:
 
 
 def _markdown(summary: list[dict]) -> str:
-    head = ("| value size | path | MB/s | × direct | p50 µs | p99 µs | added p50 | added p99 | relay CPU | "
+    head = ("| value size | path | MB/s | × direct | × direct, round by round | p50 µs | p99 µs | added p50 | added p99 | added p50, p99 "
+            "beside direct (p99 range) | relay CPU | "
             "relay CPU ms per MB | decoder CPU | not decoded | decoded MB per decoder CPU-s |\n"
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-    lines = [f"| {r['size']} | {r['mode']} | {r['mb_per_s']} | {r['ratio']} | {r['p50_us']} | {r['p99_us']} | "
-             f"{r['added_p50_us']} | {r['added_p99_us']} | {r.get('relay_cpu', '-')} | {r.get('relay_ms_per_mb', '-')} | "
+            "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+    lines = [f"| {r['size']} | {r['mode']} | {r['mb_per_s']} | {r['ratio']} | "
+             f"{', '.join(f'{x:.2f}' for x in r['paired_ratios'])} | {r['p50_us']} | {r['p99_us']} | "
+             f"{r['added_p50_us']} | {r['added_p99_us']} | "
+             + (f"{r['paired_added_p50_us']}, {r['paired_added_p99_us']} ({r['paired_added_p99_range'][0]} to "
+                f"{r['paired_added_p99_range'][1]})" if "paired_added_p99_us" in r else "-")
+             + f" | {r.get('relay_cpu', '-')} | {r.get('relay_ms_per_mb', '-')} | "
              f"{r.get('decoder_cpu', '-')} | "
              f"{r.get('skipped_share', '-')} | {r.get('decode_mb_per_cpu_s', '-')} |" for r in summary]
     return head + "\n".join(lines) + "\n"

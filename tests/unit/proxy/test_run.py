@@ -1,6 +1,6 @@
 """The decoder process's scheduling (proxy/run.py): SCHED_IDLE while the relay runs, SCHED_OTHER
 (at its nice value) once the relay has stopped and only the decoder's backlog is left; and the
-decoder's pipe ends however the relay stops."""
+decoder's pipe ends however the relay stops; and which event loop runs the relay."""
 
 import os
 import subprocess
@@ -54,3 +54,19 @@ def test_a_relay_stopped_by_an_error_ends_the_decoders_pipe_and_exits():
         if proxy.poll() is None:
             proxy.kill()
             proxy.wait()
+
+
+def test_kinspect_event_loop_asyncio_picks_asyncios_loop_even_with_uvloop_installed(monkeypatch):
+    import asyncio
+
+    from kinspect.proxy.run import event_loop_factory
+    monkeypatch.setenv("KINSPECT_EVENT_LOOP", "asyncio")
+    factory, name = event_loop_factory()
+    assert (factory, name) == (asyncio.new_event_loop, "asyncio")
+    monkeypatch.delenv("KINSPECT_EVENT_LOOP")
+    try:
+        import uvloop
+    except ImportError:
+        assert event_loop_factory()[1] == "asyncio"
+    else:
+        assert event_loop_factory() == (uvloop.new_event_loop, "uvloop")
