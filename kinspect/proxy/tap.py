@@ -139,7 +139,8 @@ class Tap:
         self.limit = limit
         self.pieces: list = []
         self.queued = 0
-        self.scheduled = None  # the pending flush: (delay, handle)
+        self.timer = None   # the pending flush's handle
+        self.soon = False   # it runs on the loop's next turn (FLUSH_BYTES gathered)
         self.skipped: dict[tuple[int, int], int] = {}  # (connection, direction) -> bytes not yet told
         self.skipped_bytes = 0     # in all
         self.skipped_chunks = 0
@@ -148,17 +149,24 @@ class Tap:
     def _put(self, piece: bytes) -> None:
         self.pieces.append(piece)
         self.queued += len(piece)
-        delay = 0 if self.queued >= FLUSH_BYTES else FLUSH_AFTER
-        scheduled = self.scheduled
-        if scheduled is None or delay < scheduled[0]:
-            if scheduled is not None and scheduled[1] is not None:
-                scheduled[1].cancel()
-            self.scheduled = (delay, self.call_later(delay, self.flush))
+        if self.queued >= FLUSH_BYTES:
+            if not self.soon:
+                self._schedule(0)
+        elif self.timer is None:
+            self._schedule(FLUSH_AFTER)
+
+    def _schedule(self, delay: float) -> None:
+        self._cancel()
+        self.timer = self.call_later(delay, self.flush)
+        self.soon = delay == 0
+
+    def _cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer, self.soon = None, False
 
     def flush(self) -> None:
-        scheduled, self.scheduled = self.scheduled, None
-        if scheduled is not None and scheduled[1] is not None:
-            scheduled[1].cancel()
+        self._cancel()
         if self.pieces and not self.closed:
             self.transport.write(b"".join(self.pieces))
         self.pieces.clear()

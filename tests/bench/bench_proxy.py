@@ -4,13 +4,14 @@ One Apache Kafka 4.1.2 broker on loopback; a librdkafka producer (tests/bench/pr
 sends 1 KiB or 16 KiB values (acks=1, no compression), direct to the broker, through the proxy
 relaying only (--no-decode), and through the proxy decoding (--json, written to /dev/null).
 The runs are interleaved (mode inside size inside round) because this shared machine's speed
-drifts; an unrecorded direct run of each size warms the broker up first. Each run: an unpaced throughput run (MB/s of values acknowledged) and a paced one at
---rate messages/s (librdkafka's own per-message latency, p50/p99), each through a fresh proxy;
-a direct producer at the same rate runs beside each proxied latency run, so that the proxy's
-added latency is also taken against the same moments of the broker and machine (the paired
-columns); the proxy's CPU (relay process, and the decoder process when decoding) from /proc over the run;
-for decoding runs, the bytes the decoder skipped because it fell behind (the proxy's closing
-lines); and how many CPUs the whole machine kept busy meanwhile (it is shared).
+drifts; an unrecorded direct run of each size warms the broker up first. Each run: an unpaced
+throughput run (MB/s of values acknowledged) and a paced one at --rate messages/s (librdkafka's
+own per-message latency, p50/p99), each through a fresh proxy; a direct producer at the same
+rate runs beside each proxied latency run, so that the proxy's added latency is also taken
+against the same moments of the broker and machine (the paired columns); the proxy's CPU (relay
+process, and the decoder process when decoding) from /proc over the run; for decoding runs, the
+bytes the decoder skipped because it fell behind (the proxy's closing lines); and how many CPUs
+the whole machine kept busy meanwhile (it is shared).
 
     python tests/bench/bench_proxy.py [--seconds 10] [--rounds 2] [--sizes 1024,16384] [--rate 200]
                                       [--latency-seconds 20] [--loops asyncio,uvloop]
@@ -128,20 +129,21 @@ def one_run(broker: KafkaBroker, mode: str, size: int, seconds: float, rate: flo
         proxy = None if path == "direct" else ProxyRun(broker.bootstrap, decode=path == "decode", loop=loop or None)
         bootstrap = broker.bootstrap if proxy is None else f"127.0.0.1:{proxy.base}"
         before, busy, t0 = proxy.cpu() if proxy else (0.0, 0.0), _busy(), time.monotonic()
-        if kind == "latency" and proxy is not None:
-            # a direct producer at the same rate beside the proxied one: the broker's pauses and
-            # the machine's drift hit both, so their difference is the proxy's own
-            beside: dict = {}
-            direct = threading.Thread(target=lambda: beside.update(
-                _load(broker.bootstrap, topic, size, latency_seconds or seconds, rate)))
-            direct.start()
-            row[kind] = _load(bootstrap, topic, size, latency_seconds or seconds, rate)
-            direct.join()
-            row[kind]["direct_beside"] = beside
-        elif kind == "latency":
-            row[kind] = _load(bootstrap, topic, size, latency_seconds or seconds, rate)
-        else:
+        if kind == "throughput":
             row[kind] = _load(bootstrap, topic, size, seconds)
+        else:
+            def paced(to: str) -> dict:
+                return _load(to, topic, size, latency_seconds or seconds, rate)
+            beside: dict = {}
+            # a direct producer at the same rate beside a proxied one: the broker's pauses and the
+            # machine's drift hit both, so their difference is the proxy's own
+            direct = threading.Thread(target=lambda: beside.update(paced(broker.bootstrap))) if proxy else None
+            if direct:
+                direct.start()
+            row[kind] = paced(bootstrap)
+            if direct:
+                direct.join()
+                row[kind]["direct_beside"] = beside
         after, elapsed = proxy.cpu() if proxy else (0.0, 0.0), time.monotonic() - t0
         row[kind]["machine_busy_cpus"] = round((_busy() - busy) / elapsed, 2)
         if proxy:

@@ -149,31 +149,73 @@ class _Written(PipeTransport):
         pass
 
 
+class _Timers:
+    """The loop's call_later, run by hand: ``fire(upto)`` runs the timers due by then."""
+
+    def __init__(self):
+        self.pending: list = []
+
+    def call_later(self, delay, callback):
+        handle = _Handle(delay, callback)
+        self.pending.append(handle)
+        return handle
+
+    def fire(self, upto: float) -> None:
+        due = [h for h in self.pending if h.delay <= upto and not h.cancelled]
+        self.pending = [h for h in self.pending if h not in due and not h.cancelled]
+        for handle in due:
+            handle.callback()
+
+
+class _Handle:
+    def __init__(self, delay, callback):
+        self.delay, self.callback, self.cancelled = delay, callback, False
+
+    def cancel(self):
+        self.cancelled = True
+
+
 def test_copies_wait_a_moment_for_more_and_a_full_batch_goes_at_once():
     """The decoder must not wake inside a request's round trip: a few copies are written
     FLUSH_AFTER later, together; past FLUSH_BYTES they go on the loop's next turn."""
-    import asyncio
-
     from kinspect.proxy.tap import FLUSH_AFTER, FLUSH_BYTES
 
+    timers, pipe = _Timers(), _Written()
+    tap = Tap(pipe, timers.call_later)
+    tap.data(1, CLIENT, 0.0, b"request")
+    tap.data(1, SERVER, 0.0, b"response")
+    assert [h.delay for h in timers.pending] == [FLUSH_AFTER]  # one timer for both copies
+    timers.fire(FLUSH_AFTER / 4)
+    assert pipe.writes == []
+    timers.fire(FLUSH_AFTER)
+    assert len(pipe.writes) == 1 and b"request" in pipe.writes[0] and pipe.writes[0].endswith(b"response")
+    tap.data(1, CLIENT, 0.0, b"small")
+    tap.data(1, CLIENT, 0.0, bytes(FLUSH_BYTES))
+    assert [h.delay for h in timers.pending if not h.cancelled] == [0]
+    timers.fire(0)
+    assert len(pipe.writes) == 2 and pipe.writes[1].endswith(bytes(FLUSH_BYTES)) and b"small" in pipe.writes[1]
+    timers.fire(FLUSH_AFTER * 2)
+    assert len(pipe.writes) == 2  # the cancelled timer wrote nothing more
+    tap.data(1, CLIENT, 0.0, b"last")
+    tap.close()
+    assert pipe.writes[-1].endswith(b"last")
+    assert timers.pending and all(h.cancelled for h in timers.pending)  # close() leaves no flush behind
+
+
+def test_copies_are_flushed_by_the_loops_own_timer():
+    """The same with asyncio's call_later: what the relay passes in run.py."""
+    import asyncio
+
+    from kinspect.proxy.tap import FLUSH_AFTER
+
     async def main():
-        loop = asyncio.get_running_loop()
         pipe = _Written()
-        tap = Tap(pipe, loop.call_later)
+        tap = Tap(pipe, asyncio.get_running_loop().call_later)
         tap.data(1, CLIENT, 0.0, b"request")
-        tap.data(1, SERVER, 0.0, b"response")
-        await asyncio.sleep(FLUSH_AFTER / 4)
-        assert pipe.writes == []
-        await asyncio.sleep(FLUSH_AFTER * 2)
-        assert len(pipe.writes) == 1 and b"request" in pipe.writes[0] and pipe.writes[0].endswith(b"response")
-        tap.data(1, CLIENT, 0.0, b"small")
-        tap.data(1, CLIENT, 0.0, bytes(FLUSH_BYTES))
-        await asyncio.sleep(FLUSH_AFTER / 4)
-        assert len(pipe.writes) == 2 and pipe.writes[1].endswith(bytes(FLUSH_BYTES)) and b"small" in pipe.writes[1]
-        await asyncio.sleep(FLUSH_AFTER * 2)
-        assert len(pipe.writes) == 2  # the cancelled timer wrote nothing more
-        tap.data(1, CLIENT, 0.0, b"last")
-        tap.close()
-        assert pipe.writes[-1].endswith(b"last")
+        for _ in range(1000):  # however late the loop runs, the timer fires
+            await asyncio.sleep(FLUSH_AFTER)
+            if pipe.writes:
+                break
+        assert pipe.writes == [pipe.writes[0]] and pipe.writes[0].endswith(b"request")
 
     asyncio.run(main())
