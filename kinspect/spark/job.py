@@ -36,7 +36,8 @@ appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%notEmpty{:%ex{short.message}}%n
+appender.console.layout.alwaysWriteExceptions = false
 """
 TASK_RETRIES = 2  # local[N] never retries a failed task; local[N, 2] does, as a cluster does
 

@@ -232,3 +232,25 @@ def test_the_local_jvm_runs_with_the_fast_start_flags(spark_session):
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert set(job.FAST_START_JVM) <= set(arguments), arguments
     assert any(a.startswith("-Dlog4j2.configurationFile=") for a in arguments)
+
+
+def test_the_drivers_log_gives_an_error_and_its_cause_on_one_line_without_a_stack_trace(tmp_path):
+    """A task that fails (a Python worker killed, say) is logged by Spark as an ERROR with the
+    exception: the user sees one line with its cause, not the JVM's stack trace."""
+    import subprocess
+    import sys
+    script = tmp_path / "log.py"
+    script.write_text(
+        "from kinspect.spark import job\n"
+        "spark = job.session('local[1]')\n"
+        "jvm = spark.sparkContext._jvm\n"
+        "cause = jvm.java.io.IOException('Unexpected end of input')\n"
+        "jvm.org.apache.logging.log4j.LogManager.getLogger('kinspect.test').error(\n"
+        "    'Aborting task', jvm.java.lang.RuntimeException('Python worker exited unexpectedly', cause))\n"
+        "spark.stop()\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = [line for line in run.stderr.splitlines() if "kinspect.test" in line or "test:" in line]
+    assert len(lines) == 1 and "ERROR" in lines[0] and "Aborting task" in lines[0]
+    assert "Python worker exited unexpectedly" in lines[0]
+    assert "\tat " not in run.stderr and "Caused by" not in run.stderr
