@@ -2,14 +2,10 @@
 
 Compiling the decoders a capture needs costs 25-80 ms of every run (kinspect/generated.py); a
 cached code object loads in tens of microseconds. One file per decoder, named by a hash of its
-source and file name, in ``$KINSPECT_CACHE_DIR`` (empty: no cache), else
-``$XDG_CACHE_HOME/kinspect`` or ``~/.cache/kinspect``, in a directory per Python bytecode
-version. A changed generator makes new names; old files are never read again.
-
-Loaded code runs, so the cache is used only where no one else could have written it: a
-directory owned by this user and writable by no one else (as root under sudo with another
-user's HOME, that user's cache is left alone), files owned by this user. Anything unexpected
-(an unwritable directory, a damaged file) means compiling as before, silently.
+source and file name, in kinspect's cache (kinspect/cache.py: only a directory of this user's
+that no one else can write), in a directory per Python bytecode version, and read only from
+files of this user's. A changed generator makes new names; old files are never read again.
+Anything unexpected (an unwritable directory, a damaged file) means compiling as before, silently.
 """
 
 from __future__ import annotations
@@ -18,33 +14,19 @@ import hashlib
 import importlib.util
 import marshal
 import os
-import stat
 import sys
 
-from kinspect import generated
+from kinspect import cache, generated
 
 _CODE = type(compile("", "", "exec"))
 
 
 def directory() -> str | None:
     """This user's cache directory for this Python's bytecode, or None for no cache."""
-    root = os.environ.get("KINSPECT_CACHE_DIR")
+    root = cache.root()
     if root is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "kinspect")
-    if not root:
         return None
     return os.path.join(root, f"decoders-{sys.implementation.cache_tag}-{importlib.util.MAGIC_NUMBER.hex()}")
-
-
-def _safe_dir(path: str) -> bool:
-    """The directory exists (made if not), is this user's and writable by no one else."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.stat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 class CodeCache:
@@ -95,8 +77,8 @@ class CodeCache:
 def install() -> CodeCache | None:
     """Use the cache for the generated decoders from now on, when there is a safe place for it."""
     path = directory()
-    if path is None or not _safe_dir(path):
+    if path is None or not cache.safe_dir(path):
         return None
-    cache = CodeCache(path)
-    generated.install(cache)
-    return cache
+    compiler = CodeCache(path)
+    generated.install(compiler)
+    return compiler

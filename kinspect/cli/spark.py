@@ -115,7 +115,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
     if package is not None and not os.path.exists(package):
         _build_package(package)
     try:
-        session = job.session(master, remote=remote, package=package, conf=conf)
+        session = job.session(master, remote=remote, package=package, conf=conf, jvm_archive=True)
     except job.SparkMissing as e:
         click.echo(f"kinspect: {e}", err=True)
         sys.exit(EXIT_UNFINISHED)
@@ -137,7 +137,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
             tables = summaries.summarize(job.read_exchanges(session, out, fmt))
             click.echo(summaries.render(summaries.write(tables, out, fmt)))
     finally:
-        session.stop()
+        job.stop(session, say=lambda text: click.echo(f"kinspect: {text}", err=True))
     if not local:
         click.echo(executors_line(written.files), err=True)
     for f in written.unreadable:

@@ -21,6 +21,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from kinspect.spark import jvmcache
 from kinspect.spark.plan import Unit
 from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, FILE_TABLE, RECORD_COLUMNS, TASK, file_table
 
@@ -114,7 +115,7 @@ SQL_CONF = {
 
 
 def session(master: str | None = None, app: str = "kinspect spark", *, remote: str | None = None,
-            package: str | None = None, conf: dict | None = None):
+            package: str | None = None, conf: dict | None = None, jvm_archive: bool = False):
     """A SparkSession with the embedded defaults.
 
     - ``master`` None: local[*], or inside spark-submit, its --master.
@@ -123,7 +124,9 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
       package.py), the executors run ./environment/bin/python from it (spark.archives); without,
       they run this interpreter's path, which must then hold kinspect on every node.
     - ``remote`` (sc://...): Spark Connect; ``package`` goes up with addArtifacts.
-    ``conf``: more Spark settings (``--conf``)."""
+    ``conf``: more Spark settings (``--conf``).
+    A local JVM maps the class archive of jvmcache.py when there is one, and with ``jvm_archive``
+    writes one when there is none: then end the session with stop()."""
     check_requirements(connect=remote is not None)
     if remote is not None:
         return _connect(remote, app, package, conf or {})
@@ -149,17 +152,46 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
         builder = builder.config(key, value)
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-    if not submitted():  # spark-submit's JVM runs already
-        flags = [f"-Dlog4j2.configurationFile=file:{_log4j_file()}", *(FAST_START_JVM if local else ())]
-        builder = builder.config("spark.driver.extraJavaOptions", " ".join(flags))
     if package is not None:
         from kinspect.spark.package import archive_uri
         builder = builder.config("spark.archives", archive_uri(package))
-    for key, value in (conf or {}).items():
+    conf = dict(conf or {})
+    archive = None
+    if not submitted():  # spark-submit's JVM runs already
+        flags = [f"-Dlog4j2.configurationFile=file:{_log4j_file()}", *(FAST_START_JVM if local else ())]
+        shared: list = []
+        if local and "spark.driver.extraJavaOptions" not in conf and not _gateway_up():
+            shared, archive = jvmcache.flags(conf, FAST_START_JVM, create=jvm_archive)
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(flags + shared))
+    for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception:
+        if archive is None or not archive.mapped:
+            raise
+        jvmcache.discard(archive)  # a JVM that cannot start with it: once more, without it
+        archive = None
+        spark = builder.config("spark.driver.extraJavaOptions", " ".join(flags)).getOrCreate()
+    _archives[id(spark)] = archive
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _gateway_up() -> bool:
+    """A JVM this process started runs already: a new session's JVM flags do nothing."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
+
+
+_archives: dict = {}  # id(session) -> the jvmcache.Archive its JVM maps or writes
+
+
+def stop(spark, say=None) -> None:
+    """Stops the session; when its JVM writes the class archive, waits for that (jvmcache)."""
+    spark.stop()
+    jvmcache.finish(_archives.pop(id(spark), None), say)
 
 
 def _connect(remote: str, app: str, package: str | None, conf: dict):

@@ -1,0 +1,139 @@
+"""The local JVM's class archive: named per Java and jars, made in the background from a real run's
+class list, mapped by the next JVM, and never in the way when it is missing, stale or damaged."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pyarrow.dataset as ds
+import pytest
+
+from kinspect.spark import jvmcache
+from tests.conftest import PCAPS
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("KINSPECT_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_one_archive_per_java_jars_and_jar_settings(cache_dir):
+    stem = jvmcache.archive_stem({})
+    assert stem is not None and os.path.dirname(stem) == str(cache_dir / "spark-jvm")
+    assert jvmcache.archive_stem({"spark.executor.memory": "2g"}) == stem
+    assert jvmcache.archive_stem({"spark.jars": "/x/hadoop-aws.jar"}) != stem
+    assert jvmcache.archive_stem({}, ("-XX:+UseParallelGC",)) != stem
+    assert oct((cache_dir / "spark-jvm").stat().st_mode & 0o777) == "0o700"
+
+
+def test_no_cache_directory_means_no_archive(monkeypatch):
+    monkeypatch.setenv("KINSPECT_CACHE_DIR", "")
+    assert jvmcache.archive_stem({}) is None
+    assert jvmcache.flags({}, create=True) == ([], None)
+
+
+def test_flags_list_classes_only_when_asked_and_map_an_archive_once_there(cache_dir):
+    assert jvmcache.flags({}) == ([], None)
+    flags, listing = jvmcache.flags({}, create=True)
+    stem = jvmcache.archive_stem({})
+    assert flags == [f"-XX:DumpLoadedClassList={stem}.{os.getpid()}.classes"] and not listing.mapped
+    archive = jvmcache.named(stem, 10)
+    with open(archive, "wb") as f:
+        f.write(b"an archive")
+    flags, mapped = jvmcache.flags({}, create=True)
+    assert mapped.mapped and mapped.path == archive
+    assert f"-XX:SharedArchiveFile={archive}" in flags and "-XX:+VerifySharedSpaces" in flags and "-Xlog:cds=off" in flags
+
+
+def test_an_archive_cut_short_is_removed_not_mapped(cache_dir):
+    stem = jvmcache.archive_stem({})
+    with open(jvmcache.named(stem, 1000), "wb") as f:
+        f.write(b"cut short")
+    assert jvmcache.flags({}) == ([], None)
+    assert os.listdir(os.path.dirname(stem)) == []
+
+
+def test_no_second_class_list_while_a_dump_runs(cache_dir):
+    stem = jvmcache.archive_stem({})
+    with open(stem + ".dumping", "w") as f:
+        f.write(str(os.getpid()))  # a live process holds it
+    assert jvmcache.flags({}, create=True) == ([], None)
+
+
+def test_leftovers_of_processes_that_are_gone_are_removed(cache_dir):
+    path = jvmcache.archive_stem({})
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    leftovers = [f"{path}.{gone}.classes", f"{path}.{gone}.tmp", path + ".dumping"]
+    kept = f"{path}.{os.getpid()}.tmp"
+    for name in leftovers + [kept]:
+        with open(name, "w") as f:
+            f.write(gone if name.endswith(".dumping") else "x")
+    jvmcache.flags({})
+    assert [os.path.exists(name) for name in leftovers] == [False, False, False]
+    assert os.path.exists(kept)
+
+
+def test_a_failed_dump_leaves_nothing(cache_dir, tmp_path):
+    path = jvmcache.archive_stem({})
+    classes = tmp_path / "listed.classes"
+    classes.write_text("java/lang/Object\n")
+    assert jvmcache.dump(path, str(classes), [jvmcache.java_executable(), "-XX:+NoSuchOption"]) == 1
+    assert sorted(os.listdir(os.path.dirname(path))) == [] and not classes.exists()
+
+
+def _session_maps(env) -> tuple[str, str]:
+    """A local session in a new process: (the archive files its JVM maps, stderr)."""
+    script = ("from kinspect.spark import job\n"
+              "from pyspark import SparkContext\n"
+              "s = job.session('local[1]')\n"
+              "assert s.range(3).count() == 3\n"
+              "maps = open(f'/proc/{SparkContext._gateway.proc.pid}/maps').read()\n"
+              "print(sorted({l.split()[-1] for l in maps.splitlines() if l.endswith('.jsa')}))\n"
+              "s.stop()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout, done.stderr
+
+
+def test_a_real_run_makes_the_archive_the_next_jvm_maps_and_a_damaged_one_is_dropped(tmp_path):
+    env = dict(os.environ, KINSPECT_CACHE_DIR=str(tmp_path / "cache"))
+    capture = PCAPS / "librdkafka-mtu1500.pcap"
+    first = subprocess.run([sys.executable, "-m", "kinspect", "spark", str(capture), "--out", str(tmp_path / "a"),
+                            "--master", "local[1]"], capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "being saved in the background" in first.stderr
+    directory = tmp_path / "cache" / "spark-jvm"
+    deadline = time.monotonic() + 600  # about 30 s of CPU, at idle priority
+    while not [p for p in directory.iterdir() if p.suffix == ".jsa"] and time.monotonic() < deadline:
+        time.sleep(1)
+    (archive,) = [p for p in directory.iterdir() if p.suffix == ".jsa"]
+    while [p for p in directory.iterdir() if p.suffix != ".jsa"] and time.monotonic() < deadline:
+        time.sleep(0.2)  # the dumper's lock and its class list go once the archive is in place
+    assert sorted(p.name for p in directory.iterdir()) == [archive.name]
+
+    maps, _ = _session_maps(env)
+    assert str(archive) in maps
+    second = subprocess.run([sys.executable, "-m", "kinspect", "spark", str(capture), "--out", str(tmp_path / "b"),
+                             "--master", "local[1]"], capture_output=True, text=True, env=env, timeout=300)
+    assert second.returncode == 0 and "background" not in second.stderr, second.stderr[-3000:]
+    rows = [ds.dataset(tmp_path / out / "exchanges", format="parquet", partitioning="hive").to_table()
+            .sort_by([("request_time", "ascending"), ("correlation_id", "ascending")]) for out in ("a", "b")]
+    assert rows[0].equals(rows[1]) and rows[0].num_rows > 0
+
+    flipped = tmp_path / "flipped.jsa"  # whole, but not what was written
+    flipped.write_bytes(archive.read_bytes())
+    with open(flipped, "r+b") as f:
+        f.seek(flipped.stat().st_size // 2)
+        f.write(b"\x55" * 64)
+    with open(archive, "r+b") as f:  # cut short, as a full disk would: a JVM would die mapping it
+        f.truncate(archive.stat().st_size // 3)
+    maps, stderr = _session_maps(env)
+    assert str(directory) not in maps and not archive.exists()  # the JDK's own archive only
+    assert "SIGBUS" not in stderr and not list(tmp_path.rglob("hs_err*"))
+
+    os.replace(flipped, archive)  # its size is right: the JVM's own check (VerifySharedSpaces) refuses it
+    _, stderr = _session_maps(env)
+    assert "SIGBUS" not in stderr and "fatal error" not in stderr and not list(tmp_path.rglob("hs_err*"))
