@@ -23,8 +23,8 @@ took 8.3 s without the archive and 5.45 s with it.
 - **When it does not fit.** The JVM refuses an archive whose class path changed, and starts as it
   would without one. If a JVM still fails to start with the archive, job.session starts it again
   without it and removes the archive.
-- **Where.** The archive (about 170 MB) sits in kinspect's cache (kinspect/cache.py). An empty
-  KINSPECT_CACHE_DIR turns it off.
+- **Where.** The archive (about 170 MB) sits in kinspect's cache (kinspect/cache.py); the newest
+  three are kept. An empty KINSPECT_CACHE_DIR turns it off.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 EXIT_WAIT = 30.0  # seconds a first run waits for its JVM to exit, so that its class list is whole
 MAIN_CLASS = "org.apache.spark.deploy.SparkSubmit"
 CLASSES, TEMPORARY, DUMPING = ".classes", ".tmp", ".dumping"
+KEEP = 3  # archives kept (a new Java or pyspark, or other jars, makes another)
 
 
 @dataclass
@@ -258,11 +259,23 @@ def dump(stem: str, classes: str, command: list[str]) -> int:
         st = cache.own_file(temporary)
         if done.returncode == 0 and st is not None and st.st_size > 0:
             os.replace(temporary, named(stem, st.st_size))
+            _keep_newest(os.path.dirname(stem))
             return 0
         return 1
     finally:
         for leftover in (temporary, classes, lock):
             _unlink(leftover)
+
+
+def _keep_newest(directory: str, keep: int = KEEP) -> None:
+    """Archives of an older Java or Spark are never mapped again: only the newest few stay."""
+    archives = []
+    for name in _listing(directory):
+        st = cache.own_file(os.path.join(directory, name)) if name.endswith(".jsa") else None
+        if st is not None:
+            archives.append((st.st_mtime_ns, name))
+    for _, name in sorted(archives, reverse=True)[keep:]:
+        _unlink(os.path.join(directory, name))
 
 
 def discard(archive: Archive | None) -> None:

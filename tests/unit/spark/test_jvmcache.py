@@ -137,3 +137,15 @@ def test_a_real_run_makes_the_archive_the_next_jvm_maps_and_a_damaged_one_is_dro
     os.replace(flipped, archive)  # its size is right: the JVM's own check (VerifySharedSpaces) refuses it
     _, stderr = _session_maps(env)
     assert "SIGBUS" not in stderr and "fatal error" not in stderr and not list(tmp_path.rglob("hs_err*"))
+
+
+def test_only_the_newest_archives_stay(cache_dir):
+    stem = jvmcache.archive_stem({})
+    directory = os.path.dirname(stem)
+    for age, name in enumerate(["d-1.jsa", "c-1.jsa", "b-1.jsa", "a-1.jsa"]):
+        path = os.path.join(directory, name)
+        with open(path, "wb") as f:
+            f.write(b"x")
+        os.utime(path, ns=(10**18 - age * 10**9,) * 2)  # d newest, a oldest
+    jvmcache._keep_newest(directory)
+    assert sorted(os.listdir(directory)) == ["b-1.jsa", "c-1.jsa", "d-1.jsa"]
