@@ -14,6 +14,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from kinspect import native
+from kinspect.parallel import keep_heap
 from kinspect.capture.source import CaptureError
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.spark.plan import Input, Shard, Unit
@@ -91,6 +92,7 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
 
 
 def unit_rows(unit: Unit, options: dict | None = None, keep=None) -> Iterator[dict]:
+    keep_heap()  # the worker process's malloc keeps decoding's big buffers (parallel.keep_heap)
     for f in unit.files:
         yield from file_rows(f, unit.shard, unit.shards, options, keep)
 
