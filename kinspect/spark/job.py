@@ -168,8 +168,8 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
     try:
         spark = builder.getOrCreate()
     except Exception:
-        if archive is None or not archive.mapped:
-            raise
+        if archive is None or not archive.mapped or _gateway_up():
+            raise  # the JVM started: the archive is not the cause
         jvmcache.discard(archive)  # a JVM that cannot start with it: once more, without it
         archive = None
         spark = builder.config("spark.driver.extraJavaOptions", " ".join(flags)).getOrCreate()

@@ -14,8 +14,8 @@ from typing import Iterator
 import pyarrow as pa
 
 from kinspect import native
-from kinspect.parallel import keep_heap
 from kinspect.capture.source import CaptureError
+from kinspect.parallel import keep_heap
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.spark.plan import Input, Shard, Unit
 from kinspect.spark.remote import is_uri, open_uri

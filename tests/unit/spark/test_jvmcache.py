@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
@@ -91,11 +92,12 @@ def _session_maps(env) -> tuple[str, str]:
               "s = job.session('local[1]')\n"
               "assert s.range(3).count() == 3\n"
               "maps = open(f'/proc/{SparkContext._gateway.proc.pid}/maps').read()\n"
-              "print(sorted({l.split()[-1] for l in maps.splitlines() if l.endswith('.jsa')}))\n"
+              "print('mapped', sorted({l.split()[-1] for l in maps.splitlines() if l.endswith('.jsa')}))\n"
               "s.stop()\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout, done.stderr
+    (mapped,) = [line for line in done.stdout.splitlines() if line.startswith("mapped ")]
+    return mapped, done.stderr
 
 
 def test_a_real_run_makes_the_archive_the_next_jvm_maps_and_a_damaged_one_is_dropped(tmp_path):
@@ -123,8 +125,9 @@ def test_a_real_run_makes_the_archive_the_next_jvm_maps_and_a_damaged_one_is_dro
             .sort_by([("request_time", "ascending"), ("correlation_id", "ascending")]) for out in ("a", "b")]
     assert rows[0].equals(rows[1]) and rows[0].num_rows > 0
 
+    whole = archive.read_bytes()
     flipped = tmp_path / "flipped.jsa"  # whole, but not what was written
-    flipped.write_bytes(archive.read_bytes())
+    flipped.write_bytes(whole)
     with open(flipped, "r+b") as f:
         f.seek(flipped.stat().st_size // 2)
         f.write(b"\x55" * 64)
@@ -137,6 +140,15 @@ def test_a_real_run_makes_the_archive_the_next_jvm_maps_and_a_damaged_one_is_dro
     os.replace(flipped, archive)  # its size is right: the JVM's own check (VerifySharedSpaces) refuses it
     _, stderr = _session_maps(env)
     assert "SIGBUS" not in stderr and "fatal error" not in stderr and not list(tmp_path.rglob("hs_err*"))
+    archive.unlink()
+
+    # cut short and named for its new size, as nothing kinspect writes is: the JVM dies mapping it,
+    # and the session starts a JVM again without it and removes it
+    cut = directory / jvmcache.named(archive.name.rsplit("-", 1)[0], len(whole) // 3).rsplit("/", 1)[-1]
+    cut.write_bytes(whole[:len(whole) // 3])
+    maps, _ = _session_maps(env)
+    assert str(directory) not in maps and not cut.exists()
+    assert not list(tmp_path.glob("hs_err*")) and not list(Path.cwd().glob("hs_err*"))  # the crash's log: in the cache
 
 
 def test_only_the_newest_archives_stay(cache_dir):
