@@ -105,16 +105,7 @@ def _first_run(tmp: Path) -> dict:
 
 def _run(name: str, argv: list[str], size: int, env: dict | None = None) -> dict:
     started = time.strftime("%H:%M:%S")
-    saved = {key: os.environ.get(key) for key in env or {}}
-    os.environ.update(env or {})
-    try:
-        run = run_child(argv)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    run = run_child(argv, env=env)
     if run.exit_code != 0:
         raise SystemExit(f"{name}: exit {run.exit_code}: {' '.join(argv)}")
     busy = run.cpu_s + run.others_cpu_s

@@ -42,7 +42,7 @@ class ChildRun:
         return {**asdict(self), "cpu_s": round(self.cpu_s, 3), "others_cores": round(self.others_cores, 2)}
 
 
-def run_child(argv: list[str], stdout=subprocess.DEVNULL, cwd: Path = REPO) -> ChildRun:
+def run_child(argv: list[str], stdout=subprocess.DEVNULL, cwd: Path = REPO, env: dict | None = None) -> ChildRun:
     """Run argv with stdout to /dev/null (or the given file), stderr discarded. With cwd a
     snapshot (see snapshot_kinspect), `python -m kinspect` runs the snapshot's code.
 
@@ -55,7 +55,7 @@ def run_child(argv: list[str], stdout=subprocess.DEVNULL, cwd: Path = REPO) -> C
     busy_before, own_before = _machine_busy_s(), _own_cpu_s()
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                            cwd=cwd, env=child_env())
+                            cwd=cwd, env=child_env(env))
     sampler = _TreeMemory(proc.pid)
     sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -126,10 +126,10 @@ def _pss_kb(pid: int) -> int:
     return 0
 
 
-def child_env() -> dict:
+def child_env(extra: dict | None = None) -> dict:
     """The repository on the path after the working directory: tests.bench imports from it,
-    kinspect from the snapshot when the child runs in one."""
-    return {**os.environ, "PYTHONPATH": str(REPO)}
+    kinspect from the snapshot when the child runs in one; and ``extra`` variables."""
+    return {**os.environ, "PYTHONPATH": str(REPO), **(extra or {})}
 
 
 def snapshot_kinspect(into: Path, ref: str = "HEAD") -> dict:
