@@ -173,7 +173,9 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
         jvmcache.discard(archive)  # a JVM that cannot start with it: once more, without it
         archive = None
         spark = builder.config("spark.driver.extraJavaOptions", " ".join(flags)).getOrCreate()
-    _archives[id(spark)] = archive
+    if archive is not None:
+        global _jvm_archive
+        _jvm_archive = archive
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -185,24 +187,29 @@ def _gateway_up() -> bool:
     return SparkContext._gateway is not None
 
 
-_archives: dict = {}  # id(session) -> the jvmcache.Archive its JVM maps or writes
+_jvm_archive = None  # the jvmcache.Archive the JVM this process started maps or lists classes for
 
 
 def stop(spark, say=None) -> None:
     """Stops the session, then lets jvmcache finish with its JVM.
 
     pyspark's stop() waits up to a second for its accumulator server to notice the shutdown: the
-    server's one handler polls its socket once a second (0.77 s of a 5.7 s run). That wait
-    happens in a daemon thread instead, since the values are all in once the job has ended."""
+    server's one handler polls its socket once a second (0.77 s of a 5.7 s run). Unless the JVM
+    is ended here (jvmcache's first run), that wait happens in a daemon thread instead: the
+    values are all in once the job has ended, and the JVM, which holds the handler's socket,
+    outlives this process. Ended here, the JVM would close that socket under the polling handler,
+    whose EOFError socketserver prints as a traceback."""
+    global _jvm_archive
+    archive, _jvm_archive = _jvm_archive, None
     context = None if is_connect(spark) else spark.sparkContext
     server = getattr(context, "_accumulatorServer", None)
-    if server is not None:
+    if server is not None and (archive is None or archive.mapped):
         import threading
 
         context._accumulatorServer = None
         threading.Thread(target=server.shutdown, name="accumulator server shutdown", daemon=True).start()
     spark.stop()
-    jvmcache.finish(_archives.pop(id(spark), None), say)
+    jvmcache.finish(archive, say)
 
 
 def _connect(remote: str, app: str, package: str | None, conf: dict):

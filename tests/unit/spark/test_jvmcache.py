@@ -107,6 +107,7 @@ def test_a_real_run_makes_the_archive_the_next_jvm_maps_and_a_damaged_one_is_dro
                             "--master", "local[1]"], capture_output=True, text=True, env=env, timeout=300)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "being saved in the background" in first.stderr
+    assert "Traceback" not in first.stderr and "EOFError" not in first.stderr  # the JVM ended under pyspark
     directory = tmp_path / "cache" / "spark-jvm"
     deadline = time.monotonic() + 600  # about 30 s of CPU, at idle priority
     while not [p for p in directory.iterdir() if p.suffix == ".jsa"] and time.monotonic() < deadline:
@@ -121,6 +122,7 @@ def test_a_real_run_makes_the_archive_the_next_jvm_maps_and_a_damaged_one_is_dro
     second = subprocess.run([sys.executable, "-m", "kinspect", "spark", str(capture), "--out", str(tmp_path / "b"),
                              "--master", "local[1]"], capture_output=True, text=True, env=env, timeout=300)
     assert second.returncode == 0 and "background" not in second.stderr, second.stderr[-3000:]
+    assert "Traceback" not in second.stderr
     rows = [ds.dataset(tmp_path / out / "exchanges", format="parquet", partitioning="hive").to_table()
             .sort_by([("request_time", "ascending"), ("correlation_id", "ascending")]) for out in ("a", "b")]
     assert rows[0].equals(rows[1]) and rows[0].num_rows > 0
