@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, NamedTuple, Protocol
 
+from kinspect.capture.flows import flow_shard
 from kinspect.capture.link import decoder_for
 from kinspect.capture.pcapng import TLS_KEY_LOG
 from kinspect.capture.source import CaptureError, open_capture
@@ -35,8 +36,9 @@ from kinspect.tls.keylog import KeyLog
 from kinspect.tls.layer import TlsLayer
 from kinspect.wire.exchange import RAW, complete
 from kinspect.wire.frames import MAX_FRAME
-from kinspect.wire.session import DEFAULT_PORTS, KafkaSession
-from kinspect.wire.topics import TopicNames
+from kinspect.wire.session import DEFAULT_PORTS, UNDECIDED_LIMIT, KafkaSession
+from kinspect.wire.topics import RecordedTopicNames, TopicNames
+from kinspect.tls.layer import MAX_MARKS
 
 PROGRESS_EVERY = 4096  # packets between progress callbacks
 MAX_CONNECTIONS = 20_000  # TCP connections followed at once (--max-connections)
@@ -51,6 +53,7 @@ EXPIRE_EVERY = 1.0  # seconds between expiry passes over pending requests and id
 # v13+ rows name their topics as one whole run would.
 TOPIC_NAMING = {3: 10, 19: 7, 20: 6, 75: 0, 91: 0, 92: 0}
 TLS_PATIENCE = 5.0  # seconds a live run holds a TLS connection's records while its keys may still come
+OWNERS_CACHED = 1 << 16  # flows whose shard a run of some connections (``flows``) remembers
 
 
 class PacketSource(Protocol):
@@ -104,22 +107,28 @@ class _NoticeCap:
 
     __slots__ = ("seen",)
 
-    def __init__(self):
+    __slots__ = ("seen", "limit")
+
+    def __init__(self, limit: int | None = NOTICES_AT_ONCE):
         self.seen: dict = {}
+        self.limit = limit  # None: every notice passes (and is counted in ``seen``)
 
     def passed(self, records: list):
         seen = self.seen
+        limit = self.limit
         for record in records:
             if record["type"] == "notice":
                 kind = record["kind"]
                 n = seen.get(kind, 0) + 1
                 seen[kind] = n
-                if n > NOTICES_AT_ONCE:
+                if limit is not None and n > limit:
                     continue
             yield record
 
     def counted(self, ts: float, which: str):
         """One notice per kind past the ones kept: how many more there were (``more``)."""
+        if self.limit is None:
+            return
         for kind, n in self.seen.items():
             if n > NOTICES_AT_ONCE:
                 more = n - NOTICES_AT_ONCE
@@ -164,16 +173,25 @@ class DecodeRun:
                  max_connections: int = MAX_CONNECTIONS, show_secrets: bool = False,
                  pending_timeout: float | None = None, idle_timeout: float | None = None,
                  on_tick: Callable[[float], None] | None = None,
-                 keep_record: Callable[[dict], bool] | None = None, keylog: KeyLog | None = None):
+                 keep_record: Callable[[dict], bool] | None = None, keylog: KeyLog | None = None,
+                 flows: tuple[int, int] | None = None):
         """``source``: a path, ``-`` or a binary file object (opened with open_capture), or a
         PacketSource (a live one). ``pending_timeout``/``idle_timeout`` (seconds) act on ticks.
         ``keep_record(record)``: asked of every record, raw and in order (the same sequence in
         every run of one input); ``records()`` gives only those it keeps, decoding the others'
         bodies only as far as topic names need. Runs whose ``keep_record`` partition the records
         give together one run's records.
-        ``keylog``: TLS secrets (tls/keylog.py); TLS is detected and reported without it too."""
+        ``keylog``: TLS secrets (tls/keylog.py); TLS is detected and reported without it too.
+        ``flows`` (shard, shards): decode only the TCP connections of that shard (capture/flows.py),
+        leaving the others' packets unread where the C reader can tell them. The notices of
+        connections still open at the end then all pass, counted by kind in ``end_notices``.
+        Such runs' records together are one run's when kinspect.shards.not_whole finds nothing
+        in their ``flows_report()``s."""
         self.source = source
         self.keep_record = keep_record
+        self.flows = flows if flows is not None and flows[1] > 1 else None
+        self.end_notices: dict[str, int] = {}
+        self._reassembler: TcpReassembler | None = None
         self.limits = limits
         self.max_connections = max_connections
         self.pending_timeout = pending_timeout
@@ -181,7 +199,7 @@ class DecodeRun:
         self.on_tick = on_tick
         self.session = KafkaSession(ports, heuristic=heuristic, max_frame=max_frame, decode_bodies=decode_bodies,
                                     show_secrets=show_secrets)
-        self.topics = TopicNames()
+        self.topics = RecordedTopicNames() if self.flows else TopicNames()
         self.keylog = keylog if keylog is not None else KeyLog()
         self.tls = TlsLayer(self.keylog, more_keys=_MoreKeys(self.keylog),
                             patience=TLS_PATIENCE if on_tick is not None else 0.0)
@@ -336,7 +354,15 @@ class DecodeRun:
         session = self.session
         watch = self.tls.watch
         self.tls.more_keys.capture = capture
-        reassembler = TcpReassembler(max_streams=2 * self.max_connections)
+        reassembler = self._reassembler = TcpReassembler(max_streams=2 * self.max_connections)
+        flows = self.flows
+        if flows is not None:
+            shard, shards = flows
+            if hasattr(capture, "only_flows"):
+                capture.only_flows(shard, shards)
+            owned: dict = {}  # flow -> whether it is this shard's
+            topics = self.topics
+        last_number = 0
         last_ts = 0.0
         sweeps = 0
         packets = tcp_packets = 0
@@ -365,6 +391,16 @@ class DecodeRun:
                 tcp_packets += 1
                 last_ts = ts
                 src, dst, sport, dport, seq, flags, payload, ack = segment
+                if flows is not None:
+                    last_number = _number
+                    mine = owned.get((src, sport, dst, dport))
+                    if mine is None:
+                        if len(owned) >= OWNERS_CACHED:
+                            owned.clear()
+                        mine = owned[src, sport, dst, dport] = flow_shard(src, sport, dst, dport, shards) == shard
+                    if not mine:
+                        continue
+                    topics.position = _number
                 events = reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload, ack)
                 if reassembler.sweeps != sweeps:  # past --max-connections: the idle longest expired
                     sweeps = reassembler.sweeps
@@ -378,18 +414,50 @@ class DecodeRun:
                             yield from out
                     else:
                         yield from self._route(session, event)
-            cap = _NoticeCap()
+            if flows is not None:
+                skipped = getattr(capture, "skipped", 0)
+                packets += skipped
+                tcp_packets += skipped
+                if skipped and capture.last_skipped[0] > last_number:
+                    last_ts = capture.last_skipped[1]
+                topics.position = packets + 1  # after every packet: the capture's end
+            cap = _NoticeCap(None if flows is not None else NOTICES_AT_ONCE)
             for event in reassembler.finish(last_ts):
                 yield from cap.passed(self._route(session, event))
             yield from cap.passed(self._tls(session, self.tls.finish(last_ts)))
             yield from cap.passed(self._marked(session.finish(last_ts)))
             yield from cap.counted(last_ts, "still open when the capture ended")
+            self.end_notices = dict(cap.seen)
             self.capture_problems = list(capture.problems)
         self.packets, self.tcp_packets = packets, tcp_packets
         if tcp_packets == 0 and self.unsupported_links:
             kinds = ", ".join(f"{k} ({n} packets)" for k, n in sorted(self.unsupported_links.items()))
             raise CaptureUnreadable(f"unsupported link type {kinds}: kinspect reads Ethernet, Linux SLL/SLL2, "
                                     "BSD loopback and raw IP; re-capture with tcpdump -i any, or convert")
+
+    def flows_report(self) -> dict:
+        """After a run of some connections (``flows``): what kinspect.shards needs from each
+        shard to tell whether their records together are one whole run's. ``peaks``: the most
+        each bound shared by every connection counted here; ``limits``: the bounds (a whole
+        run acts past them); ``end_notices``; topic ids learned and looked up in vain (see
+        RecordedTopicNames)."""
+        r, session, topics = self._reassembler, self.session, self.topics
+        peaks = {"streams": 0, "held": 0, "held_segments": 0, "closed": 0} if r is None else r.peaks
+        return {
+            "shard": list(self.flows or (0, 1)),
+            "peaks": {"directions open": peaks["streams"], "out-of-order bytes": peaks["held"],
+                      "out-of-order segments": peaks["held_segments"], "directions closed": peaks["closed"],
+                      "undecided bytes": session.undecided_peak, "unanswered request bytes": session.held[1],
+                      "big frame bytes": session.reserved[1], "TLS connections marked": self.tls.marks_peak},
+            "limits": {"directions open": r.max_streams if r else 0, "out-of-order bytes": r.max_held if r else 0,
+                       "out-of-order segments": r.max_held_segments if r else 0,
+                       "directions closed": r.remember_closed if r else 0, "undecided bytes": UNDECIDED_LIMIT,
+                       "unanswered request bytes": 2 * session.max_frame, "big frame bytes": 2 * session.max_frame,
+                       "TLS connections marked": MAX_MARKS},
+            "end_notices": dict(self.end_notices),
+            "learned": getattr(topics, "learned", {}), "unnamed": getattr(topics, "unnamed", {}),
+            "overflow": getattr(topics, "overflow", False),
+        }
 
     def _stream_records(self, source) -> Iterator[dict]:
         """A StreamSource's events into the session: no link, no TCP."""

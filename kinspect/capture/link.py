@@ -194,19 +194,25 @@ def _fast_ipv4(link_format: str, ip_at: int, ipv4_tags: tuple, careful, native_k
     return decode
 
 
+# How kinspect/native/_packets.c knows each link type with a fast path (its link kinds)
+NATIVE_KINDS = {ETHERNET: 0, LINUX_SLL: 1, LINUX_SLL2: 2, NULL: 3, LOOP: 3, RAW: 4, RAW_OLD_A: 4, RAW_OLD_B: 4,
+                IPV4: 4}
+
+
 def decoders(in_c: bool) -> dict:
     """Link type → ``data -> segment | None``; ``in_c``: the fast paths in kinspect.native."""
-    ethernet, sll, sll2, loopback, raw = range(5) if in_c else (None,) * 5  # _packets.c's kinds
+    def kind(linktype):
+        return NATIVE_KINDS[linktype] if in_c else None
     return {
-        ETHERNET: _fast_ipv4("12xH", 14, (ETH_IPV4,), _ethernet, ethernet),
-        LINUX_SLL: _fast_ipv4("14xH", 16, (ETH_IPV4,), _linux_sll, sll),
-        LINUX_SLL2: _fast_ipv4("H18x", 20, (ETH_IPV4,), _linux_sll2, sll2),
-        NULL: _fast_ipv4("I", 4, (AF_INET, AF_INET << 24), _bsd_loopback, loopback),
-        LOOP: _fast_ipv4("I", 4, (AF_INET, AF_INET << 24), _bsd_loopback, loopback),
-        RAW: _fast_ipv4("0s", 0, (b"",), _raw, raw),  # no link header: "0s" yields an empty tag
-        RAW_OLD_A: _fast_ipv4("0s", 0, (b"",), _raw, raw),
-        RAW_OLD_B: _fast_ipv4("0s", 0, (b"",), _raw, raw),
-        IPV4: _fast_ipv4("0s", 0, (b"",), _raw_ipv4, raw),
+        ETHERNET: _fast_ipv4("12xH", 14, (ETH_IPV4,), _ethernet, kind(ETHERNET)),
+        LINUX_SLL: _fast_ipv4("14xH", 16, (ETH_IPV4,), _linux_sll, kind(LINUX_SLL)),
+        LINUX_SLL2: _fast_ipv4("H18x", 20, (ETH_IPV4,), _linux_sll2, kind(LINUX_SLL2)),
+        NULL: _fast_ipv4("I", 4, (AF_INET, AF_INET << 24), _bsd_loopback, kind(NULL)),
+        LOOP: _fast_ipv4("I", 4, (AF_INET, AF_INET << 24), _bsd_loopback, kind(LOOP)),
+        RAW: _fast_ipv4("0s", 0, (b"",), _raw, kind(RAW)),  # no link header: "0s" yields an empty tag
+        RAW_OLD_A: _fast_ipv4("0s", 0, (b"",), _raw, kind(RAW_OLD_A)),
+        RAW_OLD_B: _fast_ipv4("0s", 0, (b"",), _raw, kind(RAW_OLD_B)),
+        IPV4: _fast_ipv4("0s", 0, (b"",), _raw_ipv4, kind(IPV4)),
         IPV6: _raw_ipv6,
     }
 

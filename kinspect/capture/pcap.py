@@ -13,6 +13,7 @@ import struct
 from collections.abc import Iterator
 
 from kinspect import native
+from kinspect.capture.link import NATIVE_KINDS
 from kinspect.problems import ERROR, WARNING, Problem
 
 Packet = tuple[float, int, bytes, int]
@@ -26,6 +27,7 @@ MAGICS = {
 }
 
 _fast_records = native.packets.pcap_records if native.packets is not None else None
+_fast_records_of = native.packets.pcap_records_of if native.packets is not None else None
 _BATCH = 1024  # records per call of the C loop
 
 # Wireshark's ceiling for an ordinary packet; a larger snaplen raises it up to MAX_RECORD.
@@ -100,6 +102,11 @@ class PcapParser(RecordParser):
         self._little = True
         self._divisor = 1_000_000
         self._max_caplen = STANDARD_MAX_PACKET
+        # (shard, shards): records of other shards' connections (capture/flows.py) that the C
+        # reader can tell are skipped, counted, and not given; (number, ts) of the last of them
+        self.flows: tuple[int, int] | None = None
+        self.skipped = 0
+        self.last_skipped: tuple[int, float] = (0, 0.0)
 
     def packets(self, final: bool = False) -> Iterator[Packet]:
         """Yield the complete packets fed so far; ``final`` says no more bytes will come
@@ -117,13 +124,22 @@ class PcapParser(RecordParser):
         max_caplen = self._max_caplen
         n = self.count
         little = self._little
+        kind = NATIVE_KINDS.get(linktype) if self.flows is not None and self.flows[1] > 1 else None
         while pos + 16 <= end:
             if _fast_records is not None:  # whole records in C, as many as it takes
-                batch, pos, n, cut = _fast_records(buf, pos, end, little, divisor, linktype,
-                                                   max_caplen, n, _BATCH)
+                before = pos
+                if kind is None:
+                    batch, pos, n, cut = _fast_records(buf, pos, end, little, divisor, linktype,
+                                                       max_caplen, n, _BATCH)
+                else:
+                    batch, pos, n, cut, skipped, *last = _fast_records_of(
+                        buf, pos, end, little, divisor, linktype, max_caplen, n, _BATCH, kind, *self.flows)
+                    if skipped:
+                        self.skipped += skipped
+                        self.last_skipped = tuple(last)
                 self.count, self._pos = n, pos
                 self.cut_by_snaplen += cut
-                if batch:
+                if pos != before:
                     yield from batch
                     continue
                 # none taken: the record at pos is one for the Python loop below to report

@@ -125,6 +125,21 @@ class Capture:
     def packet_count(self) -> int:
         return self._parser.count
 
+    def only_flows(self, shard: int, shards: int) -> None:
+        """Packets of connections of other shards than ``shard`` (capture/flows.py) may be left
+        out where the C reader can tell them: ``skipped`` counts them, ``last_skipped`` is
+        (number, ts) of the last."""
+        if hasattr(self._parser, "flows"):
+            self._parser.flows = (shard, shards)
+
+    @property
+    def skipped(self) -> int:
+        return getattr(self._parser, "skipped", 0)
+
+    @property
+    def last_skipped(self) -> tuple[int, float]:
+        return getattr(self._parser, "last_skipped", (0, 0.0))
+
     @property
     def secrets(self) -> list[tuple[int, bytes]]:
         """(secrets type, bytes) of the pcapng Decryption Secrets Blocks read so far."""

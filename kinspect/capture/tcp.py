@@ -110,6 +110,10 @@ class TcpReassembler:
         self._closed: OrderedDict[Flow, int] = OrderedDict()
         self._holey: set = set()  # flows holding out-of-order bytes behind a hole
         self.sweeps = 0  # times the idle longest expired (max_streams): their ends came at once
+        # the highest each bound's count has been (directions open, bytes and segments held,
+        # directions remembered closed): runs of some of a capture's connections (pipeline.DecodeRun's
+        # ``flows``) are one run's part while their peaks together stay within the bounds
+        self.peaks = {"streams": 0, "held": 0, "held_segments": 0, "closed": 0}
 
     def segment(self, ts, src, sport, dst, dport, seq, flags, payload, ack=None) -> list:
         """One captured segment. ``ack`` (the raw acknowledgment number, when the ACK flag
@@ -169,6 +173,8 @@ class TcpReassembler:
             d = self._streams[flow] = _Direction((seq + 1) & MASK if flags & SYN else seq, ts)
             events.append(StreamStart(flow, ts, bool(flags & SYN)))
             self._open += 1
+            if self._open > self.peaks["streams"]:
+                self.peaks["streams"] = self._open
             if self._open > self.max_streams:
                 self._expire(ts, events, flow)
         d.last_ts = ts
@@ -253,11 +259,15 @@ class TcpReassembler:
                 d.starts = []
             heapq.heappush(d.starts, start)
             self._held_segments += 1
+            if self._held_segments > self.peaks["held_segments"]:
+                self.peaks["held_segments"] = self._held_segments
         if held is None or len(held) < len(payload):
             d.pending[start] = payload if type(payload) is bytes else bytes(payload)
             grown = len(payload) - (len(held) if held else 0)
             d.pending_bytes += grown
             self._held += grown
+            if self._held > self.peaks["held"]:
+                self.peaks["held"] = self._held
         if d.pending_bytes > self.max_buffered or len(d.pending) > self.max_pending_segments:
             # give up on holes until half the bound is free, so this does not recur per segment
             self._drain(d, flow, ts, [], events, self.max_buffered // 2, self.max_pending_segments // 2)
@@ -325,5 +335,7 @@ class TcpReassembler:
         closed = self._closed
         closed.pop(flow, None)
         closed[flow] = d.seq0
+        if len(closed) > self.peaks["closed"]:
+            self.peaks["closed"] = len(closed)
         if len(closed) > self.remember_closed:
             closed.popitem(last=False)

@@ -140,6 +140,10 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
         job.stop(session, say=lambda text: click.echo(f"kinspect: {text}", err=True))
     if not local:
         click.echo(executors_line(written.files), err=True)
+    for path, reasons in written.redone.items():
+        click.echo(f"kinspect: {path_text(path)}: split by connection, its shards might not have given one "
+                   f"process's rows ({reasons[0]}), so it was decoded again with each shard reading every "
+                   f"connection", err=True)
     for f in written.unreadable:
         click.echo(f"kinspect: {path_text(f['path'])}: {f['error']}", err=True)
     size = sum(f["bytes"] for f in written.files)

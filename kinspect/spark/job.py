@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kinspect.spark import jvmcache
 from kinspect.spark.plan import Unit
@@ -335,6 +335,7 @@ def on_disk(spark, df):
 class Written:
     files: list[dict]  # the files table's rows, as written
     exchanges: int
+    redone: dict[str, list[str]] = field(default_factory=dict)  # path -> why its shards were decoded again
 
     @property
     def unreadable(self) -> list[dict]:
@@ -355,8 +356,48 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
         return _write_kept(spark, units, out, fmt, options, keep, watching, records)
     files = spark.sparkContext.accumulator([], _RowLists())
     with watching():  # the one job that decodes
-        _write_exchanges(decoded(spark, units, options, keep, files), out, fmt)
-    return _write_files(spark, files.value, out, fmt)
+        _write_exchanges(decoded(spark, units, {**options, "flows": True}, keep, files), out, fmt)
+    rows = files.value
+    redone = _not_whole(rows)
+    if redone:
+        rows = [r for r in rows if r["capture"] not in redone] + _decode_again(
+            spark, units, [i for i, u in enumerate(units) if u.files[0].path in redone and u.shards > 1],
+            out, fmt, options, keep)
+    written = _write_files(spark, rows, out, fmt)
+    written.redone = redone
+    return written
+
+
+def _not_whole(rows: list[dict]) -> dict[str, list[str]]:
+    """Files whose shards, decoded by connection, may not give one process's rows, and why
+    (kinspect.shards)."""
+    import json
+
+    from kinspect.shards import not_whole
+    reports: dict[str, list] = {}
+    for row in rows:
+        if row.get("file_flows"):
+            reports.setdefault(row["capture"], []).append(json.loads(row["file_flows"]))
+    return {path: reasons for path, shards in reports.items() if (reasons := not_whole(shards))}
+
+
+def _decode_again(spark, units: list[Unit], indices: list[int], out: str, fmt: str, options: dict,
+                  keep) -> list[dict]:
+    """Units ``indices`` decoded again, each exchange dealt to one shard (plan.Shard, which
+    pairs every connection in every shard), their first rows removed from ``out``/exchanges:
+    task i wrote the files named part-<i>-... (Spark names a task's files by its partition).
+    Their files rows."""
+    jvm = spark.sparkContext._jvm
+    base = jvm.org.apache.hadoop.fs.Path(os.path.join(out, "exchanges"))
+    filesystem = base.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    for i in indices:
+        for pattern in (f"*/part-{i:05d}-*", f"*/.part-{i:05d}-*", f"part-{i:05d}-*", f".part-{i:05d}-*"):
+            for status in filesystem.globStatus(jvm.org.apache.hadoop.fs.Path(base, pattern)) or []:
+                filesystem.delete(status.getPath(), False)
+    files = spark.sparkContext.accumulator([], _RowLists())
+    again = [units[i] for i in indices]
+    _write_exchanges(decoded(spark, again, {**options, "flows": False}, keep, files), out, fmt, mode="append")
+    return files.value
 
 
 def _local_rows(spark, rows: list[dict], schema):
@@ -415,11 +456,11 @@ def _exchanges(rows):
     return rows.filter(F.col("table") == "exchanges").select(*EXCHANGES.names)
 
 
-def _write_exchanges(exchanges, out: str, fmt: str) -> None:
+def _write_exchanges(exchanges, out: str, fmt: str, mode: str = "error") -> None:
     if fmt == "parquet":
-        exchanges.write.mode("error").partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
+        exchanges.write.mode(mode).partitionBy("api_name").parquet(os.path.join(out, "exchanges"))
     else:
-        exchanges.write.mode("error").option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
+        exchanges.write.mode(mode).option("ignoreNullFields", "false").json(os.path.join(out, "exchanges"))
 
 
 def read_records(spark, out: str, fmt: str = "parquet"):

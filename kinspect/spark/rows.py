@@ -45,11 +45,13 @@ sys.executable (on a cluster with --package: the executor's ``.../environment/bi
 
 from __future__ import annotations
 
+import json
 from typing import Iterable, Iterator
 
 import pyarrow as pa
 
 from kinspect.filters import TOPIC_LISTS, topics_of
+from kinspect.shards import end_problems
 from kinspect.wire.topics import NULL_TOPIC_ID
 
 BATCH_ROWS = 4096  # rows per Arrow batch handed to Spark
@@ -95,6 +97,7 @@ FILES = pa.schema([
     ("shards", pa.int32()),
     ("native", pa.bool_()),
     ("python", pa.string()),
+    ("flows", pa.string()),  # a shard decoded by connection: its flows_report (pipeline.py), JSON
 ])
 
 RECORDS = pa.schema([
@@ -126,16 +129,21 @@ TASK = pa.schema([("table", pa.string())] + list(EXCHANGES) +
 
 
 # The files table: a row per input, its shards' rows summed (every shard read the whole file)
-FILE_TABLE = pa.schema([f for f in FILES if f.name != "shard"])
+FILE_TABLE = pa.schema([f for f in FILES if f.name not in ("shard", "flows")])
 
 
 def file_table(task_rows) -> list[dict]:
     """The files table's rows (FILE_TABLE) from the tasks' files rows (TASK's FILE_COLUMNS),
     the biggest input first: per path, packets and shards the most, exchanges, problems and
-    seconds summed, native only if every shard had it, an error if any shard had one."""
+    seconds summed, native only if every shard had it, an error if any shard had one. Shards
+    decoded by connection left out the notices of connections open at the capture's end: the
+    whole run's count of them is added (shards.end_problems)."""
     table: dict[str, dict] = {}
+    reports: dict[str, list] = {}
     for task_row in task_rows:
         row = {name: task_row.get(task) for task, name in FILE_COLUMNS.items()}
+        if row["flows"]:
+            reports.setdefault(row["path"], []).append(json.loads(row["flows"]))
         seen = table.get(row["path"])
         if seen is None:
             table[row["path"]] = {name: row[name] for name in FILE_TABLE.names}
@@ -144,6 +152,8 @@ def file_table(task_rows) -> list[dict]:
                            ("seconds", sum), ("native", min), ("error", max)):
             values = [v for v in (seen[name], row[name]) if v is not None]
             seen[name] = pick(values) if values else None
+    for path, shards in reports.items():
+        table[path]["problems"] += end_problems(shards)
     return sorted(table.values(), key=lambda r: (-(r["bytes"] or 0), r["path"]))
 
 

@@ -1,12 +1,16 @@
 """One Spark task's work, without Spark: decode a planned unit into rows of rows.TASK.
 
-Each file is streamed through the one decode path (kinspect.pipeline.DecodeRun), the shard of a
-split file keeping only its own exchanges (plan.Shard). A file that cannot be read as a capture gives its
-``files`` row an error, and the task goes on with the next file.
+Each file is streamed through the one decode path (kinspect.pipeline.DecodeRun). The shard of a
+split file keeps only its own exchanges: with the option ``flows``, those of its own connections,
+the others' packets left unread (its files row carries the run's flows_report, which job.py checks
+against the other shards'); without, every exchange is paired and each is dealt to one shard
+(plan.Shard). A file that cannot be read as a capture gives its ``files`` row an error, and the
+task goes on with the next file.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import Iterator
@@ -53,13 +57,17 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
     options = dict(options or {})
     records = options.pop("records", records)
     filesystems = options.pop("filesystems", None)
+    by_connection = options.pop("flows", False) and shards > 1
     source = f.path
     if is_uri(f.path):
         try:
             source = open_uri(f.path, filesystems)
         except OSError as e:
             source = _Unopened(f.path, e)
-    run = DecodeRun(source, keep_record=_shard_of(shard, shards), **options)
+    if by_connection:  # its own connections alone: checked against the other shards' (job.py)
+        run = DecodeRun(source, flows=(shard, shards), **options)
+    else:
+        run = DecodeRun(source, keep_record=_shard_of(shard, shards), **options)
     exchanges = problems = 0
     error = None
     try:
@@ -85,10 +93,15 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
             source.close()
     if shard == 0:  # every shard read the whole file: its own problems count once
         problems += len(run.capture_problems)
+    report = None
+    if by_connection:
+        report = json.dumps(run.flows_report())
+        problems -= sum(run.end_notices.values())  # rows.file_table counts them as one run would
     yield {"table": "files", "capture": f.path, "file_bytes": f.size, "file_packets": run.packets,
            "file_exchanges": exchanges, "file_problems": problems, "file_error": error,
            "file_seconds": time.perf_counter() - start, "file_shard": shard, "file_shards": shards,
-           "file_native": all(native.status().values()), "file_python": sys.executable}
+           "file_native": all(native.status().values()), "file_python": sys.executable,
+           "file_flows": report}
 
 
 def unit_rows(unit: Unit, options: dict | None = None, keep=None) -> Iterator[dict]:

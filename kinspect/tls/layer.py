@@ -147,6 +147,7 @@ class TlsLayer:
         self.patience = patience
         self.watch: dict = {}  # flow → _Dir, or bytes held while its first record header is incomplete
         self.marks: OrderedDict = OrderedDict()  # label → {"version", "cipher"} of decrypted connections
+        self.marks_peak = 0  # the most labels marks has held
         self.waiting: dict = {}  # label → _Conn waiting for keys (patience)
         self.connections = 0  # TLS connections seen
         self.decrypted = 0  # of which decrypted
@@ -574,6 +575,7 @@ class TlsLayer:
         if mark is None:  # one dict per kind, shared by the records it marks (they only read it)
             mark = _MARKS[conn.version, suite.name] = {"version": version_name(conn.version), "cipher": suite.name}
         self.marks[conn.label] = mark
+        self.marks_peak = max(self.marks_peak, len(self.marks))
         if len(self.marks) > MAX_MARKS:
             self.marks.popitem(last=False)
         return "ok"

@@ -154,7 +154,7 @@ class Connection:
         shared by the connections of a session, which hold at most twice max_frame of them;
         ``reserved`` likewise bounds the frames being collected (see FrameBuffer)."""
         self.label = label
-        self.held = [0] if held is None else held
+        self.held = [0, 0] if held is None else held  # [bytes, the most there have been]
         self.max_frame = max_frame
         self.max_held = 2 * max_frame
         self.decode_bodies = decode_bodies
@@ -316,7 +316,10 @@ class Connection:
         if len(self.pending) >= MAX_PENDING:
             out.append(self._oldest())
         self.pending[header.correlation_id] = (exchange, apis.response_header_version(api_key, api_version))
-        self.held[0] += exchange["request_size"]
+        held = self.held
+        held[0] += exchange["request_size"]
+        if held[0] > held[1]:
+            held[1] = held[0]
         while self.held[0] > self.max_held and len(self.pending) > 1:
             # a capture of one direction, say: the oldest go out unanswered, not into memory
             early = self._oldest()

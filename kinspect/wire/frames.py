@@ -54,7 +54,7 @@ class FrameBuffer:
         of a session, which together collect at most twice max_frame (a bigger frame is skipped)."""
         self.max_frame = max_frame
         self.plausible = plausible
-        self.reserved = [0] if reserved is None else reserved
+        self.reserved = [0, 0] if reserved is None else reserved  # [bytes, the most asked for]
         self._buf = bytearray()
         self._pos = 0            # read position in _buf
         self._offset = 0         # stream offset of _buf[_pos]
@@ -213,6 +213,8 @@ class FrameBuffer:
                 continue
             stop = pos + 4 + size
             if stop > end:
+                if size >= COLLECT_AT and self.reserved[0] + size > self.reserved[1]:
+                    self.reserved[1] = self.reserved[0] + size
                 if size >= COLLECT_AT and self.reserved[0] + size > 2 * max_frame:
                     out.append(Skipped(self._offset, 4 + size, ts, (
                         f"frame of {size} bytes skipped: with the frames being collected on other "

@@ -58,9 +58,12 @@ class KafkaSession:
         self.ignored: set = set()    # flows decided not to be Kafka
         self.syn_seen: dict = {}     # flow -> syn flag of its StreamStart
         self.kafka_connections = 0
-        self.held = [0]  # bytes of requests waiting for their responses, on every connection
-        self.reserved = [0]  # bytes of the big frames being collected, on every connection
+        # [bytes, the most there have been] of requests waiting for their responses, and of the
+        # big frames being collected, on every connection
+        self.held = [0, 0]
+        self.reserved = [0, 0]
         self.undecided_bytes = 0  # held back by connections on other ports until they prove Kafka
+        self.undecided_peak = 0
 
     # -- stream events -------------------------------------------------------------------------
 
@@ -165,6 +168,8 @@ class KafkaSession:
         pending.chunks.append((flow, ts, data, 0))
         pending.sizes[flow] = pending.sizes.get(flow, 0) + len(data)
         self.undecided_bytes += len(data)
+        if self.undecided_bytes > self.undecided_peak:
+            self.undecided_peak = self.undecided_bytes
         head = bytes(data[:64])
         if plausible_request(head, 0, len(head), self.max_frame):
             return self._decide(flow, ts)

@@ -137,10 +137,10 @@ def test_big_frames_collected_at_once_are_bounded_across_buffers(collect_at):
 
     from kinspect.wire.frames import FrameBuffer as _FrameBuffer, Skipped as _Skipped
 
-    shared = [0]
+    shared = [0, 0]
     buffers = [_FrameBuffer(lambda *a: True, 10_000, reserved=shared) for _ in range(3)]
     heads = [b.feed(_struct.pack(">i", 9000) + bytes(100), 0.0) for b in buffers]
-    assert heads[:2] == [[], []] and shared[0] == 18_000
+    assert heads[:2] == [[], []] and shared == [18_000, 27_000]  # the third asked for 27,000
     assert type(heads[2][0]) is _Skipped and "twice --max-frame" in heads[2][0].reason
     done = buffers[0].feed(bytes(8900), 1.0)
     assert len(done[0].payload) == 9000 and shared[0] == 9000
