@@ -33,12 +33,11 @@ from kinspect.capture.source import CaptureError, open_capture
 from kinspect.capture.tcp import TICK, StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
 from kinspect.limits import DEFAULT_LIMITS, Budget, Limits
 from kinspect.tls.keylog import KeyLog
-from kinspect.tls.layer import TlsLayer
+from kinspect.tls.layer import MAX_MARKS, TlsLayer
 from kinspect.wire.exchange import RAW, complete
 from kinspect.wire.frames import MAX_FRAME
 from kinspect.wire.session import DEFAULT_PORTS, UNDECIDED_LIMIT, KafkaSession
 from kinspect.wire.topics import RecordedTopicNames, TopicNames
-from kinspect.tls.layer import MAX_MARKS
 
 PROGRESS_EVERY = 4096  # packets between progress callbacks
 MAX_CONNECTIONS = 20_000  # TCP connections followed at once (--max-connections)
@@ -104,8 +103,6 @@ def _dispatch(session: KafkaSession, event) -> list:
 class _NoticeCap:
     """Passes the records of connections closed at once, keeping the first NOTICES_AT_ONCE
     notices of each kind and counting the rest (exchanges and responses all pass)."""
-
-    __slots__ = ("seen",)
 
     __slots__ = ("seen", "limit")
 
@@ -191,6 +188,7 @@ class DecodeRun:
         self.keep_record = keep_record
         self.flows = flows if flows is not None and flows[1] > 1 else None
         self.end_notices: dict[str, int] = {}
+        self.unread = 0  # with flows: packets of other shards' connections the C reader left out
         self._reassembler: TcpReassembler | None = None
         self.limits = limits
         self.max_connections = max_connections
@@ -415,7 +413,7 @@ class DecodeRun:
                     else:
                         yield from self._route(session, event)
             if flows is not None:
-                skipped = getattr(capture, "skipped", 0)
+                skipped = self.unread = getattr(capture, "skipped", 0)
                 packets += skipped
                 tcp_packets += skipped
                 if skipped and capture.last_skipped[0] > last_number:

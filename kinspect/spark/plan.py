@@ -5,7 +5,9 @@
 - Small files are packed into units of about ``target`` bytes.
 - A file larger than ``factor`` times the median (or any file bigger than ``target`` when there
   are fewer files than cores) is split into K shards. Every shard reads the whole file and
-  decodes only its own exchanges (``Shard``), so the shards' rows together are one process's rows.
+  decodes only its own connections (pipeline.DecodeRun's ``flows``); job.py checks that the
+  shards' rows together are one process's rows (kinspect.shards), and where they might not be,
+  decodes the file again with each exchange dealt to one shard (``Shard``).
 """
 
 from __future__ import annotations

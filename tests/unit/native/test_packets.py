@@ -117,3 +117,55 @@ def test_link_decode_on_damaged_frames(frames):
         for data in (b"", b"\x45" * 80, bytes(range(256))):
             assert in_c[linktype](data) == in_python[linktype](data)
     assert checked > 50_000
+
+
+@pytest.mark.parametrize("path", PCAP_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("shards", [2, 3])
+def test_pcap_records_of_leaves_out_only_other_shards_connections(path, shards):
+    """The C reader's shard filter against capture/flows.py's flow_shard over link-decoded packets:
+    every packet it leaves out is TCP of another shard's connection, and it leaves out all of
+    those on plain IPv4 links (the captures here)."""
+    from kinspect.capture.flows import flow_shard
+    with open_capture(path) as capture:
+        every = list(capture.packets())
+    others = {}
+    for ts, linktype, data, number in every:
+        segment = link.decode_tcp(linktype, data)
+        if segment is not None:
+            src, dst, sport, dport = segment[:4]
+            others[number] = flow_shard(src, sport, dst, dport, shards)
+    for shard in range(shards):
+        with open_capture(path) as capture:
+            capture.only_flows(shard, shards)
+            kept = list(capture.packets())
+            skipped, last = capture.skipped, capture.last_skipped
+        left_out = [p for p in every if p[3] not in {k[3] for k in kept}]
+        assert kept == [p for p in every if p not in left_out]
+        assert all(others.get(p[3], shard) != shard for p in left_out)
+        plain_ipv4 = [p for p in every if others.get(p[3], shard) != shard and link.NATIVE_KINDS.get(p[1]) is not None
+                      and link.decode_tcp(p[1], p[2]) is not None]
+        assert skipped == len(left_out) <= len(plain_ipv4)
+        assert last == ((left_out[-1][3], left_out[-1][0]) if left_out else (0, 0.0))
+
+
+def test_pcap_records_of_passes_what_it_cannot_tell():
+    """IPv4 with options, fragments and IPv6 go to the Python loop whatever their shard."""
+    import struct
+    tcp = struct.pack("!HHIIBBHHH", 40000, 9092, 1, 0, 0x50, 0x18, 65535, 0, 0) + b"data"
+    options = struct.pack("!BBHHHBBH4s4s", 0x46, 0, 44 + 4, 0, 0, 64, 6, 0, b"\x0a\x00\x00\x01",
+                          b"\x0a\x00\x00\x02") + b"\x01\x01\x01\x00" + tcp
+    fragment = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 44, 0, 0x2000, 64, 6, 0, b"\x0a\x00\x00\x01",
+                           b"\x0a\x00\x00\x02") + tcp
+    simple = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 44, 0, 0, 64, 6, 0, b"\x0a\x00\x00\x01",
+                         b"\x0a\x00\x00\x02") + tcp
+    buf = b"".join(struct.pack("<IIII", 1, i, len(f), len(f)) + f for i, f in enumerate([options, fragment, simple]))
+    skips = []
+    for shard in range(2):
+        packets, pos, number, cut, skipped, *last = native.packets.pcap_records_of(
+            buf, 0, len(buf), True, 1e6, 101, 65535, 0, 100, 4, shard, 2)
+        assert pos == len(buf) and number == 3 and [p[3] for p in packets[:2]] == [1, 2]
+        assert len(packets) + skipped == 3
+        skips.append(skipped)
+    assert sorted(skips) == [0, 1]  # the plain packet: left out by the one shard it is not
+    with pytest.raises(ValueError):
+        native.packets.pcap_records_of(buf, 0, len(buf), True, 1e6, 101, 65535, 0, 100, 4, 2, 2)

@@ -254,3 +254,34 @@ def test_the_drivers_log_gives_an_error_and_its_cause_on_one_line_without_a_stac
     assert len(lines) == 1 and "ERROR" in lines[0] and "Aborting task" in lines[0]
     assert "Python worker exited unexpectedly" in lines[0]
     assert "\tat " not in run.stderr and "Caused by" not in run.stderr
+
+
+def test_shards_that_might_differ_are_decoded_again_and_rows_equal_one_process(spark_session, tmp_path):
+    """Split by connection, the Java producer's shards cannot name its topic (the Metadata came on
+    the other shard's connection): the job finds it, removes those tasks' rows and decodes the file
+    again with exchange-dealt shards; kafka39-legacy's three shards stand as they are."""
+    producer, legacy = PCAPS / "java-console-producer.pcap", PCAPS / "kafka39-legacy.pcap"
+    small = [PCAPS / "librdkafka-mtu1500.pcap", PCAPS / "java-console-consumer.pcap"]
+    inputs = {c: Input(str(c), c.stat().st_size) for c in [producer, legacy, *small]}
+    units = [Unit((inputs[legacy],), i, 3) for i in range(3)] + [Unit((inputs[producer],), i, 2) for i in range(2)] + \
+        [Unit(tuple(inputs[c] for c in small))]
+    for fmt in ("parquet", "jsonl"):
+        out = tmp_path / fmt
+        written = job.write(spark_session, units, str(out), fmt=fmt)
+        assert list(written.redone) == [str(producer)]
+        whole = {c: list(file_rows(inputs[c])) for c in inputs}
+        expected = [r for c in inputs for r in whole[c] if r["table"] == "exchanges"]
+        if fmt == "parquet":
+            rows = ds.dataset(out / "exchanges", format="parquet", partitioning="hive").to_table().to_pylist()
+            assert Counter(map(_key, rows)) == Counter(map(_key, expected))
+        else:
+            rows = [json.loads(line) for part in (out / "exchanges").glob("part-*") for line in part.open()]
+
+            def ids(r):
+                return r["capture"], r["conn"], r["api_name"], r["correlation_id"], tuple(r["topics"] or ())
+            assert Counter(map(ids, rows)) == Counter(map(ids, expected))
+        files = {f["path"]: f for f in written.files}
+        for c in inputs:
+            alone = whole[c][-1]
+            assert (files[str(c)]["exchanges"], files[str(c)]["problems"], files[str(c)]["packets"]) == \
+                (alone["file_exchanges"], alone["file_problems"], alone["file_packets"])
