@@ -13,6 +13,13 @@ process, and the decoder process when decoding) from /proc over the run; for dec
 bytes the decoder skipped because it fell behind (the proxy's closing lines); and how many CPUs
 the whole machine kept busy meanwhile (it is shared).
 
+Each proxied mode also has a residence run: the same paced producer through a fresh proxy alone,
+with tcpdump on lo recording both legs (client to proxy, proxy to broker). `kinspect decode`
+pairs each leg's exchanges, and a Produce request's residence is its latency on the client leg
+less its latency on the broker leg: the time the proxy added, both ends timestamped by the same
+kernel clock, so the broker's pauses (which the end-to-end p99 above cannot separate from the
+proxy's) cancel out. Reported: p50, p99 and the largest, over every paced request.
+
     python tests/bench/bench_proxy.py [--seconds 10] [--rounds 2] [--sizes 1024,16384] [--rate 200]
                                       [--latency-seconds 20] [--loops asyncio,uvloop]
 
@@ -23,12 +30,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -172,6 +181,50 @@ def one_run(broker: KafkaBroker, mode: str, size: int, seconds: float, rate: flo
     return row
 
 
+def residence(broker: KafkaBroker, mode: str, size: int, seconds: float, rate: float, topic: str) -> dict:
+    """The proxy's own added time per paced Produce request, from packet timestamps on lo (see the
+    module's docstring)."""
+    path, _, loop = mode.partition("/")
+    proxy = ProxyRun(broker.bootstrap, decode=path == "decode", loop=loop or None)
+    broker_port = int(broker.bootstrap.rsplit(":", 1)[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        capture = Path(tmp) / "legs.pcap"
+        dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", "-n", "-w", str(capture),
+                                 f"tcp portrange {proxy.base}-{proxy.base + 7} or tcp port {broker_port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        dump.stderr.readline()  # "listening on lo ...": it captures from here
+        try:
+            _load(f"127.0.0.1:{proxy.base}", topic, size, seconds, rate)
+            time.sleep(0.5)
+        finally:
+            dump.send_signal(signal.SIGINT)
+            dump.wait(30)
+            proxy.stop()
+        ports = [str(p) for p in (broker_port, *range(proxy.base, proxy.base + 8))]
+        out = subprocess.run([sys.executable, "-m", "kinspect", "decode", str(capture), "--json", "--api", "Produce",
+                              *[a for p in ports for a in ("--port", p)]], cwd=REPO, capture_output=True, text=True)
+    client, upstream = [], {}
+    for line in out.stdout.splitlines():
+        x = json.loads(line)
+        if x.get("type") != "exchange" or x.get("response_time") is None:
+            continue
+        key = (x["correlation_id"], x["request_size"])
+        if x["conn"].endswith(f":{broker_port}"):
+            upstream.setdefault(key, []).append(x)
+        else:
+            client.append((key, x))
+    added = []
+    for key, c in client:  # the broker leg's copy of the request: the same id and size, nearest in time
+        b = min(upstream.get(key, []), key=lambda b: abs(b["request_time"] - c["request_time"]), default=None)
+        if b is not None and abs(b["request_time"] - c["request_time"]) < 0.5:
+            added.append(((c["response_time"] - c["request_time"]) - (b["response_time"] - b["request_time"])) * 1e6)
+    added.sort()
+    if not added:
+        raise RuntimeError(f"no request paired across the proxy: {out.stderr[-1000:]}")
+    return {"requests": len(client), "paired": len(added), "p50_us": round(added[len(added) // 2]),
+            "p99_us": round(added[math.ceil(len(added) * 0.99) - 1]), "max_us": round(added[-1])}  # nearest rank
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=10)
@@ -198,6 +251,9 @@ def main() -> None:
                 for mode in modes:
                     row = one_run(broker, mode, size, args.seconds, args.rate, f"bench-{size}", args.latency_seconds)
                     row["round"] = round_
+                    if mode != "direct":
+                        row["residence"] = residence(broker, mode, size, args.seconds, args.rate, f"bench-{size}")
+                        print(f"round {round_} {size:>6} B {mode:>6} residence: {row['residence']}", flush=True)
                     rows.append(row)
                     t, l_ = row["throughput"], row["latency"]
                     print(f"round {round_} {size:>6} B {mode:>6} (machine {t['machine_busy_cpus']:.1f} CPUs busy): "
@@ -239,6 +295,10 @@ def _summary(rows: list[dict], sizes: list[int], modes: list[str]) -> list[dict]
                 row["paired_added_p50_us"] = round(statistics.median(p[0] for p in paired))
                 row["paired_added_p99_us"] = round(statistics.median(p[1] for p in paired))
                 row["paired_added_p99_range"] = [round(min(p[1] for p in paired)), round(max(p[1] for p in paired))]
+                if all("residence" in r for r in rs):  # the proxy's own time, from both legs' packets
+                    row["residence_p50_us"] = round(statistics.median(r["residence"]["p50_us"] for r in rs))
+                    row["residence_p99_us"] = round(statistics.median(r["residence"]["p99_us"] for r in rs))
+                    row["residence_p99_rounds"] = [r["residence"]["p99_us"] for r in rs]
             if mode != "direct":
                 row["relay_cpu"] = round(statistics.median(r["relay_cpu_share"] for r in rs), 2)
                 row["relay_ms_per_mb"] = round(statistics.median(r["throughput"]["relay_cpu_ms_per_mb"] or 0 for r in rs), 3)
@@ -257,8 +317,9 @@ def _summary(rows: list[dict], sizes: list[int], modes: list[str]) -> list[dict]
 def _markdown(summary: list[dict]) -> str:
     head = ("| value size | path | MB/s | × direct | × direct, round by round | p50 µs | p99 µs | added p50 | added p99 | added p50, p99 "
             "beside direct (p99 range) | relay CPU | "
-            "relay CPU ms per MB | decoder CPU | not decoded | decoded MB per decoder CPU-s |\n"
-            "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+            "relay CPU ms per MB | decoder CPU | not decoded | decoded MB per decoder CPU-s | residence p50 µs | "
+            "residence p99 µs (rounds) |\n"
+            "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     lines = [f"| {r['size']} | {r['mode']} | {r['mb_per_s']} | {r['ratio']} | "
              f"{', '.join(f'{x:.2f}' for x in r['paired_ratios'])} | {r['p50_us']} | {r['p99_us']} | "
              f"{r['added_p50_us']} | {r['added_p99_us']} | "
@@ -266,7 +327,10 @@ def _markdown(summary: list[dict]) -> str:
                 f"{r['paired_added_p99_range'][1]})" if "paired_added_p99_us" in r else "-")
              + f" | {r.get('relay_cpu', '-')} | {r.get('relay_ms_per_mb', '-')} | "
              f"{r.get('decoder_cpu', '-')} | "
-             f"{r.get('skipped_share', '-')} | {r.get('decode_mb_per_cpu_s', '-')} |" for r in summary]
+             f"{r.get('skipped_share', '-')} | {r.get('decode_mb_per_cpu_s', '-')} | "
+             f"{r.get('residence_p50_us', '-')} | "
+             + (f"{r['residence_p99_us']} ({', '.join(map(str, r['residence_p99_rounds']))})"
+                if "residence_p99_us" in r else "-") + " |" for r in summary]
     return head + "\n".join(lines) + "\n"
 
 
