@@ -43,7 +43,8 @@ RECORDS_FLOOR = 100_000
 class Budget:
     """What is left of the bounds for one unit of work (see the module's docstring)."""
 
-    __slots__ = ("limits", "inflate_left", "records_left", "decode_left", "pack_records")
+    __slots__ = ("limits", "inflate_left", "records_left", "decode_left", "pack_records", "inflate_low",
+                 "decode_low")
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, input_bytes: int = 0,
                  pack_records: bool = False):
@@ -56,11 +57,14 @@ class Budget:
         self.inflate_left = limits.max_batch_bytes + limits.max_file_ratio * input_bytes
         self.records_left = limits.eager_records
         self.decode_left = RECORDS_FLOOR + limits.max_records_per_byte * input_bytes
+        # the least each has been: what the unit used beyond its grants (pipeline.flows_report)
+        self.inflate_low, self.decode_low = self.inflate_left, self.decode_left
 
     def copy(self) -> Budget:
         twin = Budget.__new__(Budget)
         twin.limits, twin.inflate_left, twin.records_left = self.limits, self.inflate_left, self.records_left
         twin.decode_left, twin.pack_records = self.decode_left, self.pack_records
+        twin.inflate_low, twin.decode_low = self.inflate_low, self.decode_low
         return twin
 
     def grant(self, input_bytes: int) -> None:
@@ -80,6 +84,8 @@ class Budget:
 
     def inflated(self, size: int) -> None:
         self.inflate_left -= size
+        if self.inflate_left < self.inflate_low:
+            self.inflate_low = self.inflate_left
 
     def decode_allowed(self) -> int:
         """How many more records may be decoded (framed, good or bad) from this unit's input."""
@@ -87,6 +93,8 @@ class Budget:
 
     def decoded(self, count: int) -> None:
         self.decode_left -= count
+        if self.decode_left < self.decode_low:
+            self.decode_low = self.decode_left
 
     def cut_note(self, decoded: int) -> str:
         """Why records past the first ``decoded`` of a batch or wrapper are not decoded."""

@@ -31,7 +31,7 @@ from kinspect.capture.link import decoder_for
 from kinspect.capture.pcapng import TLS_KEY_LOG
 from kinspect.capture.source import CaptureError, open_capture
 from kinspect.capture.tcp import TICK, StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
-from kinspect.limits import DEFAULT_LIMITS, Budget, Limits
+from kinspect.limits import DEFAULT_LIMITS, RECORDS_FLOOR, Budget, Limits
 from kinspect.tls.keylog import KeyLog
 from kinspect.tls.layer import MAX_MARKS, TlsLayer
 from kinspect.wire.exchange import RAW, complete
@@ -190,6 +190,7 @@ class DecodeRun:
         self.end_notices: dict[str, int] = {}
         self.unread = 0  # with flows: packets of other shards' connections the C reader left out
         self._reassembler: TcpReassembler | None = None
+        self._budget: Budget | None = None
         self.limits = limits
         self.max_connections = max_connections
         self.pending_timeout = pending_timeout
@@ -315,7 +316,7 @@ class DecodeRun:
         regular batches may keep their records as bytes (records/packed.py), for a reader that
         needs only their count."""
         topics = self.topics
-        budget = Budget(self.limits, pack_records=pack_records)
+        budget = self._budget = Budget(self.limits, pack_records=pack_records)
         if self.keep_record is not None:
             yield from self._kept_records(progress, topics, budget)
             return
@@ -440,18 +441,24 @@ class DecodeRun:
         run acts past them); ``end_notices``; topic ids learned and looked up in vain (see
         RecordedTopicNames)."""
         r, session, topics = self._reassembler, self.session, self.topics
+        budget = self._budget or Budget(self.limits)
+        # what the exchanges decompressed and decoded beyond their bytes' grants: one run's
+        # budget is its allowance less all of these together (limits.Budget)
+        beyond = {"decompressed bytes beyond grants": (self.limits.max_batch_bytes, budget.inflate_low),
+                  "records beyond grants": (RECORDS_FLOOR, budget.decode_low)}
         peaks = {"streams": 0, "held": 0, "held_segments": 0, "closed": 0} if r is None else r.peaks
         return {
             "shard": list(self.flows or (0, 1)),
             "peaks": {"directions open": peaks["streams"], "out-of-order bytes": peaks["held"],
                       "out-of-order segments": peaks["held_segments"], "directions closed": peaks["closed"],
                       "undecided bytes": session.undecided_peak, "unanswered request bytes": session.held[1],
-                      "big frame bytes": session.reserved[1], "TLS connections marked": self.tls.marks_peak},
+                      "big frame bytes": session.reserved[1], "TLS connections marked": self.tls.marks_peak,
+                      **{name: base - low for name, (base, low) in beyond.items()}},
             "limits": {"directions open": r.max_streams if r else 0, "out-of-order bytes": r.max_held if r else 0,
                        "out-of-order segments": r.max_held_segments if r else 0,
                        "directions closed": r.remember_closed if r else 0, "undecided bytes": UNDECIDED_LIMIT,
                        "unanswered request bytes": 2 * session.max_frame, "big frame bytes": 2 * session.max_frame,
-                       "TLS connections marked": MAX_MARKS},
+                       "TLS connections marked": MAX_MARKS, **{name: base for name, (base, _) in beyond.items()}},
             "end_notices": dict(self.end_notices),
             "learned": getattr(topics, "learned", {}), "unnamed": getattr(topics, "unnamed", {}),
             "overflow": getattr(topics, "overflow", False),

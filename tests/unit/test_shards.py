@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from kinspect.capture import pcap
+from kinspect.limits import Limits
 from kinspect.pipeline import NOTICES_AT_ONCE, DecodeRun
 from kinspect.render.jsonl import pieces
 from kinspect.shards import end_problems, not_whole
@@ -72,6 +73,27 @@ def test_the_c_reader_and_the_python_loop_leave_out_the_same_packets(monkeypatch
     slow_runs, slow, _ = _shards(capture, 3)
     assert [_by_conn(r) for r in slow] == [_by_conn(r) for r in fast]
     assert all(run.unread == 0 for run in slow_runs)
+
+
+@pytest.mark.parametrize("capture", ["aiokafka-mtu1500.pcapng", "kafka39-legacy-mtu1500.pcapng"])
+@pytest.mark.parametrize("batch_bytes", [1 << 10, 16 << 10, 256 << 10])
+def test_a_files_decompression_budget_spent_beyond_its_grants_is_found(capture, batch_bytes):
+    """One run's budget (limits.Budget) is shared by its exchanges: each grants max_file_ratio
+    bytes of decompression per byte, on top of max_batch_bytes. With a ratio of 1, compressed
+    batches draw on the shared part, so a shard alone would decompress what one run cuts."""
+    limits = Limits(max_file_ratio=1, max_batch_bytes=batch_bytes)
+    path = str(PCAPS / capture)
+    whole = list(DecodeRun(path, limits=limits).records())
+    cut = any("--max-file-ratio" in p["what"] for r in whole for p in r.get("problems", []))
+    _, parts, reports = _shards(path, 2, limits=limits)
+    merged = {conn: lines for part in parts for conn, lines in _by_conn(part).items()}
+    reasons = not_whole(reports)
+    if batch_bytes == 16 << 10:
+        assert cut and merged != _by_conn(whole)  # the case exists
+    if not reasons:
+        assert merged == _by_conn(whole)
+    else:
+        assert any(r.startswith("decompressed bytes beyond grants") for r in reasons)
 
 
 # ---- the bounds shared by every connection, and the capture's end ----
