@@ -72,9 +72,11 @@ def test_usage_errors_exit_2():
 
 def test_ctrl_c_exits_130_with_no_traceback_from_the_workers():
     from tests.unit.cli.test_decode import copies_of
+    # a terminal's Ctrl-C reaches a foreground process, which cannot have inherited SIGINT ignored
+    # as a suite run in a script's background ('cmd &') would hand it down
     proc = subprocess.Popen([sys.executable, "-m", "kinspect", "decode", "--json", "-j2", "-"],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc.stdin.write(copies_of(PCAPS / "kafka41-librdkafka-mtu1500.pcap", 40))  # stdin never ends
     proc.stdin.flush()
     started = time.monotonic()
