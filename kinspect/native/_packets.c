@@ -116,7 +116,7 @@ flow_shard(const unsigned char *ip, const unsigned char *tcp, long shards)
 }
 
 static PyObject *
-records(PyObject *const *args, int kind, long shard, long shards)
+records(PyObject *const *args, int kind, long shard, long shards, int with_skipped)
 {
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
@@ -170,7 +170,7 @@ done:
     PyBuffer_Release(&view);
     if (packets == NULL)
         return NULL;
-    if (shards > 1)
+    if (with_skipped)
         return Py_BuildValue("(NnLLLLd)", packets, pos, number, cut, skipped, last_number, last_ts);
     return Py_BuildValue("(NnLL)", packets, pos, number, cut);
 }
@@ -183,7 +183,7 @@ pcap_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                                          "linktype, max_caplen, number, limit)");
         return NULL;
     }
-    return records(args, 0, 0, 1);
+    return records(args, 0, 0, 1, 0);
 }
 
 static PyObject *
@@ -201,7 +201,7 @@ pcap_records_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "pcap_records_of: unknown link kind, or shard outside 0..shards-1");
         return NULL;
     }
-    return records(args, (int)kind, shard, shards);
+    return records(args, (int)kind, shard, shards, 1);
 }
 
 static PyObject *

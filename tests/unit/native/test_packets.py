@@ -169,3 +169,5 @@ def test_pcap_records_of_passes_what_it_cannot_tell():
     assert sorted(skips) == [0, 1]  # the plain packet: left out by the one shard it is not
     with pytest.raises(ValueError):
         native.packets.pcap_records_of(buf, 0, len(buf), True, 1e6, 101, 65535, 0, 100, 4, 2, 2)
+    one = native.packets.pcap_records_of(buf, 0, len(buf), True, 1e6, 101, 65535, 0, 100, 4, 0, 1)
+    assert len(one[0]) == 3 and one[4:] == (0, 0, 0.0)  # one shard: everything, and the same shape
