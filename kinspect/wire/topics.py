@@ -65,7 +65,7 @@ class RecordedTopicNames(TopicNames):
                 topic_id, name = topic.get("topic_id"), topic.get("name")
                 if topic_id and name and topic_id != NULL_TOPIC_ID:
                     seen = self.learned.setdefault(topic_id, [self.position, []])
-                    if name not in seen[1]:
+                    if len(seen[1]) < 2 and name not in seen[1]:  # two names already fail the check
                         seen[1].append(name)
         self.overflow = len(self.learned) > MAX_RECORDED
 
