@@ -22,4 +22,6 @@ setup(ext_modules=[
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._tls", ["kinspect/native/_tls.c"],  # a TLS direction's records opened
               extra_compile_args=FLAGS, optional=True),
+    Extension("kinspect.native._relay", ["kinspect/native/_relay.c"],  # the proxy's byte path
+              extra_compile_args=FLAGS, optional=True),
 ])

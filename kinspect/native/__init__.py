@@ -25,10 +25,11 @@ packets = _load("kinspect.native._packets")
 ring = _load("kinspect.native._ring")
 bodies = _load("kinspect.native._bodies")
 tls = _load("kinspect.native._tls")
+relay = _load("kinspect.native._relay")
 
 
 def status() -> dict[str, bool]:
     """Which accelerators this process uses."""
     return {"v2records": v2records is not None, "bytes_json": bytes_json is not None,
             "packets": packets is not None, "ring": ring is not None, "bodies": bodies is not None,
-            "tls": tls is not None}
+            "tls": tls is not None, "relay": relay is not None}

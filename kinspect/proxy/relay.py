@@ -45,6 +45,7 @@ class Options:
     upstream_ssl: ssl.SSLContext | None = None  # --upstream-tls
     connect_timeout: float = 10.0
     max_held: int = MAX_HELD  # --max-held-mb
+    native: bool = True  # plaintext links relayed in C (pump.py) where it is built; False: asyncio
 
 
 @dataclass
@@ -130,6 +131,7 @@ class Link:
         self.draining = False
         self.stopped_reading = False  # draining, between two requests: the client is read no more
         self.not_forwarded = 0        # bytes of new requests received while draining, dropped
+        self.at_stop: tuple | None = None  # mark_stop()
         self.ended = 0
         self.lost_sides = 0
         self.up = self.down = 0
@@ -237,10 +239,20 @@ class Link:
     def in_flight(self) -> int:
         return len(self.requests.pending)
 
+    def mark_stop(self) -> None:
+        """What draining starts from: requests in flight, one half read, responses so far."""
+        if self.at_stop is None:
+            self.at_stop = (self.in_flight, self.requests.mid_frame, self.responses.answered)
+
+    def quiet(self) -> bool:
+        """Draining is over for this link: no request waits, no frame is half passed."""
+        return not self.in_flight and not self.requests.mid_frame and not self.responses.mid_frame
+
     def drain(self) -> None:
         """Stop taking new requests from the client: at once if none is under way, else once it
         has come whole. A link not yet connected to its broker is closed (nothing is in flight)."""
         self.draining = True
+        self.mark_stop()
         if self.server.transport is None or self.client.transport is None:
             if self.client.transport is not None and not self.client.transport.is_closing():
                 self.closed_by = "proxy (stopping before the broker answered the connect)"
@@ -295,11 +307,19 @@ class Proxy:
         self.warned: set = set()
         self.idle = asyncio.Event()
         self.held = HeldBudget(options.max_held, self._not_held)
+        self.pumps = None  # pump.Pumps: plaintext links relayed in C
+        self.pump = None
 
     # -- listeners -----------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        options = self.options
+        if options.native and options.server_ssl is None and options.upstream_ssl is None:
+            from kinspect.proxy import pump
+            if pump.available():
+                self.pumps = pump.Pumps(self)
+                self.pump = self.pumps.pump
         await self._listen(None, self.options.base_port)
 
     def port_of(self, node: int) -> int:
@@ -325,6 +345,9 @@ class Proxy:
 
     async def _serve(self, node: int | None, sock: socket.socket) -> None:
         self.ports[node] = sock.getsockname()[1]
+        if self.pumps is not None:
+            self.servers[node] = self.pumps.listen(node, sock)
+            return
         server = await self.loop.create_server(lambda: self._accept(node), sock=sock, ssl=self.options.server_ssl)
         self.servers[node] = server
 
@@ -397,13 +420,13 @@ class Proxy:
         if self.tap is not None and client and local:
             self.tap.open(conn, time.time(), (client[0], client[1]), (local[0], local[1]))
 
-    def tap_data(self, conn: int, direction: int, data: bytes) -> None:
+    def tap_data(self, conn: int, direction: int, data: bytes, ts: float | None = None) -> None:
         if direction == CLIENT:
             self.counters.client_bytes += len(data)
         else:
             self.counters.server_bytes += len(data)
         if self.tap is not None:
-            self.tap.data(conn, direction, time.time(), data)
+            self.tap.data(conn, direction, time.time() if ts is None else ts, data)
 
     def tap_end(self, conn: int, direction: int) -> None:
         if self.tap is not None:
@@ -434,18 +457,20 @@ class Proxy:
         for server in self.servers.values():
             server.close()
         links = list(self.links.values())
-        report = Drained(in_flight=self.in_flight(), half_read=sum(link.requests.mid_frame for link in links),
+        for link in links:
+            link.drain()
+        deadline = started + timeout
+        if self.pumps is not None:  # each link's state when the pump took its drain
+            await self.pumps.stopped(links, deadline)
+        stops = [link.at_stop or (0, False, link.responses.answered) for link in links]
+        report = Drained(in_flight=sum(s[0] for s in stops), half_read=sum(s[1] for s in stops),
                          connections=len(links))
         self.log(f"stopping: no new connections, no new requests; draining {report.in_flight} in-flight "
                  f"requests ({report.half_read} half read) on {report.connections} connections "
                  f"(at most {timeout:g} s)")
-        answered = [link.responses.answered for link in links]
-        for link in links:
-            link.drain()
-        deadline = started + timeout
+        answered = [s[2] for s in stops]
         while self.loop.time() < deadline:
-            if all(not link.in_flight and not link.requests.mid_frame and not link.responses.mid_frame
-                   for link in self.links.values()):
+            if all(link.quiet() for link in self.links.values()):
                 break
             await asyncio.sleep(0.01)
         report.cut = self.in_flight()
@@ -464,6 +489,8 @@ class Proxy:
                 pass
         for task in list(self.tasks):
             task.cancel()
+        if self.pumps is not None:
+            self.pumps.stop()
         self.log(f"drained in {report.seconds:.1f} s: {report.answered} responses relayed, {report.cut} requests "
                  f"cut (no response within --drain-timeout), {report.half_cut} cut half read; "
                  f"{report.not_forwarded} bytes of new requests not forwarded")

@@ -1,14 +1,21 @@
 """The relay in process, on loopback: both sockets of a link send small frames at once (Nagle off:
 asyncio leaves it on for accepted sockets, and a paced producer's responses then waited for its
-delayed ACK); bytes pass both ways unchanged; a half-close is passed on."""
+delayed ACK); bytes pass both ways unchanged; a half-close is passed on. Each case runs on the
+asyncio links and on the C pump (pump.py), its twin, where it is built."""
 
 import asyncio
+import os
 import socket
 
+import pytest
+
+from kinspect.proxy import pump
 from kinspect.proxy.relay import Options, Proxy
 
+RELAYS = [False, pytest.param(True, marks=pytest.mark.skipif(not pump.available(), reason="the C pump is not built"))]
 
-async def _relay_case():
+
+async def _relay_case(native: bool):
     got = []
     accepted = asyncio.get_running_loop().create_future()
 
@@ -25,16 +32,23 @@ async def _relay_case():
     upstream = server.sockets[0].getsockname()[:2]
     logs = []
     proxy = Proxy(Options(upstream=upstream, listen_host="127.0.0.1", base_port=0, advertised_host="127.0.0.1",
-                          rewrite=False), None, logs.append)
+                          rewrite=False, native=native), None, logs.append)
     await proxy.start()
+    assert (proxy.pump is not None) == native
     reader, writer = await asyncio.open_connection("127.0.0.1", proxy.bootstrap_port)
     writer.write(b"hello")
     await writer.drain()
     await accepted
     answer = await reader.read(100)
     link = next(iter(proxy.links.values()))
-    nodelay = [side.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
-               for side in (link.client, link.server)]
+    if native:  # the pump's sockets, read through duplicates of their descriptors
+        nodelay = []
+        for fd in link.fds:
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                nodelay.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+    else:
+        nodelay = [side.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                   for side in (link.client, link.server)]
     writer.write_eof()
     rest = await reader.read(100)
     writer.close()
@@ -44,14 +58,15 @@ async def _relay_case():
     return got, answer, rest, nodelay, logs
 
 
-def test_relay_passes_bytes_and_half_closes_with_nagle_off():
-    got, answer, rest, nodelay, logs = asyncio.run(_relay_case())
+@pytest.mark.parametrize("native", RELAYS)
+def test_relay_passes_bytes_and_half_closes_with_nagle_off(native):
+    got, answer, rest, nodelay, logs = asyncio.run(_relay_case(native))
     assert got == [b"hello", b""] and answer == b"answer" and rest == b""
     assert nodelay == [1, 1]
     assert any("connected" in line for line in logs) and any("closed by client" in line for line in logs)
 
 
-async def _drain_case():
+async def _drain_case(native: bool):
     """A broker that answers each whole request after 0.2 s; a client with one request sent, one
     half sent when the proxy starts draining, then the rest of it and a third in one write."""
     import struct
@@ -75,7 +90,7 @@ async def _drain_case():
     server = await asyncio.start_server(broker, "127.0.0.1", 0)
     logs = []
     proxy = Proxy(Options(upstream=server.sockets[0].getsockname()[:2], listen_host="127.0.0.1", base_port=0,
-                          advertised_host="127.0.0.1", rewrite=False), None, logs.append)
+                          advertised_host="127.0.0.1", rewrite=False, native=native), None, logs.append)
     await proxy.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", proxy.bootstrap_port)
     first, second, third = (encode_request(18, 3, i, "c", {"client_software_name": "x" * 2000,
@@ -102,8 +117,9 @@ async def _drain_case():
     return received_frames, answers, report, [first, second, third], logs
 
 
-def test_draining_forwards_the_request_under_way_and_no_new_one():
-    frames, answers, report, sent, logs = asyncio.run(_drain_case())
+@pytest.mark.parametrize("native", RELAYS)
+def test_draining_forwards_the_request_under_way_and_no_new_one(native):
+    frames, answers, report, sent, logs = asyncio.run(_drain_case(native))
     assert frames == [sent[0][4:], sent[1][4:]]  # the half-read one completed, the third never sent
     assert answers == [1, 2]                      # both answered before the links closed
     # in flight: the first and the second, whose header had come; half read: the second
@@ -127,7 +143,7 @@ async def _early_case():
 
     server = await asyncio.start_server(broker, "127.0.0.1", 0)
     proxy = Proxy(Options(upstream=server.sockets[0].getsockname()[:2], listen_host="127.0.0.1", base_port=0,
-                          advertised_host="127.0.0.1", rewrite=False), None, lambda line: None)
+                          advertised_host="127.0.0.1", rewrite=False, native=False), None, lambda line: None)
     await proxy.start()
     create_connection = proxy.loop.create_connection
 
