@@ -28,9 +28,10 @@
  * (drain() came mid-request: the copies before it are what had gone on then).
  * Directions are tap.py's: 1 the client's bytes, 2 the broker's.
  *
- * Bounds: a link holds at most one chunk per direction waiting for a slow peer (then that side is
- * not read), the held frames together at most max_held, and copies queued for Python at most
- * queue_limit bytes (past it the thread waits for events() to be called).
+ * Bounds: a link holds at most WRITE_HIGH and a chunk per direction waiting for a slow peer (past
+ * WRITE_HIGH that side is not read, as relay.py's transports pause), the held frames together at
+ * most max_held, and copies queued for Python at most queue_limit bytes (past it the thread waits
+ * for events() to be called).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -52,9 +53,10 @@ enum { PASS = 0, ALWAYS = 1, SCAN = 2 }; /* what a response frame gets */
 #define TABLE 1024                      /* requests awaiting a held response, by correlation id */
 /* Python is woken for copies at most every NOTIFY_AFTER s, or past NOTIFY_BYTES queued (a HOLD at
  * once): waking it inside each round trip cost more latency at low load than it saved */
-#define NOTIFY_AFTER 0.002
-#define NOTIFY_BYTES (256 << 10)
+#define NOTIFY_AFTER 0.010
+#define NOTIFY_BYTES (1 << 20)
 #define NOT_KAFKA (-1)
+#define WRITE_HIGH (1 << 20)            /* bytes waiting for a slow peer before its source is not read */
 
 typedef struct Event {
     struct Event *next;
@@ -67,8 +69,8 @@ typedef struct Event {
 } Event;
 
 typedef struct {
-    char *pend;            /* read, not yet written to the peer */
-    size_t pend_len, pend_off;
+    char *pend;            /* read, not yet written to the peer: pend[pend_off:pend_len] */
+    size_t pend_len, pend_off, pend_cap;
     int eof, shut;         /* the source ended; the peer was told (SHUT_WR) */
     unsigned char head[12];
     int head_len, want;
@@ -97,7 +99,8 @@ struct Link {
     struct { int32_t corr; int16_t api, ver; int used; } table[TABLE];
     int expecting;         /* slots used: responses that may have to be held */
     int draining, stopped, closing, dead;
-    int gone[2];           /* a socket taken out of epoll: hung up while the link closes */
+    int hup[2];            /* epoll said hang-up while the socket was not being read */
+    int gone[2];           /* so it is out of epoll (a hang-up fires until read) until read again */
     long long not_forwarded;
 };
 
@@ -127,9 +130,58 @@ typedef struct {
     long long max_held, held;
     Link *links;
     Link *graveyard;       /* closed during an epoll batch, freed after it */
-    char *rbuf, *obuf;
+    char *obuf;            /* responses gathered when they are not one run of the chunk read */
     size_t obuf_len, obuf_cap;
+    int ident;             /* what goes on so far is one run of the chunk read: ident_start..end */
+    const char *ident_start, *ident_end;
 } Pump;
+
+/* bytes the relay read, handed to Python as they are (a memoryview over this) */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t len;
+} Chunk;
+
+static int
+Chunk_getbuffer(Chunk *c, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)c, c->data, c->len, 1, flags);
+}
+
+static void
+Chunk_dealloc(Chunk *c)
+{
+    free(c->data);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static PyBufferProcs Chunk_as_buffer = {(getbufferproc)Chunk_getbuffer, NULL};
+
+static PyTypeObject ChunkType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kinspect.native._relay.Chunk",
+    .tp_basicsize = sizeof(Chunk),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Chunk_dealloc,
+    .tp_as_buffer = &Chunk_as_buffer,
+};
+
+/* a memoryview owning data (freed with it), or NULL (data freed) */
+static PyObject *
+view_of(char *data, size_t len)
+{
+    Chunk *c = PyObject_New(Chunk, &ChunkType);
+    if (c == NULL) {
+        free(data);
+        return NULL;
+    }
+    c->data = data;
+    c->len = (Py_ssize_t)len;
+    PyObject *view = PyMemoryView_FromObject((PyObject *)c);
+    Py_DECREF(c);
+    return view;
+}
 
 static double
 now(void)
@@ -252,7 +304,7 @@ static int
 want_read(Link *l, int d)
 {
     Dir *x = &l->d[d];
-    if (l->closing || x->eof || x->waiting || x->rest_len || x->pend_len > x->pend_off)
+    if (l->closing || x->eof || x->waiting || x->rest_len || x->pend_len - x->pend_off >= WRITE_HIGH)
         return 0;
     return !(d == REQ && l->stopped);
 }
@@ -261,15 +313,22 @@ static void
 watch(Pump *p, Link *l)
 {
     for (int side = 0; side < 2; side++) {
-        if (l->fd[side] < 0 || l->gone[side])
+        if (l->fd[side] < 0)
             continue;
         Dir *toward = &l->d[1 - side];  /* the direction whose bytes are written to this socket */
         unsigned mask = (want_read(l, side) ? EPOLLIN : 0) | (toward->pend_len > toward->pend_off ? EPOLLOUT : 0);
-        if (mask != l->mask[side]) {
-            struct epoll_event ev = {.events = mask, .data.ptr = &l->handle[side]};
+        struct epoll_event ev = {.events = mask, .data.ptr = &l->handle[side]};
+        if (mask == 0 && l->hup[side]) {
+            if (!l->gone[side])
+                epoll_ctl(p->epfd, EPOLL_CTL_DEL, l->fd[side], NULL);
+            l->gone[side] = 1;
+        } else if (l->gone[side]) {
+            epoll_ctl(p->epfd, EPOLL_CTL_ADD, l->fd[side], &ev);
+            l->gone[side] = l->hup[side] = 0;
+        } else if (mask != l->mask[side]) {
             epoll_ctl(p->epfd, EPOLL_CTL_MOD, l->fd[side], &ev);
-            l->mask[side] = mask;
         }
+        l->mask[side] = mask;
     }
 }
 
@@ -297,18 +356,24 @@ send_on(Pump *p, Link *l, int d, const char *buf, size_t len)
         }
     }
     if (done < len) {
-        size_t left = x->pend_len - x->pend_off;
-        char *pend = malloc(left + len - done);
-        if (pend == NULL) {
-            fail(p, l, 1 - d, ENOMEM);
-            return -1;
+        size_t add = len - done, left = x->pend_len - x->pend_off;
+        if (x->pend_len + add > x->pend_cap && x->pend_off) {  /* the written front goes first */
+            memmove(x->pend, x->pend + x->pend_off, left);
+            x->pend_off = 0;
+            x->pend_len = left;
         }
-        memcpy(pend, x->pend + x->pend_off, left);
-        memcpy(pend + left, buf + done, len - done);
-        free(x->pend);
-        x->pend = pend;
-        x->pend_off = 0;
-        x->pend_len = left + len - done;
+        if (x->pend_len + add > x->pend_cap) {
+            size_t cap = (x->pend_len + add) * 2;
+            char *grown = realloc(x->pend, cap);
+            if (grown == NULL) {
+                fail(p, l, 1 - d, ENOMEM);
+                return -1;
+            }
+            x->pend = grown;
+            x->pend_cap = cap;
+        }
+        memcpy(x->pend + x->pend_len, buf + done, add);
+        x->pend_len += add;
     }
     return 0;
 }
@@ -318,7 +383,8 @@ close_link(Pump *p, Link *l)
 {
     for (int side = 0; side < 2; side++)
         if (l->fd[side] >= 0) {
-            epoll_ctl(p->epfd, EPOLL_CTL_DEL, l->fd[side], NULL);
+            if (!l->gone[side])
+                epoll_ctl(p->epfd, EPOLL_CTL_DEL, l->fd[side], NULL);
             close(l->fd[side]);
             l->fd[side] = -1;
         }
@@ -449,7 +515,7 @@ follow_requests(Link *l, const unsigned char *buf, size_t n)
 }
 
 static int
-out(Pump *p, const void *data, size_t len)
+append(Pump *p, const void *data, size_t len)
 {
     if (p->obuf_len + len > p->obuf_cap) {
         size_t cap = (p->obuf_len + len) * 2;
@@ -464,17 +530,64 @@ out(Pump *p, const void *data, size_t len)
     return 0;
 }
 
-/* what is gathered in obuf goes to the client, and its copy to Python */
+/* bytes to send on to the client: while they follow each other in the chunk read they are only
+ * counted (the chunk itself goes, and is handed to Python without a copy); else gathered */
 static int
-flush_out(Pump *p, Link *l)
+out(Pump *p, const char *data, size_t len)
 {
-    if (!p->obuf_len)
+    if (p->ident && (p->ident_end == data || p->ident_end == NULL)) {
+        if (p->ident_end == NULL)
+            p->ident_start = data;
+        p->ident_end = data + len;
         return 0;
-    size_t len = p->obuf_len;
+    }
+    if (p->ident) {
+        p->ident = 0;
+        if (p->ident_end != NULL && append(p, p->ident_start, (size_t)(p->ident_end - p->ident_start)) < 0)
+            return -1;
+    }
+    return append(p, data, len);
+}
+
+/* bytes from outside the chunk read (a held frame, a head kept from the last chunk): copied now */
+static int
+out_copy(Pump *p, const char *data, size_t len)
+{
+    if (p->ident) {
+        p->ident = 0;
+        if (p->ident_end != NULL && append(p, p->ident_start, (size_t)(p->ident_end - p->ident_start)) < 0)
+            return -1;
+    }
+    return append(p, data, len);
+}
+
+static void
+out_reset(Pump *p)
+{
     p->obuf_len = 0;
-    if (send_on(p, l, RESP, p->obuf, len) < 0)
+    p->ident = 1;
+    p->ident_start = p->ident_end = NULL;
+}
+
+/* what out() was given goes to the client, and its copy to Python: the chunk itself when it all
+ * went as it came and ``*owned`` (n bytes) is it, which is then Python's (*owned set to NULL) */
+static int
+flush_out(Pump *p, Link *l, char **owned, size_t n)
+{
+    const char *data = p->ident ? p->ident_start : p->obuf;
+    size_t len = p->ident ? (p->ident_end ? (size_t)(p->ident_end - p->ident_start) : 0) : p->obuf_len;
+    int whole = p->ident && owned != NULL && *owned != NULL && data == *owned && len == n;
+    out_reset(p);
+    if (!len)
+        return 0;
+    if (send_on(p, l, RESP, data, len) < 0)
         return -1;
-    post(p, l, DATA, SERVER, p->obuf, len, 0, 0, 0, 0);
+    if (whole) {
+        post(p, l, DATA, SERVER, *owned, len, 0, 0, 0, 1);
+        *owned = NULL;
+    } else {
+        post(p, l, DATA, SERVER, data, len, 0, 0, 0, 0);
+    }
     return 0;
 }
 
@@ -488,11 +601,11 @@ frame_held(Pump *p, Link *l)
     x->held = NULL;
     p->held -= (long long)size;
     if (x->hold_kind == SCAN && !has_endpoint_codes(frame, size)) {
-        int r = out(p, frame, size);
+        int r = out_copy(p, frame, size);
         free(frame);
         return r < 0 ? -1 : 0;
     }
-    if (flush_out(p, l) < 0) {
+    if (flush_out(p, l, NULL, 0) < 0) {
         free(frame);
         return -1;
     }
@@ -508,9 +621,10 @@ follow_responses(Pump *p, Link *l, const char *buf, size_t n)
 {
     Dir *x = &l->d[RESP];
     size_t pos = 0;
+    long head_at = -1;  /* where the current frame's head began in buf, if it did */
     while (pos < n) {
         if (x->delegate) {
-            if (flush_out(p, l) < 0)
+            if (flush_out(p, l, NULL, 0) < 0)
                 return -1;
             post(p, l, HOLD, SERVER, buf + pos, n - pos, 0, -1, -1, 0);
             x->waiting = 1;
@@ -546,26 +660,31 @@ follow_responses(Pump *p, Link *l, const char *buf, size_t n)
             x->delegate = 1;
             continue;
         }
+        if (x->head_len == 0)
+            head_at = (long)pos;
         size_t take = (size_t)(8 - x->head_len) < n - pos ? (size_t)(8 - x->head_len) : n - pos;
         memcpy(x->head + x->head_len, buf + pos, take);
         x->head_len += (int)take;
         pos += take;
+        const char *head = head_at >= 0 ? buf + head_at : (const char *)x->head;
+        int (*emit)(Pump *, const char *, size_t) = head_at >= 0 ? out : out_copy;
         if (x->head_len < 8) {
             /* no response is to be held: what came of the head goes on now, as relay.py's would
              * (a stream that is not Kafka never stalls here) */
             if (!l->expecting) {
-                if (out(p, x->head + x->head_passed, (size_t)(x->head_len - x->head_passed)) < 0)
+                if (emit(p, head + x->head_passed, (size_t)(x->head_len - x->head_passed)) < 0)
                     return -1;
                 x->head_passed = x->head_len;
             }
             break;
         }
+        head_at = -1;
         int sent = x->head_passed;
         x->head_len = x->head_passed = 0;
         int32_t size = (int32_t)be32(x->head), corr = (int32_t)be32(x->head + 4);
         if (size < 4) {  /* not Kafka framing: the rest passes untouched */
             x->skip = NOT_KAFKA;
-            if (out(p, x->head + sent, (size_t)(8 - sent)) < 0)
+            if (emit(p, head + sent, (size_t)(8 - sent)) < 0)
                 return -1;
             continue;
         }
@@ -583,7 +702,7 @@ follow_responses(Pump *p, Link *l, const char *buf, size_t n)
             kind = PASS;
         }
         if (kind == PASS) {
-            if (out(p, x->head + sent, (size_t)(8 - sent)) < 0)
+            if (emit(p, head + sent, (size_t)(8 - sent)) < 0)
                 return -1;
             x->skip = size - 4;
             continue;
@@ -606,46 +725,73 @@ follow_responses(Pump *p, Link *l, const char *buf, size_t n)
     return (long)pos;
 }
 
-/* bytes read from side d (or left over from before a release) */
+/* a chunk of ``n`` bytes kept for Python: no larger than it needs to be */
+static char *
+fitted(char *buf, size_t n, size_t size)
+{
+    if (n >= size / 2)
+        return buf;
+    char *small = realloc(buf, n ? n : 1);
+    return small ? small : buf;
+}
+
+/* n bytes read from side d (or left over from before a release) in buf, which is the relay's to
+ * keep (handed to Python with the copies) or free */
 static void
-relay(Pump *p, Link *l, int d, const char *buf, size_t n)
+relay(Pump *p, Link *l, int d, char *buf, size_t n, size_t size)
 {
     if (d == REQ) {
         int stopped = l->stopped;
         size_t fwd = follow_requests(l, (const unsigned char *)buf, n);
-        if (fwd && send_on(p, l, REQ, buf, fwd) == 0)
-            post(p, l, DATA, CLIENT, buf, fwd, 0, 0, 0, 0);
+        if (fwd && send_on(p, l, REQ, buf, fwd) == 0) {
+            post(p, l, DATA, CLIENT, fitted(buf, fwd, size), fwd, 0, 0, 0, 1);
+            buf = NULL;
+        }
         if (l->stopped && !stopped)
             post(p, l, DRAINED, CLIENT, NULL, 0, l->not_forwarded, 0, 0, 0);
+        free(buf);
         return;
     }
+    out_reset(p);
     long taken = follow_responses(p, l, buf, n);
     if (taken < 0) {
         if (!l->closing)
             fail(p, l, RESP, ENOMEM);
+        free(buf);
         return;
     }
-    if (flush_out(p, l) < 0)
+    if (flush_out(p, l, &buf, n) < 0) {
+        free(buf);
         return;
+    }
     Dir *x = &l->d[RESP];
-    if ((size_t)taken < n) {
+    if ((size_t)taken < n && buf != NULL) {
         x->rest = malloc(n - (size_t)taken);
         if (x->rest == NULL) {
             fail(p, l, RESP, ENOMEM);
+            free(buf);
             return;
         }
         memcpy(x->rest, buf + taken, n - (size_t)taken);
         x->rest_len = n - (size_t)taken;
     }
+    free(buf);
 }
 
 static void
 readable(Pump *p, Link *l, int side)
 {
+    char *buf = malloc(p->chunk);
+    if (buf == NULL) {
+        fail(p, l, side, ENOMEM);
+        return;
+    }
     ssize_t n;
     do
-        n = recv(l->fd[side], p->rbuf, p->chunk, 0);
+        n = recv(l->fd[side], buf, p->chunk, 0);
     while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        free(buf);
     if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             fail(p, l, side, errno);
@@ -656,15 +802,16 @@ readable(Pump *p, Link *l, int side)
         x->eof = 1;
         post(p, l, EOF_, side == REQ ? CLIENT : SERVER, NULL, 0, 0, 0, 0, 0);
         if (x->held) {  /* a frame cut by the end: its bytes go on as they came */
-            out(p, x->held, x->held_len);
+            out_reset(p);
+            out_copy(p, x->held, x->held_len);
             p->held -= (long long)x->held_size;
             free(x->held);
             x->held = NULL;
-            flush_out(p, l);
+            flush_out(p, l, NULL, 0);
         }
         return;
     }
-    relay(p, l, side, p->rbuf, (size_t)n);
+    relay(p, l, side, buf, (size_t)n, p->chunk);
 }
 
 static void
@@ -686,7 +833,7 @@ writable(Pump *p, Link *l, int side)
     }
     free(x->pend);
     x->pend = NULL;
-    x->pend_off = x->pend_len = 0;
+    x->pend_off = x->pend_len = x->pend_cap = 0;
 }
 
 /* -- commands from Python -------------------------------------------------------------- */
@@ -741,8 +888,7 @@ command(Pump *p, Command *c)
             size_t n = x->rest_len;
             x->rest = NULL;
             x->rest_len = 0;
-            relay(p, l, RESP, rest, n);
-            free(rest);
+            relay(p, l, RESP, rest, n, n);
         }
     } else if (c->what == 2) {
         l->draining = 1;
@@ -800,16 +946,15 @@ loop(void *arg)
             unsigned e = evs[i].events;
             if (e & EPOLLOUT)
                 writable(p, l, h->side);
-            if (l->closing && (e & (EPOLLHUP | EPOLLERR)) && !(l->mask[h->side] & EPOLLOUT)) {
-                epoll_ctl(p->epfd, EPOLL_CTL_DEL, l->fd[h->side], NULL);
-                l->gone[h->side] = 1;
-            } else if ((e & (EPOLLIN | EPOLLHUP | EPOLLERR)) && want_read(l, h->side)) {
+            if ((e & (EPOLLIN | EPOLLHUP | EPOLLERR)) && want_read(l, h->side)) {
                 readable(p, l, h->side);
-            } else if (e & (EPOLLHUP | EPOLLERR)) {
+            } else if ((e & EPOLLERR) && !l->closing) {  /* broken while not read (a peer is slow) */
                 int err = 0;
                 socklen_t len = sizeof err;
                 getsockopt(l->fd[h->side], SOL_SOCKET, SO_ERROR, &err, &len);
                 fail(p, l, h->side, err ? err : EPIPE);
+            } else if (e & (EPOLLHUP | EPOLLERR)) {  /* what is left to read waits for its turn */
+                l->hup[h->side] = 1;
             }
             if (!l->dead)
                 settle(p, l);
@@ -841,11 +986,10 @@ Pump_init(Pump *p, PyObject *args, PyObject *kw)
     p->queue_limit = (size_t)queue_limit;
     p->commands_tail = &p->commands;
     p->events_tail = &p->events;
-    p->rbuf = malloc(p->chunk);
     p->epfd = epoll_create1(EPOLL_CLOEXEC);
     p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     p->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (p->rbuf == NULL || p->epfd < 0 || p->wake_fd < 0 || p->notify_fd < 0) {
+    if (p->epfd < 0 || p->wake_fd < 0 || p->notify_fd < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
@@ -958,7 +1102,8 @@ Pump_events(Pump *p, PyObject *unused)
     while (e) {
         Event *next = e->next;
         if (list != NULL) {
-            PyObject *data = e->data ? PyBytes_FromStringAndSize(e->data, (Py_ssize_t)e->len) : (Py_INCREF(Py_None), Py_None);
+            PyObject *data = e->data ? view_of(e->data, e->len) : (Py_INCREF(Py_None), Py_None);
+            e->data = NULL;
             PyObject *t = data ? Py_BuildValue("(ilidNLii)", e->kind, e->conn, e->direction, e->ts, data, e->n,
                                                e->api_key, e->api_version) : NULL;
             if (t == NULL || PyList_Append(list, t) < 0)
@@ -1036,7 +1181,6 @@ Pump_dealloc(Pump *p)
         close(p->wake_fd);
     if (p->notify_fd > 0)
         close(p->notify_fd);
-    free(p->rbuf);
     free(p->obuf);
     Py_TYPE(p)->tp_free((PyObject *)p);
 }
@@ -1072,7 +1216,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__relay(void)
 {
-    if (PyType_Ready(&PumpType) < 0)
+    if (PyType_Ready(&PumpType) < 0 || PyType_Ready(&ChunkType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

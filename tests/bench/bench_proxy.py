@@ -20,8 +20,15 @@ less its latency on the broker leg: the time the proxy added, both ends timestam
 kernel clock, so the broker's pauses (which the end-to-end p99 above cannot separate from the
 proxy's) cancel out. Reported: p50, p99 and the largest, over every paced request.
 
+--twin adds the relay's pure-Python twin (asyncio links instead of the C pump), relaying only.
+--peer adds a real peer relay, socat (C, one forked process per connection, TCP_NODELAY both
+ways), run exactly as the proxy is. socat rewrites no addresses, so the broker gets a second
+listener (PEER) that advertises socat's port: a client that bootstraps through socat is told to
+produce through it too. socat's residence is then the floor a byte-copying relay in C reaches on
+this machine, to read the proxy's against.
+
     python tests/bench/bench_proxy.py [--seconds 10] [--rounds 2] [--sizes 1024,16384] [--rate 200]
-                                      [--latency-seconds 20] [--loops asyncio,uvloop]
+                                      [--latency-seconds 20] [--loops asyncio,uvloop] [--peer] [--twin]
 
 Writes tests/bench/results/proxy-<date>.json and .md, and prints each run as it ends.
 """
@@ -46,7 +53,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.integration.test_proxy_lab import free_base  # noqa: E402
-from tests.lab.kafka import KafkaBroker  # noqa: E402
+from tests.lab.kafka import KafkaBroker, free_port  # noqa: E402
 
 MODES = ["direct", "relay", "decode"]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -74,11 +81,13 @@ def _children(pid: int) -> list[int]:
 
 
 class ProxyRun:
-    def __init__(self, upstream: str, decode: bool, loop: str | None = None):
+    def __init__(self, upstream: str, decode: bool, loop: str | None = None, pure: bool = False):
         self.base = free_base(8)
         args = ["--listen", f"127.0.0.1:{self.base}", "--upstream", upstream, "--quiet"]
         args += ["--json"] if decode else ["--no-decode"]
         env = {**os.environ, "KINSPECT_EVENT_LOOP": loop} if loop else None
+        if pure:  # the relay's pure-Python twin (asyncio links), not the C pump
+            env = {**(env or os.environ), "KINSPECT_PURE_PYTHON": "1"}
         self.process = subprocess.Popen([sys.executable, "-m", "kinspect", "proxy", *args], cwd=REPO, env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.stderr: list[str] = []
@@ -111,6 +120,42 @@ class ProxyRun:
                 "exchanges_decoded": int(d.group(1)) if d else None}
 
 
+class PeerRun:
+    """socat relaying ``base`` to the broker's PEER listener (see the module's docstring), with
+    ProxyRun's interface; its CPU is the listener's and its forked children's."""
+
+    def __init__(self, base: int, upstream_port: int):
+        self.base = base
+        self.process = subprocess.Popen(
+            ["socat", f"TCP-LISTEN:{base},bind=127.0.0.1,fork,reuseaddr,nodelay",
+             f"TCP:127.0.0.1:{upstream_port},nodelay"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.decoder = None
+        self.done = 0.0  # CPU of connections already closed (their processes are gone)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if subprocess.run(["ss", "-Hltn", f"sport = :{base}"], capture_output=True, text=True).stdout.strip():
+                break
+            time.sleep(0.05)
+
+    def cpu(self) -> tuple[float, float]:
+        own = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        reaped = (int(own[13]) + int(own[14])) / TICK  # cutime + cstime: children waited for
+        return _cpu(self.process.pid) + reaped + sum(_cpu(c) for c in _children(self.process.pid)), 0.0
+
+    def stop(self) -> dict:
+        self.process.terminate()
+        self.process.wait(30)
+        return {"client_bytes": 0, "server_bytes": 0, "skipped_bytes": 0, "exchanges_decoded": None}
+
+
+def _relay(broker: KafkaBroker, path: str, loop: str | None):
+    if path == "socat":
+        return PeerRun(broker.peer_base, broker.peer_port)
+    if path == "asyncio":
+        return ProxyRun(broker.bootstrap, decode=False, loop=loop, pure=True)
+    return ProxyRun(broker.bootstrap, decode=path == "decode", loop=loop)
+
+
 def _load(bootstrap: str, topic: str, size: int, seconds: float, rate: float = 0) -> dict:
     argv = [sys.executable, "-m", "tests.bench.proxy_load", "--bootstrap", bootstrap, "--topic", topic,
             "--size", str(size), "--seconds", str(seconds)]
@@ -135,7 +180,7 @@ def one_run(broker: KafkaBroker, mode: str, size: int, seconds: float, rate: flo
     row = {"mode": mode, "size": size}
     for kind in ("throughput", "latency"):
         path, _, loop = mode.partition("/")
-        proxy = None if path == "direct" else ProxyRun(broker.bootstrap, decode=path == "decode", loop=loop or None)
+        proxy = None if path == "direct" else _relay(broker, path, loop or None)
         bootstrap = broker.bootstrap if proxy is None else f"127.0.0.1:{proxy.base}"
         before, busy, t0 = proxy.cpu() if proxy else (0.0, 0.0), _busy(), time.monotonic()
         if kind == "throughput":
@@ -185,8 +230,8 @@ def residence(broker: KafkaBroker, mode: str, size: int, seconds: float, rate: f
     """The proxy's own added time per paced Produce request, from packet timestamps on lo (see the
     module's docstring)."""
     path, _, loop = mode.partition("/")
-    proxy = ProxyRun(broker.bootstrap, decode=path == "decode", loop=loop or None)
-    broker_port = int(broker.bootstrap.rsplit(":", 1)[1])
+    proxy = _relay(broker, path, loop or None)
+    broker_port = broker.peer_port if path == "socat" else int(broker.bootstrap.rsplit(":", 1)[1])
     with tempfile.TemporaryDirectory() as tmp:
         capture = Path(tmp) / "legs.pcap"
         dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", "-n", "-w", str(capture),
@@ -232,16 +277,29 @@ def main() -> None:
     p.add_argument("--sizes", default="1024,16384")
     p.add_argument("--rate", type=float, default=200)
     p.add_argument("--latency-seconds", type=float, help="the paced runs' length (default: --seconds)")
+    p.add_argument("--peer", action="store_true", help="add socat, a C relay, as a peer (see the docstring)")
+    p.add_argument("--twin", action="store_true", help="add the relay's pure-Python twin (asyncio links, "
+                                                       "KINSPECT_PURE_PYTHON=1), relaying only")
     p.add_argument("--loops", help="compare event loops, e.g. asyncio,uvloop: relay and decode runs with each "
                                    "(default: the proxy's own choice)")
     args = p.parse_args()
     modes = MODES if not args.loops else ["direct"] + [f"{m}/{loop}" for loop in args.loops.split(",")
                                                        for m in MODES[1:]]
+    modes += (["asyncio"] if args.twin else []) + (["socat"] if args.peer else [])
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
     # a run writes tens of GB: the broker keeps 1 GiB a partition (the disk is shared)
-    with KafkaBroker(config={"num.partitions": 1, "auto.create.topics.enable": "true", "log.retention.bytes": 1 << 30,
-                             "log.segment.bytes": 128 << 20, "log.retention.check.interval.ms": 5000}) as broker:
+    config = {"num.partitions": 1, "auto.create.topics.enable": "true", "log.retention.bytes": 1 << 30,
+              "log.segment.bytes": 128 << 20, "log.retention.check.interval.ms": 5000}
+    port, controller, peer_port, peer_base = free_port(), free_port(), free_port(), free_base(8)
+    if args.peer:  # a second listener, advertising socat's port (see the module's docstring)
+        config.update({
+            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},PEER://127.0.0.1:{peer_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},PEER://127.0.0.1:{peer_base}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PEER:PLAINTEXT"})
+    with KafkaBroker(config=config, port=port) as broker:
+        broker.peer_port, broker.peer_base = peer_port, peer_base
         for size in sizes:
             broker.create_topic(f"bench-{size}")
         for size in sizes:  # the broker's JIT warms up on an unrecorded direct run of each size
