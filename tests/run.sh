@@ -14,7 +14,7 @@ done
 if [ ${#need[@]} -gt 0 ]; then  # gcc builds kinspect/native; strace shows inputs are only read
   echo "installing system packages for: ${need[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq tshark tcpdump iproute2 gcc strace >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq tshark tcpdump iproute2 gcc strace socat >/dev/null  # socat: bench_proxy --peer
 fi
 python3 -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" || {
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-dev >/dev/null  # headers for kinspect/native
