@@ -7,8 +7,9 @@
  * the Kafka frames as relay.py's Requests and Responses do, so that it holds back whole exactly the
  * responses that may carry broker addresses (rewrite.py's carries_addresses):
  *   - Metadata, FindCoordinator, DescribeCluster: handed to Python (HOLD) to be rewritten;
- *   - Produce v10+ and Fetch v16+: passed on at once unless the frame holds the int16 error codes
- *     KIP-951 answers with endpoints (the check rewrite_response makes first), else handed over.
+ *   - Produce v10+ and Fetch v16+: walked (names_brokers), and passed on at once unless they carry
+ *     KIP-951's NodeEndpoints, else handed over. (rewrite_response's first check, any int16 6 or 74
+ *     in the bytes, matched every Produce response while the offsets' top byte was 6.)
  * While Python has a response, that direction waits (release() gives the bytes to send on). After
  * a SaslHandshake v0 request the raw SASL tokens that follow have no Kafka header, so from the next
  * response frame on, that link's responses all go through Python (HOLD with api -1).
@@ -222,13 +223,129 @@ hold_kind(int api, int ver)
     return PASS;
 }
 
-static int
-has_endpoint_codes(const char *p, size_t n)
+/* -- KIP-951 endpoints: whether a Produce v10+ or Fetch v16+ response names brokers ---------- */
+
+typedef struct {
+    const unsigned char *p, *end;
+    int bad;
+} Cursor;
+
+static uint64_t
+uvarint(Cursor *c)
 {
-    for (size_t i = 0; i + 1 < n; i++)
-        if (p[i] == 0 && (p[i + 1] == 0x06 || p[i + 1] == 0x4a))
-            return 1;
+    uint64_t v = 0;
+    for (int shift = 0; c->p < c->end && shift < 64; shift += 7) {
+        unsigned b = *c->p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+    c->bad = 1;
     return 0;
+}
+
+static void
+skip(Cursor *c, uint64_t n)
+{
+    if ((uint64_t)(c->end - c->p) < n) {
+        c->bad = 1;
+        c->p = c->end;
+    } else {
+        c->p += n;
+    }
+}
+
+static void
+skip_compact(Cursor *c)  /* a compact (nullable) string or bytes */
+{
+    uint64_t n = uvarint(c);
+    if (n)
+        skip(c, n - 1);
+}
+
+static void
+skip_tags(Cursor *c)
+{
+    uint64_t n = uvarint(c);
+    for (uint64_t i = 0; i < n && !c->bad; i++) {
+        uvarint(c);
+        skip(c, uvarint(c));
+    }
+}
+
+/* 1 when the response carries NodeEndpoints (tag 0 of the body's tagged fields: the only place
+ * these versions name brokers) or does not walk cleanly; 0 when it holds no address for Python to
+ * rewrite. Every loop takes at least a byte a turn, so a hostile count ends at the frame's end. */
+static int
+names_brokers(int api, int ver, const unsigned char *frame, size_t n)
+{
+    Cursor c = {frame + 8, frame + n, 0};
+    if (n < 8)
+        return 1;
+    skip_tags(&c);  /* the response header's (v1) */
+    if (api == 0) {
+        uint64_t topics = uvarint(&c);
+        for (uint64_t t = 1; t < topics && !c.bad; t++) {
+            if (ver >= 13)
+                skip(&c, 16);  /* topic_id */
+            else
+                skip_compact(&c);  /* name */
+            uint64_t parts = uvarint(&c);
+            for (uint64_t q = 1; q < parts && !c.bad; q++) {
+                skip(&c, 4 + 2 + 8 + 8 + 8);  /* index, error_code, base_offset, log_append_time_ms, log_start_offset */
+                uint64_t errors = uvarint(&c);
+                for (uint64_t e = 1; e < errors && !c.bad; e++) {
+                    skip(&c, 4);
+                    skip_compact(&c);
+                    skip_tags(&c);
+                }
+                skip_compact(&c);  /* error_message */
+                skip_tags(&c);
+            }
+            skip_tags(&c);
+        }
+        skip(&c, 4);  /* throttle_time_ms */
+    } else {
+        skip(&c, 4 + 2 + 4);  /* throttle_time_ms, error_code, session_id */
+        uint64_t topics = uvarint(&c);
+        for (uint64_t t = 1; t < topics && !c.bad; t++) {
+            skip(&c, 16);  /* topic_id */
+            uint64_t parts = uvarint(&c);
+            for (uint64_t q = 1; q < parts && !c.bad; q++) {
+                skip(&c, 4 + 2 + 8 + 8 + 8);  /* partition_index, error_code, three offsets */
+                uint64_t aborted = uvarint(&c);
+                for (uint64_t a = 1; a < aborted && !c.bad; a++) {
+                    skip(&c, 8 + 8);
+                    skip_tags(&c);
+                }
+                skip(&c, 4);  /* preferred_read_replica */
+                skip_compact(&c);  /* records */
+                skip_tags(&c);
+            }
+            skip_tags(&c);
+        }
+    }
+    uint64_t tags = uvarint(&c);
+    for (uint64_t i = 0; i < tags && !c.bad; i++) {
+        uint64_t tag = uvarint(&c), size = uvarint(&c);
+        if (tag == 0 && !(size == 1 && c.p < c.end && *c.p == 1))  /* not an empty array */
+            return 1;
+        skip(&c, size);
+    }
+    return c.bad || c.p != c.end;
+}
+
+static PyObject *
+py_names_brokers(PyObject *module, PyObject *args)
+{
+    int api, ver;
+    Py_buffer frame;
+    if (!PyArg_ParseTuple(args, "iiy*", &api, &ver, &frame))
+        return NULL;
+    int r = (api == 0 && ver >= 10) || (api == 1 && ver >= 16)
+                ? names_brokers(api, ver, frame.buf, (size_t)frame.len) : 1;
+    PyBuffer_Release(&frame);
+    return PyBool_FromLong(r);
 }
 
 /* -- events, for Python ------------------------------------------------------------------ */
@@ -600,7 +717,7 @@ frame_held(Pump *p, Link *l)
     size_t size = x->held_size;
     x->held = NULL;
     p->held -= (long long)size;
-    if (x->hold_kind == SCAN && !has_endpoint_codes(frame, size)) {
+    if (x->hold_kind == SCAN && !names_brokers(x->hold_api, x->hold_ver, (const unsigned char *)frame, size)) {
         int r = out_copy(p, frame, size);
         free(frame);
         return r < 0 ? -1 : 0;
@@ -1208,9 +1325,16 @@ static PyTypeObject PumpType = {
     .tp_doc = "the relay thread (see the module's notes)",
 };
 
+static PyMethodDef functions[] = {
+    {"names_brokers", py_names_brokers, METH_VARARGS,
+     "names_brokers(api_key, api_version, frame): whether a Produce v10+ or Fetch v16+ response frame "
+     "carries KIP-951 NodeEndpoints (or does not walk cleanly); True for other APIs"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_relay", "The proxy's byte path in C (kinspect/proxy/pump.py uses it).", -1,
-    NULL, NULL, NULL, NULL, NULL,
+    functions, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
