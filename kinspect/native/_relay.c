@@ -105,9 +105,11 @@ struct Link {
     long long not_forwarded;
 };
 
+enum { ADD, RELEASE, DRAIN, CLOSE };
+
 typedef struct Command {
     struct Command *next;
-    int what;              /* 0 add, 1 release, 2 drain, 3 close */
+    int what;              /* ADD, RELEASE, DRAIN, CLOSE */
     long conn;
     int fd[2];
     char *data;
@@ -967,8 +969,8 @@ find(Pump *p, long conn)
 static void
 command(Pump *p, Command *c)
 {
-    Link *l = c->what == 0 ? NULL : find(p, c->conn);
-    if (c->what == 0) {
+    Link *l = c->what == ADD ? NULL : find(p, c->conn);
+    if (c->what == ADD) {
         l = calloc(1, sizeof *l);
         if (l == NULL) {
             close(c->fd[0]);
@@ -992,7 +994,7 @@ command(Pump *p, Command *c)
         free(c->data);
         return;
     }
-    if (c->what == 1) {  /* release: Python's bytes go on, then what waited */
+    if (c->what == RELEASE) {  /* Python's bytes go on, then what waited */
         Dir *x = &l->d[RESP];
         x->waiting = 0;
         if (!l->closing && c->len && send_on(p, l, RESP, c->data, c->len) < 0) {
@@ -1007,7 +1009,7 @@ command(Pump *p, Command *c)
             x->rest_len = 0;
             relay(p, l, RESP, rest, n, n);
         }
-    } else if (c->what == 2) {
+    } else if (c->what == DRAIN) {
         l->draining = 1;
         if (l->d[REQ].head_len == 0 && l->d[REQ].skip == 0 && !l->stopped) {
             l->stopped = 1;
@@ -1015,7 +1017,7 @@ command(Pump *p, Command *c)
         } else {
             post(p, l, DRAINING, CLIENT, NULL, 0, 0, 0, 0, 0);
         }
-    } else if (c->what == 3) {
+    } else if (c->what == CLOSE) {
         l->closing = 1;
     }
     settle(p, l);
@@ -1167,7 +1169,7 @@ Pump_add(Pump *p, PyObject *args)
     int client, server;
     if (!PyArg_ParseTuple(args, "lii", &conn, &client, &server))
         return NULL;
-    return new_command(p, 0, conn, client, server, NULL, 0);
+    return new_command(p, ADD, conn, client, server, NULL, 0);
 }
 
 static PyObject *
@@ -1177,27 +1179,30 @@ Pump_release(Pump *p, PyObject *args)
     Py_buffer data;
     if (!PyArg_ParseTuple(args, "ly*", &conn, &data))
         return NULL;
-    PyObject *r = new_command(p, 1, conn, -1, -1, data.buf, data.len);
+    PyObject *r = new_command(p, RELEASE, conn, -1, -1, data.buf, data.len);
     PyBuffer_Release(&data);
     return r;
 }
 
 static PyObject *
-Pump_drain(Pump *p, PyObject *args)
+conn_command(Pump *p, PyObject *args, int what)
 {
     long conn;
     if (!PyArg_ParseTuple(args, "l", &conn))
         return NULL;
-    return new_command(p, 2, conn, -1, -1, NULL, 0);
+    return new_command(p, what, conn, -1, -1, NULL, 0);
+}
+
+static PyObject *
+Pump_drain(Pump *p, PyObject *args)
+{
+    return conn_command(p, args, DRAIN);
 }
 
 static PyObject *
 Pump_close(Pump *p, PyObject *args)
 {
-    long conn;
-    if (!PyArg_ParseTuple(args, "l", &conn))
-        return NULL;
-    return new_command(p, 3, conn, -1, -1, NULL, 0);
+    return conn_command(p, args, CLOSE);
 }
 
 static PyObject *
@@ -1256,7 +1261,7 @@ stop(Pump *p)
     Command *c = p->commands;
     while (c) {
         Command *next = c->next;
-        if (c->what == 0) {
+        if (c->what == ADD) {
             close(c->fd[0]);
             close(c->fd[1]);
         }
