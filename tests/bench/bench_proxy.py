@@ -29,6 +29,7 @@ this machine, to read the proxy's against.
 
     python tests/bench/bench_proxy.py [--seconds 10] [--rounds 2] [--sizes 1024,16384] [--rate 200]
                                       [--latency-seconds 20] [--loops asyncio,uvloop] [--peer] [--twin]
+                                      [--residence-only]
 
 Writes tests/bench/results/proxy-<date>.json and .md, and prints each run as it ends.
 """
@@ -278,6 +279,7 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=200)
     p.add_argument("--latency-seconds", type=float, help="the paced runs' length (default: --seconds)")
     p.add_argument("--peer", action="store_true", help="add socat, a C relay, as a peer (see the docstring)")
+    p.add_argument("--residence-only", action="store_true", help="only the residence runs (each proxied mode)")
     p.add_argument("--twin", action="store_true", help="add the relay's pure-Python twin (asyncio links, "
                                                        "KINSPECT_PURE_PYTHON=1), relaying only")
     p.add_argument("--loops", help="compare event loops, e.g. asyncio,uvloop: relay and decode runs with each "
@@ -307,6 +309,12 @@ def main() -> None:
         for round_ in range(args.rounds):
             for size in sizes:
                 for mode in modes:
+                    if args.residence_only:
+                        if mode != "direct":
+                            rows.append({"mode": mode, "size": size, "round": round_, "residence": residence(
+                                broker, mode, size, args.seconds, args.rate, f"bench-{size}")})
+                            print(f"round {round_} {size:>6} B {mode:>6} residence: {rows[-1]['residence']}", flush=True)
+                        continue
                     row = one_run(broker, mode, size, args.seconds, args.rate, f"bench-{size}", args.latency_seconds)
                     row["round"] = round_
                     if mode != "direct":
@@ -320,7 +328,7 @@ def main() -> None:
                           + (f"  relay {row['relay_cpu_share']:.2f} CPU, decoder {row['decoder_cpu_share']:.2f} CPU,"
                              f" skipped {row['proxy']['skipped_bytes']} of {row['proxy']['client_bytes']} B"
                              if "proxy" in row else ""), flush=True)
-    summary = _summary(rows, sizes, modes)
+    summary = _residences(rows, sizes, modes) if args.residence_only else _summary(rows, sizes, modes)
     stamp = time.strftime("%Y%m%d-%H%M", time.gmtime())
     results = REPO / "tests" / "bench" / "results"
     (results / f"proxy-{stamp}.json").write_text(json.dumps({"args": vars(args), "rows": rows,
@@ -372,7 +380,22 @@ def _summary(rows: list[dict], sizes: list[int], modes: list[str]) -> list[dict]
     return out
 
 
+def _residences(rows: list[dict], sizes: list[int], modes: list[str]) -> list[dict]:
+    out = []
+    for size in sizes:
+        for mode in modes[1:]:
+            rs = [r["residence"] for r in rows if r["size"] == size and r["mode"] == mode]
+            out.append({"size": size, "mode": mode, "residence_p50_us": round(statistics.median(r["p50_us"] for r in rs)),
+                        "residence_p99_us": round(statistics.median(r["p99_us"] for r in rs)),
+                        "residence_p99_rounds": [r["p99_us"] for r in rs]})
+    return out
+
+
 def _markdown(summary: list[dict]) -> str:
+    if summary and "mb_per_s" not in summary[0]:  # --residence-only
+        return ("| value size | path | residence p50 µs | residence p99 µs (rounds) |\n|---|---|---:|---:|\n"
+                + "\n".join(f"| {r['size']} | {r['mode']} | {r['residence_p50_us']} | {r['residence_p99_us']} "
+                             f"({', '.join(map(str, r['residence_p99_rounds']))}) |" for r in summary) + "\n")
     head = ("| value size | path | MB/s | × direct | × direct, round by round | p50 µs | p99 µs | added p50 | added p99 | added p50, p99 "
             "beside direct (p99 range) | relay CPU | "
             "relay CPU ms per MB | decoder CPU | not decoded | decoded MB per decoder CPU-s | residence p50 µs | "
