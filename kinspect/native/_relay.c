@@ -376,7 +376,7 @@ post(Pump *p, Link *l, int kind, int direction, const char *data, size_t len, lo
     pthread_mutex_lock(&p->mu);
     *p->events_tail = e;
     p->events_tail = &e->next;
-    p->queued += e->len;
+    p->queued += e->len + sizeof *e;  /* an event's own memory too: one-byte chunks are bounded alike */
     int tell = !p->notified && (kind == HOLD || p->queued > NOTIFY_BYTES);
     if (tell)
         p->notified = 1;
@@ -651,23 +651,6 @@ append(Pump *p, const void *data, size_t len)
 
 /* bytes to send on to the client: while they follow each other in the chunk read they are only
  * counted (the chunk itself goes, and is handed to Python without a copy); else gathered */
-static int
-out(Pump *p, const char *data, size_t len)
-{
-    if (p->ident && (p->ident_end == data || p->ident_end == NULL)) {
-        if (p->ident_end == NULL)
-            p->ident_start = data;
-        p->ident_end = data + len;
-        return 0;
-    }
-    if (p->ident) {
-        p->ident = 0;
-        if (p->ident_end != NULL && append(p, p->ident_start, (size_t)(p->ident_end - p->ident_start)) < 0)
-            return -1;
-    }
-    return append(p, data, len);
-}
-
 /* bytes from outside the chunk read (a held frame, a head kept from the last chunk): copied now */
 static int
 out_copy(Pump *p, const char *data, size_t len)
@@ -678,6 +661,20 @@ out_copy(Pump *p, const char *data, size_t len)
             return -1;
     }
     return append(p, data, len);
+}
+
+/* bytes to send on to the client: while they follow each other in the chunk read they are only
+ * counted (the chunk itself goes, and is handed to Python without a copy); else gathered */
+static int
+out(Pump *p, const char *data, size_t len)
+{
+    if (p->ident && (p->ident_end == data || p->ident_end == NULL)) {
+        if (p->ident_end == NULL)
+            p->ident_start = data;
+        p->ident_end = data + len;
+        return 0;
+    }
+    return out_copy(p, data, len);
 }
 
 static void

@@ -14,8 +14,7 @@ from kinspect.wire.headers import parse_response_header
 from kinspect.wire.messages import decode_body
 from tests.unit.proxy.test_rewrite import ENDPOINTS, REAL, _frame
 
-relay = native.relay
-pytestmark = pytest.mark.skipif(relay is None, reason="the C pump is not built")
+relay = native.relay  # built in CI: test_v2records.py asserts every accelerator is
 TOPIC_ID = "5a4ee64c-7a50-4a47-b1b6-7e46e1c6d6a8"
 
 

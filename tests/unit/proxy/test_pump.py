@@ -12,13 +12,11 @@ import random
 
 import pytest
 
-from kinspect.proxy import pump
 from kinspect.proxy.relay import Options, Proxy
 from tests.integration.test_proxy_lab import free_base
 from tests.unit.proxy.streams import connections
 from tests.unit.proxy.test_frames import SCRAM_CLIENT, SCRAM_SERVER, _sasl_v0_session
 
-pytestmark = pytest.mark.skipif(not pump.available(), reason="the C pump is not built")
 
 CAPTURES = [("librdkafka-produce-consume.pcapng", 42347), ("kafka41-librdkafka-mtu1500.pcap", 9092),
             ("java-transactions.pcap", 9092), ("kafka39-legacy.pcap", 46645), ("aiokafka-mtu1500.pcapng", 9092),
@@ -122,3 +120,16 @@ def test_after_a_sasl_v0_handshake_the_pump_hands_responses_over_as_its_twin_fol
 
 def test_a_stream_that_is_not_kafka_passes_both_ways_without_stalling():
     _twins([(1, b"hello"), (2, b"answer"), (1, b"\x00\x00\x00\x00more"), (2, b"\xff" * 3)], seed=0)
+
+
+def test_hostile_bytes_pass_as_the_twin_passes_them_with_memory_bounded():
+    """A Metadata response that claims 2 GiB (past --max-held-mb: passed on unheld, never
+    allocated), then twenty thousand tiny frames each way."""
+    import struct
+
+    from kinspect.wire.encode import encode_request
+    lying = struct.pack(">ii", 0x7FFFFFFF, 1) + b"\x00" * 5000
+    tiny_requests = b"".join(struct.pack(">ihhi", 8, 18, 0, i) for i in range(2, 20_002))
+    tiny_responses = b"".join(struct.pack(">ii", 4, i) for i in range(20_000))
+    _twins([(1, encode_request(3, 1, 1, "c", {"topics": None})), (2, lying), (1, tiny_requests),
+            (2, tiny_responses)], seed=1)
