@@ -79,10 +79,19 @@ def _publish(built: Path, final: Path) -> None:
     built.mkdir(exist_ok=True)  # for TemporaryDirectory's cleanup
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        return probe.getsockname()[1]
+    """A free port on loopback, never one this process was given before: a cluster picks its
+    controllers' ports before any is bound, and the kernel may offer one of them again."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind((LOOPBACK, 0))
+            port = probe.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def random_cluster_id() -> str:
