@@ -103,6 +103,10 @@ def submitted() -> bool:
 # (tests/bench/bench_spark.py). A --conf spark.driver.extraJavaOptions replaces them.
 FAST_START_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
+# The Python workers' daemon (classic Spark; a Connect server sets its own): pyspark's, with the
+# tasks' imports done before it forks them (daemon.py)
+DAEMON_MODULE = "kinspect.spark.daemon"
+
 # SQL settings of every session, classic or Connect (all of them runtime settings)
 SQL_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -147,7 +151,8 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
     if master is not None:
         builder = builder.master(master)
     builder = (builder.config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false"))
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.python.daemon.module", DAEMON_MODULE))
     for key, value in SQL_CONF.items():
         builder = builder.config(key, value)
     if local:

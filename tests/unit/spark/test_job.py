@@ -234,6 +234,30 @@ def test_the_local_jvm_runs_with_the_fast_start_flags(spark_session):
     assert any(a.startswith("-Dlog4j2.configurationFile=") for a in arguments)
 
 
+def _parent_facts(batches):
+    """A Python worker's parent (the daemon that forked it): its command line, and the shared
+    libraries it mapped."""
+    import os
+
+    import pyarrow as pa
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        command = f.read().replace(b"\0", b" ").decode()
+    with open(f"/proc/{os.getppid()}/maps") as f:
+        maps = f.read()
+    for _ in batches:
+        yield pa.RecordBatch.from_pydict({"command": [command], "maps": [maps]})
+
+
+def test_python_workers_are_forks_of_the_daemon_that_imported_the_decoder(spark_session):
+    """The tasks' Python workers are forked by kinspect.spark.daemon (spark.python.daemon.module),
+    which imported pyarrow and the decoder (its C accelerators) before it forked them."""
+    from kinspect.native import _packets
+    row = spark_session.range(1, numPartitions=1).mapInArrow(_parent_facts, "command string, maps string").first()
+    assert f"-m {job.DAEMON_MODULE} " in row["command"], row["command"]
+    assert "/libarrow.so" in row["maps"]
+    assert _packets.__file__ in row["maps"]
+
+
 def test_the_drivers_log_gives_an_error_and_its_cause_on_one_line_without_a_stack_trace(tmp_path):
     """A task that fails (a Python worker killed, say) is logged by Spark as an ERROR with the
     exception: the user sees one line with its cause, not the JVM's stack trace."""
