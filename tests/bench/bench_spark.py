@@ -224,10 +224,11 @@ def _markdown(result: dict) -> str:
              f"{sum(c['bytes'] for c in result['captures']) / 1e9:.2f} GB)", "",
              f"Machine: {result['machine']['nproc']} CPUs, {result['machine']['cpu_model']}, load average before "
              f"{result['machine']['load_average']}, after {result['load_after']}", "",
-             "| round | run | wall s | MB/s | CPU s (wait4) | machine busy CPU s | others' cores |", "|---|---|---|---|---|---|---|"]
+             "| round | run | wall s | MB/s | CPU s (wait4) | machine busy CPU s | others' cores | peak memory MB (all processes, PSS) |",
+             "|---|---|---|---|---|---|---|---|"]
     for row in result["runs"]:
         lines.append(f"| {row['round']} | {row['run']} | {row['wall_s']} | {row['mb_per_s']} | {row['cpu_s']} | "
-                     f"{row['machine_busy_cpu_s']} | {row['others_cores']} |")
+                     f"{row['machine_busy_cpu_s']} | {row['others_cores']} | {row.get('peak_tree_pss_mb')} |")
     lines += ["", f"- start (JVM, session, one task, writes): {r['start_s']} s; without the JVM's class archive "
                   f"(jvmcache.py): {r.get('start_without_class_archive_s')} s",
               f"- throughput MB/s: {r['throughput_mb_s']}",
