@@ -162,7 +162,7 @@ def record(args) -> dict:
     manifest = {"file": capture_path(cache, name).name,
                 "summary": "librdkafka producers (none, gzip, snappy, lz4, zstd at once) and a "
                            "committing consumer group, in rounds, over an MTU 1500 veth",
-                "command": "python tools/record_bench_capture.py" + (" --force" if args.force else ""),
+                "command": " ".join(["python", "tools/record_bench_capture.py", *args.argv]),
                 "recorded_seconds": seconds,
                 "file_info": info.to_dict(), **manifest}
     return keep(cache, name, partial, manifest)
@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attempts", type=int, default=3, help="recordings to try when packets drop")
     parser.add_argument("--force", action="store_true", help="record even when a cached capture exists")
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)  # for the manifest
     manifest = None if args.force else cached(args.cache, args.name, lambda info: info["packets"] >= args.packets)
     if manifest is None:
         if os.geteuid() != 0:

@@ -172,7 +172,7 @@ def record(args) -> dict:
                            f"{'unpaced' if not args.rate else f'{args.rate:g} messages/s each'}) and a "
                            "committing consumer group of two, in rounds, against Apache Kafka on loopback "
                            "(MTU 65536, TSO/GRO)",
-                "command": "python tools/record_loopback_capture.py" + (" --force" if args.force else ""),
+                "command": " ".join(["python", "tools/record_loopback_capture.py", *args.argv]),
                 "recorded_seconds": recorded, "attempts": attempt,
                 "file_info": info.to_dict(),
                 "clients": {"library": "librdkafka", "versions": rounds[0]["versions"] if rounds else None,
@@ -199,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attempts", type=int, default=3, help="recordings to try when packets drop")
     parser.add_argument("--force", action="store_true", help="record even when a cached capture exists")
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)  # for the manifest
     manifest = None if args.force else cached(args.cache, args.name, lambda info: info["size_bytes"] >= args.bytes)
     if manifest is None:
         if os.geteuid() != 0:

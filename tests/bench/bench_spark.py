@@ -13,6 +13,9 @@ clients, decoded to the same Parquet tables by
 
     python tests/bench/bench_spark.py                    # the cached bench captures (below)
     python tests/bench/bench_spark.py --rounds 2 --captures A.pcap B.pcap ... --big A.pcap
+    python tests/bench/bench_spark.py --rounds 3 --captures ~/.cache/kinspect-bench/{bench-1m.pcap,\
+        bench-1m.first511540.pcap,bench-loopback.pcap,bench-loopback.first28354.pcap,bench-4g.pcap}
+                                                         # 6.70 GB (bench-4g: tests/bench/README.md)
 
 The default set: ~/.cache/kinspect-bench/bench-1m.pcap (1.26 GB, librdkafka producers with every
 codec and a consumer group over an MTU-1500 veth; sudo python tools/record_bench_capture.py)
