@@ -146,43 +146,76 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         master = local_master(master)
-    from pyspark.sql import SparkSession
-    builder = SparkSession.builder.appName(app)
-    if master is not None:
-        builder = builder.master(master)
-    builder = (builder.config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.python.daemon.module", DAEMON_MODULE))
-    for key, value in SQL_CONF.items():
-        builder = builder.config(key, value)
+    settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                "spark.python.daemon.module": DAEMON_MODULE, **SQL_CONF}
     if local:
-        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     if package is not None:
         from kinspect.spark.package import archive_uri
-        builder = builder.config("spark.archives", archive_uri(package))
+        settings["spark.archives"] = archive_uri(package)
     conf = dict(conf or {})
     archive = None
+    flags: list = []
     if not submitted():  # spark-submit's JVM runs already
         flags = [f"-Dlog4j2.configurationFile=file:{_log4j_file()}", *(FAST_START_JVM if local else ())]
         shared: list = []
         if local and "spark.driver.extraJavaOptions" not in conf and not _gateway_up():
             shared, archive = jvmcache.flags(conf, FAST_START_JVM, create=jvm_archive)
-        builder = builder.config("spark.driver.extraJavaOptions", " ".join(flags + shared))
-    for key, value in conf.items():
-        builder = builder.config(key, value)
+        settings["spark.driver.extraJavaOptions"] = " ".join(flags + shared)
+    settings.update(conf)
     try:
-        spark = builder.getOrCreate()
+        spark = _get_or_create(app, master, settings)
     except Exception:
         if archive is None or not archive.mapped or _gateway_up():
             raise  # the JVM started: the archive is not the cause
         jvmcache.discard(archive)  # a JVM that cannot start with it: once more, without it
         archive = None
-        spark = builder.config("spark.driver.extraJavaOptions", " ".join(flags)).getOrCreate()
+        spark = _get_or_create(app, master, {**settings, "spark.driver.extraJavaOptions": " ".join(flags)})
     if archive is not None:
         global _jvm_archive
         _jvm_archive = archive
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _get_or_create(app: str, master: str | None, settings: dict):
+    """The session of ``settings``. When this process starts the JVM, the JVM's stderr goes
+    through jvm_stderr.StderrFilter."""
+    from pyspark.sql import SparkSession
+    if not submitted() and not _gateway_up():
+        _start_jvm(app, master, settings)
+    builder = SparkSession.builder.appName(app)
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _start_jvm(app: str, master: str | None, settings: dict) -> None:
+    """Starts the JVM (pyspark's launch_gateway, its stderr into the filter) and its
+    SparkContext, which the session then takes up."""
+    import atexit
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    from kinspect.spark.jvm_stderr import StderrFilter
+    conf = SparkConf().setAll(list(settings.items())).setAppName(app)
+    if master is not None:
+        conf.setMaster(master)
+    stderr = StderrFilter()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": stderr.write_end})
+    finally:
+        stderr.launched()
+    atexit.register(stderr.drain)  # an exit without stop(): the JVM's last lines still shown
+    global _stderr
+    _stderr = stderr
+    SparkContext(conf=conf, gateway=gateway)
+
+
+_stderr = None  # the StderrFilter of the JVM this process started
 
 
 def _gateway_up() -> bool:
@@ -214,6 +247,8 @@ def stop(spark, say=None) -> None:
         context._accumulatorServer = None
         threading.Thread(target=server.shutdown, name="accumulator server shutdown", daemon=True).start()
     spark.stop()
+    if _stderr is not None:
+        _stderr.drain()
     jvmcache.finish(archive, say)
 
 
