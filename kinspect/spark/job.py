@@ -103,8 +103,9 @@ def submitted() -> bool:
 # (tests/bench/bench_spark.py). A --conf spark.driver.extraJavaOptions replaces them.
 FAST_START_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
-# The Python workers' daemon (classic Spark; a Connect server sets its own): pyspark's, with the
-# tasks' imports done before it forks them (daemon.py)
+# The Python workers' daemon in local mode: pyspark's, with the tasks' imports done before it forks
+# them (daemon.py). Local mode only: a cluster's executors may hold a packed environment or an
+# installed kinspect older than this module, and every task would fail there.
 DAEMON_MODULE = "kinspect.spark.daemon"
 
 # SQL settings of every session, classic or Connect (all of them runtime settings)
@@ -146,10 +147,10 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         master = local_master(master)
-    settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                "spark.python.daemon.module": DAEMON_MODULE, **SQL_CONF}
+    settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", **SQL_CONF}
     if local:
-        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                         "spark.python.daemon.module": DAEMON_MODULE})
     if package is not None:
         from kinspect.spark.package import archive_uri
         settings["spark.archives"] = archive_uri(package)
