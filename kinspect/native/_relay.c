@@ -649,8 +649,6 @@ append(Pump *p, const void *data, size_t len)
     return 0;
 }
 
-/* bytes to send on to the client: while they follow each other in the chunk read they are only
- * counted (the chunk itself goes, and is handed to Python without a copy); else gathered */
 /* bytes from outside the chunk read (a held frame, a head kept from the last chunk): copied now */
 static int
 out_copy(Pump *p, const char *data, size_t len)

@@ -20,6 +20,7 @@ import threading
 
 DROPPED = (b"WARNING: Using incubator modules:",)
 QUIET = 0.025  # seconds without a byte after which the pipe counts as drained
+LONGEST_LINE = 64 << 10  # bytes of one line held for its end: past it, written as they are
 
 
 class StderrFilter:
@@ -63,6 +64,9 @@ class StderrFilter:
                     break
                 *lines, partial = (partial + data).split(b"\n")
                 self._write(b"".join(line + b"\n" for line in lines if not line.startswith(DROPPED)))
+                if len(partial) > LONGEST_LINE:  # no end in sight: memory stays bounded
+                    self._write(partial)
+                    partial = b""
             self._write(partial)
         finally:
             os.close(self._read)

@@ -80,3 +80,18 @@ def test_one_drain_copies_what_was_written_before_it_while_the_writer_lives():
         finally:
             child.kill()
             child.wait()
+
+
+def test_a_stream_without_line_ends_is_passed_on_while_it_lasts():
+    """A writer that never ends a line and never pauses: the filter does not hold it all for the
+    line's end (memory would grow with it), it passes it on as it comes."""
+    out = _Collected()
+    stderr = StderrFilter(out)
+    child = _child("import os, time\nfor _ in range(400): os.write(2, b'x' * 65536); time.sleep(0.005)\n", stderr)
+    try:
+        time.sleep(1.0)
+        assert child.poll() is None  # still writing, never quiet for a poll
+        assert len(out.text()) > 1 << 20
+    finally:
+        child.kill()
+        child.wait()
