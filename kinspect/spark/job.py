@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from kinspect.spark import jvmcache
 from kinspect.spark.plan import Unit
 from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, FILE_TABLE, RECORD_COLUMNS, TASK, file_table
+from kinspect.spark.warm import Warm
 
 DEFAULT_MASTER = "local[*]"
 # The driver's log4j: errors only, one line each. Spark's default prints its banner and WARNs;
@@ -104,8 +105,9 @@ def submitted() -> bool:
 FAST_START_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 # The Python workers' daemon in local mode: pyspark's, with the tasks' imports done before it forks
-# them (daemon.py). Local mode only: a cluster's executors may hold a packed environment or an
-# installed kinspect older than this module, and every task would fail there.
+# them (daemon.py), and for a JVM this process starts, done while the JVM starts (warm.py). Local
+# mode only: a cluster's executors may hold a packed environment or an installed kinspect older
+# than this module, and every task would fail there.
 DAEMON_MODULE = "kinspect.spark.daemon"
 
 # SQL settings of every session, classic or Connect (all of them runtime settings)
@@ -206,10 +208,17 @@ def _start_jvm(app: str, master: str | None, settings: dict) -> None:
     if master is not None:
         conf.setMaster(master)
     stderr = StderrFilter()
+    global _warm
+    if settings.get("spark.python.daemon.module") == DAEMON_MODULE:
+        _warm = Warm.start(_daemon_env(settings))
+    inherited = dict(os.environ)
+    os.environ.update(_warm.env if _warm else {})  # launch_gateway gives the JVM os.environ
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": stderr.write_end})
     finally:
         stderr.launched()
+        os.environ.clear()
+        os.environ.update(inherited)
     atexit.register(stderr.drain)  # an exit without stop(): the JVM's last lines still shown
     global _stderr
     _stderr = stderr
@@ -217,6 +226,16 @@ def _start_jvm(app: str, master: str | None, settings: dict) -> None:
 
 
 _stderr = None  # the StderrFilter of the JVM this process started
+_warm = None  # the warm.Warm of the daemon of that JVM's first job
+
+
+def _daemon_env(settings: dict) -> dict:
+    """What Spark sets in its Python daemon's environment that the interpreter or its imports
+    read as they start (warm.startup_env): pyspark's hash seed, unbuffered output, and the
+    OpenMP threads of a task."""
+    threads = settings.get("spark.executorEnv.OMP_NUM_THREADS") or settings.get("spark.task.cpus", "1")
+    return {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"), "PYTHONUNBUFFERED": "YES",
+            "OMP_NUM_THREADS": str(threads)}
 
 
 def _gateway_up() -> bool:
@@ -248,6 +267,10 @@ def stop(spark, say=None) -> None:
         context._accumulatorServer = None
         threading.Thread(target=server.shutdown, name="accumulator server shutdown", daemon=True).start()
     spark.stop()
+    global _warm
+    if _warm is not None:
+        _warm.close()
+        _warm = None
     if _stderr is not None:
         _stderr.drain()
     jvmcache.finish(archive, say)

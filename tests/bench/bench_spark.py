@@ -9,7 +9,10 @@ clients, decoded to the same Parquet tables by
 - start: `kinspect spark` on a one-packet-file set (pcaps/librdkafka-mtu1500.pcap): JVM start,
   session, one task and the writes; the fixed cost reported apart. Every run maps the JVM's class
   archive (kinspect/spark/jvmcache.py), made once after a first run in an empty cache; "start, no
-  class archive" runs without one (KINSPECT_CACHE_DIR empty), as a user's first run does.
+  class archive" runs without one (KINSPECT_CACHE_DIR empty), as a user's first run does;
+  "start, pyspark's daemon" runs pyspark's own Python daemon (--conf
+  spark.python.daemon.module=pyspark.daemon): no imports done ahead, in a warm process or
+  before the forks, and pyspark imported from its zip (kinspect/spark/daemon.py, warm.py).
 
     python tests/bench/bench_spark.py                    # the cached bench captures (below)
     python tests/bench/bench_spark.py --rounds 2 --captures A.pcap B.pcap ... --big A.pcap
@@ -156,6 +159,8 @@ def main() -> None:
             runs = [
                 ("start (1 small file)", _spark([TINY], out / "start", "local[1]"), TINY.stat().st_size),
                 ("start, no class archive", _spark([TINY], out / "start-cold", "local[1]"), TINY.stat().st_size),
+                ("start, pyspark's daemon", _spark([TINY], out / "start-pyspark-daemon", "local[1]")
+                 + ["--conf", "spark.python.daemon.module=pyspark.daemon"], TINY.stat().st_size),
                 ("plain loop", [sys.executable, __file__, "--plain-loop", str(out / "plain"), *map(str, captures)], size),
                 ("local[1]", _spark([inputs], out / "l1", "local[1]"), size),
                 ("local[2]", _spark([inputs], out / "l2", "local[2]"), size),
@@ -198,12 +203,13 @@ def _median(rows, name, field="wall_s") -> float:
 def _report(rows: list[dict], size: int, big_size: int) -> dict:
     start = _median(rows, "start (1 small file)")
     cold = _median(rows, "start, no class archive")
+    pyspark_daemon = _median(rows, "start, pyspark's daemon")
     plain, l1, l2 = _median(rows, "plain loop"), _median(rows, "local[1]"), _median(rows, "local[2]")
     b1, b2 = _median(rows, "big file local[1]"), _median(rows, "big file local[2]")
     # None when the set is too small for the start cost to be told apart from its work
     per_core = size / 1e6 / (l2 - start) / 2 if l2 > 2 * start else None
     return {
-        "start_s": start, "start_without_class_archive_s": cold,
+        "start_s": start, "start_without_class_archive_s": cold, "start_with_pysparks_daemon_s": pyspark_daemon,
         "throughput_mb_s": {"plain": round(size / 1e6 / plain, 1), "local[1]": round(size / 1e6 / l1, 1),
                             "local[2]": round(size / 1e6 / l2, 1)},
         "scaling_local2_over_local1": round(l1 / l2, 2), "target_scaling": 1.8,
@@ -233,7 +239,8 @@ def _markdown(result: dict) -> str:
         lines.append(f"| {row['round']} | {row['run']} | {row['wall_s']} | {row['mb_per_s']} | {row['cpu_s']} | "
                      f"{row['machine_busy_cpu_s']} | {row['others_cores']} | {row.get('peak_tree_pss_mb')} |")
     lines += ["", f"- start (JVM, session, one task, writes): {r['start_s']} s; without the JVM's class archive "
-                  f"(jvmcache.py): {r.get('start_without_class_archive_s')} s",
+                  f"(jvmcache.py): {r.get('start_without_class_archive_s')} s; with pyspark's daemon (no warm "
+                  f"daemon, no imports ahead): {r.get('start_with_pysparks_daemon_s')} s",
               f"- throughput MB/s: {r['throughput_mb_s']}",
               f"- local[2] / local[1] scaling: {r['scaling_local2_over_local1']}x (target ≥ {r['target_scaling']}); "
               f"without the start: {r.get('scaling_less_start')}x",

@@ -258,6 +258,35 @@ def test_python_workers_are_forks_of_the_daemon_that_imported_the_decoder(spark_
     assert _packets.__file__ in row["maps"]
 
 
+def test_a_new_jvms_first_daemon_is_the_warm_process_the_driver_started(tmp_path):
+    """A driver that starts its JVM starts a warm daemon (warm.py) too: the first job's workers
+    are its forks, and once the session stops, it has ended and its directory is gone."""
+    import json
+    import subprocess
+    import sys
+    script = tmp_path / "warm.py"
+    script.write_text(
+        "import json, os\n"
+        "from kinspect.spark import job\n"
+        "def parent(batches):\n"
+        "    import pyarrow as pa\n"
+        "    with open(f'/proc/{os.getppid()}/cmdline', 'rb') as f:\n"
+        "        command = f.read().replace(b'\\0', b' ').decode()\n"
+        "    for _ in batches:\n"
+        "        yield pa.RecordBatch.from_pydict({'command': [command]})\n"
+        "spark = job.session('local[1]')\n"
+        "warm = job._warm\n"
+        "row = spark.range(1, numPartitions=1).mapInArrow(parent, 'command string').first()\n"
+        "job.stop(spark)\n"
+        "print(json.dumps({'command': row['command'], 'warm': warm.process.pid, 'ended': warm.process.poll(),\n"
+        "                  'directory': os.path.exists(warm.directory)}))\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    facts = json.loads(run.stdout.splitlines()[-1])
+    assert f"-m {job.DAEMON_MODULE} --warm " in facts["command"], facts["command"]
+    assert facts["ended"] is not None and not facts["directory"]
+
+
 def test_the_drivers_log_gives_an_error_and_its_cause_on_one_line_without_a_stack_trace(tmp_path):
     """A task that fails (a Python worker killed, say) is logged by Spark as an ERROR with the
     exception: the user sees one line with its cause, not the JVM's stack trace."""

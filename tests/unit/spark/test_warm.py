@@ -1,0 +1,101 @@
+"""The warm daemon (kinspect/spark/warm.py), with real processes: a warm process started as the
+driver starts it, and a daemon started as Spark's JVM starts it (``python -m
+kinspect.spark.daemon pyspark.worker``, its stdin and stdout pipes held here as the JVM holds
+them). pyspark's daemon protocol is then spoken as the JVM speaks it: the port from its stdout,
+a connection that forks a worker and answers with the worker's pid, stdin closed to end it."""
+
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from kinspect.spark import warm
+
+DAEMON_ENV = {"PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "YES", "OMP_NUM_THREADS": "1"}
+WITHIN = 60  # seconds: the imports of a cold machine
+
+
+@pytest.fixture
+def warm_process():
+    started = []
+
+    def start(env=DAEMON_ENV):
+        process = warm.Warm.start(env)
+        started.append(process)
+        return process
+    yield start
+    for process in started:
+        process.close(wait=WITHIN)
+
+
+def _daemon(address: str, env: dict = DAEMON_ENV) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "kinspect.spark.daemon", "pyspark.worker"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, **env, warm.ENV: address})
+
+
+def _worker_parent(daemon: subprocess.Popen) -> int:
+    """The parent of a worker the daemon forks: the process that serves the daemon's port."""
+    assert select.select([daemon.stdout], [], [], WITHIN)[0], "the daemon never wrote its port"
+    port = struct.unpack("!i", daemon.stdout.read(4))[0]
+    with socket.create_connection(("127.0.0.1", port), timeout=WITHIN) as conn:
+        pid = struct.unpack("!i", conn.recv(4))[0]
+        with open(f"/proc/{pid}/stat") as f:
+            parent = int(f.read().rsplit(")", 1)[1].split()[1])
+    return parent
+
+
+def _end(daemon: subprocess.Popen) -> None:
+    daemon.stdin.close()  # the JVM's way to end the daemon; pyspark's exits 1 then (its finally)
+    daemon.wait(WITHIN)
+
+
+def test_the_warm_process_becomes_the_daemon_and_ends_with_it(warm_process):
+    process = warm_process()
+    daemon = _daemon(process.address)
+    assert _worker_parent(daemon) == process.process.pid
+    _end(daemon)
+    process.process.wait(WITHIN)  # ended with the daemon
+    assert not os.path.exists(process.address)
+
+
+def test_spark_stopping_the_daemon_with_sigterm_stops_the_warm_process(warm_process):
+    process = warm_process()
+    daemon = _daemon(process.address)
+    assert _worker_parent(daemon) == process.process.pid
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(WITHIN)
+    process.process.wait(WITHIN)
+
+
+def test_a_warm_process_started_unlike_the_daemon_refuses_and_the_daemon_runs_itself(warm_process):
+    process = warm_process({**DAEMON_ENV, "PYTHONHASHSEED": "1"})  # string hashes unlike the workers'
+    daemon = _daemon(process.address)
+    assert _worker_parent(daemon) == daemon.pid
+    assert process.process.wait(WITHIN) == 0  # refused, and gone
+    _end(daemon)
+
+
+def test_without_a_warm_process_the_daemon_runs_itself(tmp_path):
+    daemon = _daemon(str(tmp_path / "nobody.sock"))
+    assert _worker_parent(daemon) == daemon.pid
+    _end(daemon)
+
+
+def test_a_warm_process_no_daemon_came_for_ends_when_the_driver_closes_it(warm_process):
+    process = warm_process()
+    process.close(wait=WITHIN)
+    assert process.process.returncode == 0
+    assert not os.path.exists(process.directory)
+
+
+def test_startup_env_keeps_what_the_interpreter_and_imports_read_and_not_sparks_settings():
+    env = {"PYTHONHASHSEED": "0", "PYTHONPATH": "/a", "PYTHON_WORKER_FACTORY_SECRET": "s",
+           "OMP_NUM_THREADS": "1", "ARROW_DEFAULT_MEMORY_POOL": "system", "SPARK_REUSE_WORKER": "1"}
+    assert warm.startup_env(env) == {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1",
+                                     "ARROW_DEFAULT_MEMORY_POOL": "system"}
