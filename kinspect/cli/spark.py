@@ -13,6 +13,7 @@ from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.filters import ExchangeFilter
 from kinspect.problems import EXIT_OK, EXIT_UNFINISHED, EXIT_UNREADABLE
 from kinspect.render.safe import path_text
+from kinspect.spark.interrupt import Interrupts
 from kinspect.spark.plan import TARGET_BYTES, NoInputs, list_inputs, plan
 
 EPILOG = """\b
@@ -114,30 +115,32 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
         options["keylog"] = portable_keylog(keylog)
     if package is not None and not os.path.exists(package):
         _build_package(package)
-    try:
-        session = job.session(master, remote=remote, package=package, conf=conf, jvm_archive=True)
-    except job.SparkMissing as e:
-        click.echo(f"kinspect: {e}", err=True)
-        sys.exit(EXIT_UNFINISHED)
-    except job.SettingRefused as e:
-        raise click.UsageError(str(e)) from None
-    local = remote is None and job.master_of(session).startswith("local")
-    try:
-        if uris:
-            try:
-                files += [f for f in list_uris(session, uris) if f.path not in {g.path for g in files}]
-            except Exception as e:  # FileNotFoundError, or Spark's own (no such bucket, no s3a class)
-                click.echo(f"kinspect: cannot list {', '.join(uris)}: {_first_line(e)}", err=True)
-                sys.exit(EXIT_UNREADABLE)
-            options["filesystems"] = filesystem_options(session)
-        units = plan(files, cores=job.parallelism(session), target=task_mb << 20)
-        written = _write(session, units, out, fmt, options, keep if keep.active else None, records)
-        if summary:
-            from kinspect.spark import summary as summaries
-            tables = summaries.summarize(job.read_exchanges(session, out, fmt))
-            click.echo(summaries.render(summaries.write(tables, out, fmt)))
-    finally:
-        job.stop(session, say=lambda text: click.echo(f"kinspect: {text}", err=True))
+    with Interrupts() as interrupts:  # Ctrl-C: exit 130, without Py4J's tracebacks
+        try:
+            session = job.session(master, remote=remote, package=package, conf=conf, jvm_archive=True)
+        except job.SparkMissing as e:
+            click.echo(f"kinspect: {e}", err=True)
+            sys.exit(EXIT_UNFINISHED)
+        except job.SettingRefused as e:
+            raise click.UsageError(str(e)) from None
+        interrupts.stop_spark_on_sigint(session)
+        local = remote is None and job.master_of(session).startswith("local")
+        try:
+            if uris:
+                try:
+                    files += [f for f in list_uris(session, uris) if f.path not in {g.path for g in files}]
+                except Exception as e:  # FileNotFoundError, or Spark's own (no such bucket, no s3a class)
+                    click.echo(f"kinspect: cannot list {', '.join(uris)}: {_first_line(e)}", err=True)
+                    sys.exit(EXIT_UNREADABLE)
+                options["filesystems"] = filesystem_options(session)
+            units = plan(files, cores=job.parallelism(session), target=task_mb << 20)
+            written = _write(session, units, out, fmt, options, keep if keep.active else None, records)
+            if summary:
+                from kinspect.spark import summary as summaries
+                tables = summaries.summarize(job.read_exchanges(session, out, fmt))
+                click.echo(summaries.render(summaries.write(tables, out, fmt)))
+        finally:
+            job.stop(session, say=lambda text: click.echo(f"kinspect: {text}", err=True))
     if not local:
         click.echo(executors_line(written.files), err=True)
     for path, reasons in written.redone.items():

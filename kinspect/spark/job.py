@@ -215,6 +215,9 @@ def _start_jvm(app: str, master: str | None, settings: dict) -> None:
     os.environ.update(_warm.env if _warm else {})  # launch_gateway gives the JVM os.environ
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": stderr.write_end})
+    except BaseException:  # Ctrl-C, say: a JVM left before this driver connected waits for it forever
+        _end_unconnected_jvm()
+        raise
     finally:
         stderr.launched()
         os.environ.clear()
@@ -223,6 +226,25 @@ def _start_jvm(app: str, master: str | None, settings: dict) -> None:
     global _stderr
     _stderr = stderr
     SparkContext(conf=conf, gateway=gateway)
+
+
+def _end_unconnected_jvm() -> None:
+    """Ends the JVM (spark-submit, this process's child) that launch_gateway started and gave up
+    on: py4j's server thread, no daemon thread, would keep it waiting for a driver forever."""
+    import signal
+    if not os.path.isdir("/proc"):
+        return
+    me = str(os.getpid())
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent = f.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+            if parent == me and b"org.apache.spark.deploy.SparkSubmit" in command:
+                os.kill(int(pid), signal.SIGTERM)
+        except (OSError, IndexError):
+            continue  # gone meanwhile
 
 
 _stderr = None  # the StderrFilter of the JVM this process started

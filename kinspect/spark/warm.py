@@ -60,6 +60,7 @@ class Warm:
         """A warm process started with the variables of ``daemon_env`` (what Spark will set in its
         daemon's environment: PYTHONHASHSEED...) over this process's; None where it cannot be
         (no pidfd: not Linux)."""
+        import atexit
         import subprocess
         import tempfile
         if not hasattr(os, "pidfd_open"):
@@ -73,13 +74,17 @@ class Warm:
             process = subprocess.Popen([python, "-m", "kinspect.spark.daemon", "--warm", str(listener.fileno()), address],
                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                        env={**os.environ, **daemon_env}, pass_fds=[listener.fileno()])
-        return cls(process, directory, address)
+        warm = cls(process, directory, address)
+        atexit.register(warm.close, wait=0)  # an exit without stop(): no directory left behind
+        return warm
 
     def close(self, wait: float = 2.0) -> None:
         """Ends the warm process if it took no daemon's place (its stdin closes), reaps it once
         it has ended (a daemon it became ends when Spark stops it), and removes its directory."""
+        import atexit
         import shutil
         import subprocess
+        atexit.unregister(self.close)
         if self.process.stdin is not None and not self.process.stdin.closed:
             self.process.stdin.close()
         try:
@@ -180,12 +185,14 @@ def serve(listening: int, address: str, prepare, run) -> None:
     daemon."""
     started = startup_env(os.environ)
     listener = socket.socket(fileno=listening)
-    prepare()
-    if listener not in select.select([listener, 0], [], [])[0]:
-        return  # the driver closed our stdin first: no daemon is coming
-    conn, _ = listener.accept()
-    listener.close()
-    os.unlink(address)
+    try:
+        prepare()
+        if listener not in select.select([listener, 0], [], [])[0]:
+            return  # the driver closed our stdin first: no daemon is coming
+        conn, _ = listener.accept()
+    finally:
+        listener.close()
+        _remove(address)
     uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
     if uid != os.getuid():
         return
@@ -212,6 +219,15 @@ def serve(listening: int, address: str, prepare, run) -> None:
     _send(conn, b"ok")
     conn.close()
     run()
+
+
+def _remove(address: str) -> None:
+    """The socket and its private directory: one daemon at most is ever given the place."""
+    for remove, path in ((os.unlink, address), (os.rmdir, os.path.dirname(address))):
+        try:
+            remove(path)
+        except OSError:
+            pass
 
 
 def _refusal(theirs: dict, started: dict) -> str | None:

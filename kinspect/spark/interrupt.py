@@ -1,0 +1,79 @@
+"""Ctrl-C during `kinspect spark`: Spark stopped, and a KeyboardInterrupt (exit 130) without
+tracebacks, whatever the main thread was doing.
+
+pyspark's SIGINT handler (SparkContext installs it) cancels the jobs through py4j from the main
+thread, which mostly waits inside a py4j call on the same pinned connection ("reentrant call"),
+then raises KeyboardInterrupt there: py4j logs tracebacks through the root logger and turns it
+into a Py4JError, and Spark logs every task it kills. Here instead:
+
+- every SIGINT is noted from the start through a wakeup fd (written whichever Python handler runs,
+  pyspark's included), and an exception that ends the work after one is the interruption's;
+- once the session is up, the first SIGINT silences Spark's log and stops its SparkContext from
+  another thread (its own py4j connection): the call the main thread waits in fails at once, and
+  so would any later one. A second Ctrl-C raises KeyboardInterrupt at once;
+- py4j's log records are dropped once a SIGINT has come.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+
+
+class Interrupts:
+    """``with Interrupts() as interrupts:`` around the work; ``interrupts.stop_spark_on_sigint(spark)``
+    once the session is up."""
+
+    def __enter__(self) -> "Interrupts":
+        self.seen = False
+        self._read, self._write = os.pipe()
+        for fd in (self._read, self._write):
+            os.set_blocking(fd, False)
+        self._previous_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._previous_handler = signal.getsignal(signal.SIGINT)
+        logging.getLogger().addFilter(self._quiet_py4j)  # py4j logs through the root logger
+        return self
+
+    def _quiet_py4j(self, record: logging.LogRecord) -> bool:
+        return not (f"{os.sep}py4j{os.sep}" in record.pathname and self._noted())
+
+    def stop_spark_on_sigint(self, spark) -> None:
+        if not hasattr(spark, "sparkContext"):
+            return  # Spark Connect: its client handles Ctrl-C itself
+
+        def on_sigint(signum, frame):
+            if self.seen:
+                raise KeyboardInterrupt  # a second Ctrl-C: not waiting for Spark
+            self.seen = True
+            threading.Thread(target=_stop, args=(spark.sparkContext,), name="kinspect Ctrl-C", daemon=True).start()
+        signal.signal(signal.SIGINT, on_sigint)
+
+    def _noted(self) -> bool:
+        try:
+            self.seen |= bytes([signal.SIGINT]) in os.read(self._read, 4096)
+        except BlockingIOError:
+            pass
+        return self.seen
+
+    def __exit__(self, kind, error, trace) -> bool:
+        signal.set_wakeup_fd(self._previous_fd)
+        signal.signal(signal.SIGINT, self._previous_handler)
+        interrupted = self._noted()
+        os.close(self._read)
+        os.close(self._write)
+        logging.getLogger().removeFilter(self._quiet_py4j)
+        if error is not None and not isinstance(error, KeyboardInterrupt) and interrupted:
+            raise KeyboardInterrupt from None
+        return False
+
+
+def _stop(context) -> None:
+    """Spark's log silenced, then its SparkContext stopped (the JVM's: pyspark's own stop, run
+    later by the command, finishes the Python side)."""
+    try:
+        context.setLogLevel("OFF")
+        context._jsc.stop()
+    except Exception:
+        pass  # stopped already, or the JVM is gone: the main thread fails either way

@@ -1,0 +1,87 @@
+"""Ctrl-C during `kinspect spark` (kinspect/spark/interrupt.py, job._end_unconnected_jvm), sent as
+a terminal sends it: SIGINT to the command's whole process group, at two points found by
+watching its processes, not by timing. Exit 130, nothing on stderr, and no process of the run
+left behind."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+WITHIN = 60  # seconds
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+        if parent == pid:
+            found.append((int(entry), command))
+    return found
+
+
+def _tree(pid: int) -> list[int]:
+    kids = [child for child, _ in _children(pid)]
+    return kids + [grandchild for kid in kids for grandchild in _tree(kid)]
+
+
+def _wait_for(condition, what: str):
+    deadline = time.monotonic() + WITHIN
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.01)
+    raise AssertionError(f"never saw {what}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _interrupt(run: subprocess.Popen, processes: list[int]) -> str:
+    os.killpg(run.pid, signal.SIGINT)
+    _, stderr = run.communicate(timeout=WITHIN)
+    assert run.returncode == 130, stderr
+    deadline = time.monotonic() + WITHIN
+    while any(_alive(p) for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in processes if _alive(p)], "processes of the run left behind"
+    return stderr
+
+
+def _spark(inputs, out) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "kinspect", "spark", *map(str, inputs), "--out", str(out),
+                             "--master", "local[1]"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def test_ctrl_c_while_a_task_waits_on_its_input_stops_spark_quietly(tmp_path):
+    """A FIFO nobody writes to keeps its task waiting: Ctrl-C then ends the run with 130 and an
+    empty stderr (no py4j tracebacks, no Spark ERRORs), and the JVM and the workers end too."""
+    stalled = tmp_path / "stalled.pcap"
+    os.mkfifo(stalled)
+    run = _spark([stalled], tmp_path / "out")
+    warm = _wait_for(lambda: [p for p, command in _children(run.pid) if "--warm" in command], "the warm daemon")[0]
+    _wait_for(lambda: _children(warm), "a worker running the task")
+    assert _interrupt(run, _tree(run.pid)) == "\n"  # click's, after the terminal's ^C
+
+
+def test_ctrl_c_while_the_jvm_starts_leaves_no_jvm_waiting_for_a_driver(tmp_path):
+    """Interrupted before it connects, pyspark's launch leaves the JVM it started waiting for a
+    driver forever (py4j's server thread is no daemon): kinspect ends it."""
+    (tmp_path / "empty.pcap").write_bytes(b"")
+    run = _spark([tmp_path / "empty.pcap"], tmp_path / "out")
+    jvm = _wait_for(lambda: [p for p, command in _children(run.pid) if "SparkSubmit" in command], "the JVM")
+    assert _interrupt(run, jvm) == "\n"
