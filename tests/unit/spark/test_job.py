@@ -258,14 +258,22 @@ def test_python_workers_are_forks_of_the_daemon_that_imported_the_decoder(spark_
     assert _packets.__file__ in row["maps"]
 
 
+def _fresh_driver(tmp_path, source: str):
+    """``source`` run as a script by a new Python: a driver that starts its own JVM."""
+    import subprocess
+    import sys
+    script = tmp_path / "driver.py"
+    script.write_text(source)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    return run
+
+
 def test_a_new_jvms_first_daemon_is_the_warm_process_the_driver_started(tmp_path):
     """A driver that starts its JVM starts a warm daemon (warm.py) too: the first job's workers
     are its forks, and once the session stops, it has ended and its directory is gone."""
-    import json
-    import subprocess
-    import sys
-    script = tmp_path / "warm.py"
-    script.write_text(
+    run = _fresh_driver(
+        tmp_path,
         "import json, os\n"
         "from kinspect.spark import job\n"
         "def parent(batches):\n"
@@ -280,8 +288,6 @@ def test_a_new_jvms_first_daemon_is_the_warm_process_the_driver_started(tmp_path
         "job.stop(spark)\n"
         "print(json.dumps({'command': row['command'], 'warm': warm.process.pid, 'ended': warm.process.poll(),\n"
         "                  'directory': os.path.exists(warm.directory)}))\n")
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
     facts = json.loads(run.stdout.splitlines()[-1])
     assert f"-m {job.DAEMON_MODULE} --warm " in facts["command"], facts["command"]
     assert facts["ended"] is not None and not facts["directory"]
@@ -290,10 +296,8 @@ def test_a_new_jvms_first_daemon_is_the_warm_process_the_driver_started(tmp_path
 def test_the_drivers_log_gives_an_error_and_its_cause_on_one_line_without_a_stack_trace(tmp_path):
     """A task that fails (a Python worker killed, say) is logged by Spark as an ERROR with the
     exception: the user sees one line with its cause, not the JVM's stack trace."""
-    import subprocess
-    import sys
-    script = tmp_path / "log.py"
-    script.write_text(
+    run = _fresh_driver(
+        tmp_path,
         "from kinspect.spark import job\n"
         "spark = job.session('local[1]')\n"
         "jvm = spark.sparkContext._jvm\n"
@@ -301,8 +305,6 @@ def test_the_drivers_log_gives_an_error_and_its_cause_on_one_line_without_a_stac
         "jvm.org.apache.logging.log4j.LogManager.getLogger('kinspect.test').error(\n"
         "    'Aborting task', jvm.java.lang.RuntimeException('Python worker exited unexpectedly', cause))\n"
         "spark.stop()\n")
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
     lines = [line for line in run.stderr.splitlines() if "kinspect.test" in line or "test:" in line]
     assert len(lines) == 1 and "ERROR" in lines[0] and "Aborting task" in lines[0]
     assert "Python worker exited unexpectedly" in lines[0]
