@@ -1,9 +1,10 @@
 """A warm start for the Python daemon of local Spark tasks (daemon.py).
 
 The daemon Spark starts for a job's first task imports pandas, pyarrow, pyspark's worker and
-kinspect's decoder before it can fork a worker: 0.85 s of one CPU on the path of every run,
-while the JVM has planned the job and waits. A warm start does those imports earlier, while the
-JVM starts and plans (it keeps about one of two CPUs busy then):
+kinspect's decoder before it can fork a worker: 0.6 s of one CPU (1.05 s with pyspark from its
+zip, see daemon.py) on the path of every run, while the JVM has planned the job and waits. A warm
+start does those imports earlier, while the JVM starts and plans (it keeps about one of two CPUs
+busy then):
 
 - the driver, before it launches the JVM, binds a Unix socket in a private directory and starts
   ``python -m kinspect.spark.daemon --warm FD SOCKET`` with it: that process imports, and waits;
