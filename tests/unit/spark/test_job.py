@@ -271,26 +271,29 @@ def _fresh_driver(tmp_path, source: str):
 
 def test_a_new_jvms_first_daemon_is_the_warm_process_the_driver_started(tmp_path):
     """A driver that starts its JVM starts a warm daemon (warm.py) too: the first job's workers
-    are its forks, and once the session stops, it has ended and its directory is gone."""
+    are its forks and import pyspark from the installed package (daemon.py), and once the session
+    stops, the warm process has ended and its directory is gone."""
     run = _fresh_driver(
         tmp_path,
         "import json, os\n"
         "from kinspect.spark import job\n"
         "def parent(batches):\n"
-        "    import pyarrow as pa\n"
+        "    import pyarrow as pa, pyspark\n"
         "    with open(f'/proc/{os.getppid()}/cmdline', 'rb') as f:\n"
         "        command = f.read().replace(b'\\0', b' ').decode()\n"
         "    for _ in batches:\n"
-        "        yield pa.RecordBatch.from_pydict({'command': [command]})\n"
+        "        yield pa.RecordBatch.from_pydict({'command': [command], 'pyspark': [pyspark.__file__]})\n"
         "spark = job.session('local[1]')\n"
         "warm = job._warm\n"
-        "row = spark.range(1, numPartitions=1).mapInArrow(parent, 'command string').first()\n"
+        "row = spark.range(1, numPartitions=1).mapInArrow(parent, 'command string, pyspark string').first()\n"
         "job.stop(spark)\n"
-        "print(json.dumps({'command': row['command'], 'warm': warm.process.pid, 'ended': warm.process.poll(),\n"
+        "print(json.dumps({'command': row['command'], 'pyspark': row['pyspark'], 'ended': warm.process.poll(),\n"
         "                  'directory': os.path.exists(warm.directory)}))\n")
     facts = json.loads(run.stdout.splitlines()[-1])
     assert f"-m {job.DAEMON_MODULE} --warm " in facts["command"], facts["command"]
     assert facts["ended"] is not None and not facts["directory"]
+    import pyspark
+    assert facts["pyspark"] == pyspark.__file__  # the installed package's, not Spark's pyspark.zip
 
 
 def test_the_drivers_log_gives_an_error_and_its_cause_on_one_line_without_a_stack_trace(tmp_path):
