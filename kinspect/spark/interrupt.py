@@ -61,9 +61,9 @@ class Interrupts:
         signal.set_wakeup_fd(self._previous_fd)
         signal.signal(signal.SIGINT, self._previous_handler)
         interrupted = self._noted()
+        logging.getLogger().removeFilter(self._quiet_py4j)  # before its pipe closes: it reads there
         os.close(self._read)
         os.close(self._write)
-        logging.getLogger().removeFilter(self._quiet_py4j)
         if error is not None and not isinstance(error, KeyboardInterrupt) and interrupted:
             raise KeyboardInterrupt from None
         return False

@@ -232,19 +232,28 @@ def _end_unconnected_jvm() -> None:
     """Ends the JVM (spark-submit, this process's child) that launch_gateway started and gave up
     on: py4j's server thread, no daemon thread, would keep it waiting for a driver forever."""
     import signal
-    if not os.path.isdir("/proc"):
-        return
-    me = str(os.getpid())
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid, command in children(os.getpid()):
+        if b"org.apache.spark.deploy.SparkSubmit" in command:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass  # gone meanwhile
+
+
+def children(parent: int) -> list[tuple[int, bytes]]:
+    """The processes whose parent is ``parent``, with their command lines (Linux's /proc; elsewhere
+    none)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else ()):
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                parent = f.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if int(f.read().rsplit(b")", 1)[1].split()[1]) != parent:
+                    continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                command = f.read()
-            if parent == me and b"org.apache.spark.deploy.SparkSubmit" in command:
-                os.kill(int(pid), signal.SIGTERM)
-        except (OSError, IndexError):
+                found.append((int(pid), f.read()))
+        except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
+    return found
 
 
 _stderr = None  # the StderrFilter of the JVM this process started

@@ -35,6 +35,7 @@ PRELOADED = ("pandas", "pyarrow", "pyspark", "kinspect", "numpy")
 READY_WITHIN = 20.0  # seconds the daemon waits for a warm process still importing
 STARTUP_PREFIXES = ("OMP_", "OPENBLAS_", "MKL_", "NUMEXPR_", "ARROW_")
 _LENGTH = struct.Struct(">I")
+LONGEST_MESSAGE = 1 << 20  # bytes: a daemon's settings take a few KB; a longer length is a lie
 
 
 def startup_env(env) -> dict:
@@ -105,19 +106,25 @@ def _send(conn: socket.socket, payload: bytes, fds: list[int] | None = None) -> 
 
 
 def _receive(conn: socket.socket, fds: int = 0) -> tuple[bytes, list[int]]:
-    """One message, and the descriptors that came with it. EOFError if the other side went."""
-    data, got = b"", []
-    while len(data) < _LENGTH.size or len(data) < _LENGTH.size + _LENGTH.unpack_from(data)[0]:
-        if fds and not got:
-            chunk, got, _, _ = socket.recv_fds(conn, 1 << 16, fds)
-        else:
-            chunk = conn.recv(1 << 16)
-        if not chunk:
-            for fd in got:
-                os.close(fd)
-            raise EOFError
-        data += chunk
-    return data[_LENGTH.size:], got
+    """One message, and the descriptors that came with it. EOFError if the other side went,
+    ValueError if it announced more than LONGEST_MESSAGE (the descriptors closed either way)."""
+    data, got = bytearray(), []
+    try:
+        while len(data) < _LENGTH.size or len(data) < _LENGTH.size + _LENGTH.unpack_from(data)[0]:
+            if len(data) >= _LENGTH.size and _LENGTH.unpack_from(data)[0] > LONGEST_MESSAGE:
+                raise ValueError(f"a message of {_LENGTH.unpack_from(data)[0]} bytes announced")
+            if fds and not got:
+                chunk, got, _, _ = socket.recv_fds(conn, 1 << 16, fds)
+            else:
+                chunk = conn.recv(1 << 16)
+            if not chunk:
+                raise EOFError
+            data += chunk
+    except BaseException:
+        for fd in got:
+            os.close(fd)
+        raise
+    return bytes(data[_LENGTH.size:]), got
 
 
 def _origins() -> dict:
@@ -200,16 +207,19 @@ def serve(listening: int, address: str, prepare, run) -> None:
     try:
         _send(conn, f"ready {os.getpid()}".encode())
         payload, fds = _receive(conn, 3)
-    except (OSError, EOFError):
-        return  # the daemon gave up waiting
-    theirs = json.loads(payload)
-    refused = _refusal(theirs, started)
-    if refused or len(fds) != 3:
+    except (OSError, EOFError, ValueError):
+        return  # the daemon gave up waiting, or said something no daemon says
+    theirs = _settings_of(payload)
+    refused = _refusal(theirs, started) or (None if len(fds) == 3 else "not three streams")
+    try:
+        _send(conn, b"no: " + refused.encode() if refused else b"ok")
+    except OSError:
+        refused = "the daemon went"
+    if refused:
         for fd in fds:
             os.close(fd)
-        _send(conn, b"no: " + (refused or "not three streams").encode())
         return
-    for target, fd in enumerate(fds):
+    for target, fd in enumerate(fds):  # after "ok": the daemon waits for this process from now on
         os.dup2(fd, target)
         os.close(fd)
     os.environ.clear()
@@ -217,7 +227,6 @@ def serve(listening: int, address: str, prepare, run) -> None:
     os.chdir(theirs["cwd"])
     sys.path[:] = theirs["path"]
     sys.argv[:] = theirs["argv"]
-    _send(conn, b"ok")
     conn.close()
     run()
 
@@ -231,8 +240,27 @@ def _remove(address: str) -> None:
             pass
 
 
-def _refusal(theirs: dict, started: dict) -> str | None:
+def _settings_of(payload: bytes) -> dict | None:
+    """A daemon's settings (hand_over's ``mine``) from its message, or None if it holds no such thing."""
+    try:
+        theirs = json.loads(payload)
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    if not isinstance(theirs, dict):
+        return None
+    kinds = {"executable": str, "flags": list, "argv": list, "env": dict, "cwd": str, "path": list, "origins": dict}
+    if not all(isinstance(theirs.get(name), kind) for name, kind in kinds.items()):
+        return None
+    texts = [*theirs["argv"], *theirs["path"], *theirs["env"].values()]  # JSON's keys are texts already
+    return theirs if all(isinstance(text, str) for text in texts) else None
+
+
+def _refusal(theirs: dict | None, started: dict) -> str | None:
     """Why this process cannot be the daemon described by ``theirs``, or None."""
+    if theirs is None:
+        return "not a daemon's settings"
+    if not os.path.isdir(theirs["cwd"]):
+        return "no such working directory"
     if theirs["executable"] != sys.executable or theirs["flags"] != list(sys.flags):
         return "another interpreter or its flags"
     if startup_env(theirs["env"]) != started:

@@ -9,22 +9,13 @@ import subprocess
 import sys
 import time
 
+from kinspect.spark import job
+
 WITHIN = 60  # seconds
 
 
 def _children(pid: int) -> list[tuple[int, str]]:
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                command = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, IndexError):
-            continue
-        if parent == pid:
-            found.append((int(entry), command))
-    return found
+    return [(child, command.replace(b"\0", b" ").decode(errors="replace")) for child, command in job.children(pid)]
 
 
 def _tree(pid: int) -> list[int]:

@@ -99,3 +99,39 @@ def test_startup_env_keeps_what_the_interpreter_and_imports_read_and_not_sparks_
            "OMP_NUM_THREADS": "1", "ARROW_DEFAULT_MEMORY_POOL": "system", "SPARK_REUSE_WORKER": "1"}
     assert warm.startup_env(env) == {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1",
                                      "ARROW_DEFAULT_MEMORY_POOL": "system"}
+
+
+def _as_a_daemon(process) -> socket.socket:
+    """A connection to the warm process, past its "ready"."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(WITHIN)
+    conn.connect(process.address)
+    ready, _ = warm._receive(conn)
+    assert ready == f"ready {process.process.pid}".encode()
+    return conn
+
+
+def test_a_lying_length_ends_the_warm_process_at_once_without_waiting_for_the_bytes(warm_process):
+    """4 GiB announced, 3 bytes sent, the connection left open: the warm process does not wait
+    for (or hold) the rest, and takes no one's place."""
+    process = warm_process()
+    with _as_a_daemon(process) as conn:
+        conn.sendall(struct.pack(">I", 0xFFFFFFFF) + b"abc")
+        assert process.process.wait(WITHIN) == 0  # while the connection is still open
+
+
+@pytest.mark.parametrize("payload", [b"\xff\xfe not UTF-8", b"[1, 2]", b'{"executable": 3}',
+                                     b'{"executable": "", "flags": [], "argv": [], "env": {"A": 1}, "cwd": "/",'
+                                     b' "path": [], "origins": {}}'])
+def test_settings_no_daemon_sends_are_refused(warm_process, payload):
+    """Not JSON, not an object, a field of another kind, an environment value that is no text:
+    refused (before, a KeyError or TypeError ended the process with a traceback)."""
+    process = warm_process()
+    read, write = os.pipe()
+    with _as_a_daemon(process) as conn:
+        warm._send(conn, payload, [read, write, write])
+        answer, _ = warm._receive(conn)
+    os.close(read)
+    os.close(write)
+    assert answer == b"no: not a daemon's settings"
+    assert process.process.wait(WITHIN) == 0
