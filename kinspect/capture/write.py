@@ -1,7 +1,7 @@
 """Keep live packets as pcapng (``sniff --write``): what a user attaches to a bug report.
 
-``Recording(source, path)`` is a PacketSource that passes another's packets on unchanged and
-writes each to ``path``: a section header, one interface description per link type seen (time
+``Recording(source, file)`` is a PacketSource that passes another's packets on unchanged and
+writes each to ``file`` (a binary file object the caller opened, see cli.overlap.create_output): a section header, one interface description per link type seen (time
 stamps in microseconds: a float time stamp holds no finer, and a microsecond capture's
 times then come back exactly), one enhanced packet block per packet. Ticks are not written. The file
 is flushed on every tick, so what was captured is on disk within a tick, whatever ends the run.
@@ -39,12 +39,11 @@ def interface_description(linktype: int, snaplen: int = 0) -> bytes:
 
 
 class Recording:
-    """A PacketSource writing the packets of ``source`` to a new pcapng file at ``path``."""
+    """A PacketSource writing the packets of ``source`` as pcapng to ``file``, which it closes."""
 
-    def __init__(self, source, path: str):
+    def __init__(self, source, file):
         self.source = source
-        self.path = path
-        self._file = open(path, "wb")
+        self._file = file
         self._file.write(section_header())
         self._interfaces: dict[int, int] = {}  # link type -> interface id
         self.written = 0

@@ -57,7 +57,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     Every request is paired with its response by connection and correlation id, with latency,
     decoded bodies, expanded record batches and error codes.
     """
-    refuse_writing_over_inputs(captures)
+    refuse_writing_over_inputs([*captures, *(keylog.paths if keylog is not None else ())])
     totals = Summary()
     exit_code = EXIT_OK
     any_problems = False

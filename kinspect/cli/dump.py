@@ -85,7 +85,7 @@ def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict
     style = "kafka" if exact else style
     if style == "kafka" and out.as_json:
         raise click.UsageError("--format kafka and --json do not go together")
-    refuse_writing_over_inputs(paths)
+    refuse_writing_over_inputs(paths, reads=lambda path: files.describe(path).kind is not None)
     records = records or data
     options = DumpOptions(records=records, data=data, internal=not no_internal,
                           checks=not no_checks, shallow=no_checks and not records

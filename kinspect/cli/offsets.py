@@ -11,6 +11,7 @@ from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
+from kinspect.storage import files
 from kinspect.groups import describe
 from kinspect.groups.partition import DEFAULT_PARTITIONS, java_string_hash, partition_for
 from kinspect.groups.sources import (SourceUnreadable, read_capture, read_live, read_log_dir,
@@ -109,7 +110,8 @@ def show(args, log_dir, capture, bootstrap, partitions, members, state, history,
         raise click.UsageError("give one source: --log-dir DIR, segment files, --capture FILE "
                                "or --bootstrap HOST:PORT" + (f" (not {' and '.join(chosen)})"
                                                             if chosen else ""))
-    refuse_writing_over_inputs([log_dir, *segments, capture])
+    refuse_writing_over_inputs([log_dir, *segments, capture, *(keylog.paths if keylog is not None else ())],
+                               reads=lambda path: files.describe(path).kind is not None)
     if keylog is not None and not capture:
         raise click.UsageError("--keylog goes with --capture FILE")
     for line in keylog_warnings(keylog):

@@ -18,6 +18,7 @@ from kinspect.cli.exchanges import (emit, filter_options, port_options, print_su
 from kinspect.cli.keylog import keylog_option
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
+from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
 from kinspect.filters import ExchangeFilter
 from kinspect.limits import Budget, Limits
 from kinspect.parallel import JSON, RECORD, SUMMARY, finish
@@ -98,21 +99,21 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
     from kinspect.live.stats import LiveStats
 
     interfaces = list(dict.fromkeys(interfaces))
+    keylogs = keylog.paths if keylog is not None else []
+    refuse_writing_over_inputs(keylogs, {"--write": write_path})
+    written = create_output(write_path, "--write", keylogs) if write_path is not None else None
     kafka_ports = set(ports) | {9092}
     expression = build_filter(kafka_ports, not no_heuristic, bpf)
     try:
         source = open_live(interfaces, backend, expression, buffer_mb)
     except LiveError as e:
+        if written is not None:
+            written.close()
         out.warn(f"kinspect: {e}")
         sys.exit(e.exit_code)
-    if write_path is not None:
+    if written is not None:
         from kinspect.capture.write import Recording
-        try:
-            source = Recording(source, write_path)
-        except OSError as e:
-            source.close()
-            out.warn(f"kinspect: cannot write {write_path}: {e.strerror or e}; choose another --write path")
-            sys.exit(EXIT_USAGE)
+        source = Recording(source, written)
     out.warn(f"kinspect: capturing on {', '.join(interfaces)} with {source.backend}, filter {expression!r}")
     if source.backend == "dumpcap" and backend == "auto":
         from kinspect.capture.live import DUMPCAP_DELAY_NOTE

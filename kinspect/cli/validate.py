@@ -11,12 +11,12 @@ from rich.text import Text
 from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
-from kinspect.cli.overlap import refuse_writing_over_inputs
+from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
 from kinspect.limits import Limits
 from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, INFO, WARNING
 from kinspect.render.junit import JUnitReport
 from kinspect.render.safe import escape, path_text
-from kinspect.validate import FileReport, Finding, validate_paths
+from kinspect.validate import FileReport, Finding, classify, validate_paths
 
 SHOWN_PER_FILE = 200
 STYLES = {ERROR: "red", WARNING: "yellow", INFO: "dim"}
@@ -67,7 +67,9 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, key
     Each finding names its check, severity, byte position, batch and base offset, and what
     was expected and found.
     """
-    refuse_writing_over_inputs(paths, {"--junit": junit_file})
+    keylogs = keylog.paths if keylog is not None else []
+    refuse_writing_over_inputs([*paths, *keylogs], {"--junit": junit_file}, reads=_would_read)
+    junit_out = create_output(junit_file, "--junit", [*paths, *keylogs]) if junit_file else None
     junit = JUnitReport(strict) if junit_file else None
     progress = _Progress(out)
     files = failed = unreadable = 0
@@ -107,7 +109,8 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, key
     finally:
         progress.done()
         if junit is not None:
-            Path(junit_file).write_bytes(junit.to_xml())
+            with junit_out:
+                junit_out.write(junit.to_xml())
     if not out.as_json:
         out.text(f"{files} file(s): {files - failed - unreadable} OK, {failed} with problems, "
                  f"{unreadable} unreadable")
@@ -161,3 +164,8 @@ class _Progress:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
         self.file = self.bar = None
+
+
+def _would_read(path: Path) -> bool:
+    """Whether a file found in an input directory is one validate reads."""
+    return classify(path, explicit=False) is not None

@@ -20,7 +20,7 @@ def test_the_written_file_holds_every_packet_and_decodes_identically(tmp_path):
         packets = [(ts, lt, bytes(data), n) for ts, lt, data, n in capture.packets()]
     source = ListSource(packets[:5] + [(packets[5][0], TICK, b"", 0)] + packets[5:])
     out = tmp_path / "kept.pcapng"
-    recording = Recording(source, str(out))
+    recording = Recording(source, open(out, "wb"))
     assert list(recording.packets()) == source.items
     recording.close()
     assert recording.written == len(packets)

@@ -1,5 +1,7 @@
-"""No output over an input: a report or a redirected stdout that is an input, or inside an input
-directory, is refused with exit 2 before anything is written; inputs are only ever read."""
+"""No output over an input: a report, a kept capture or a redirected stdout that is an input (key
+logs included), or a file an input directory holds that the command reads, is refused with exit 2
+before anything is written; a new file inside an input directory is written; outputs are never
+written through a symbolic link or into a FIFO; inputs are only ever read."""
 
 from __future__ import annotations
 
@@ -43,7 +45,6 @@ def snapshot(root):
 @pytest.mark.parametrize("report, named", [
     ("codec-zstd-0/" + SEGMENT, "codec-zstd-0/" + SEGMENT),               # the input itself
     ("codec-zstd-0/" + SEGMENT, "codec-zstd-0"),                           # a file of an input directory
-    ("codec-zstd-0/report.xml", "codec-zstd-0"),                           # a new file inside it
     ("codec-zstd-0/../codec-zstd-0/" + SEGMENT, "codec-zstd-0/" + SEGMENT),  # another path to it
     ("link.xml", "codec-zstd-0/" + SEGMENT),                               # a symbolic link to it
     ("hard.xml", "codec-zstd-0/" + SEGMENT),                               # a hard link to it
@@ -55,8 +56,74 @@ def test_a_junit_report_over_an_input_is_refused(inputs, report, named):
     proc = kinspect("validate", "--junit", report, named, cwd=inputs)
     assert proc.returncode == 2 and proc.stdout == ""
     assert "kinspect never writes over what it reads" in proc.stderr
-    assert ("is the input" in proc.stderr) or ("is inside the input directory" in proc.stderr)
-    assert snapshot(inputs) == before and not (inputs / "codec-zstd-0/report.xml").exists()
+    assert ("is the input" in proc.stderr) or ("is a file the input directory" in proc.stderr)
+    assert snapshot(inputs) == before
+
+
+@pytest.mark.parametrize("report", ["report.xml", "codec-zstd-0/report.xml"])
+def test_a_new_junit_report_inside_the_input_directory_is_written(inputs, report):
+    """validate . --junit ./report.xml, an ordinary CI layout: twice, the second over the first."""
+    for _ in range(2):
+        before = {p: v for p, v in snapshot(inputs).items() if p.name != "report.xml"}
+        proc = kinspect("validate", "--junit", report, ".", cwd=inputs)
+        assert proc.returncode == 0, proc.stderr
+        assert (inputs / report).read_bytes().startswith(b"<?xml")
+        assert {p: v for p, v in snapshot(inputs).items() if p.name != "report.xml"} == before
+
+
+def test_a_junit_report_named_like_a_segment_of_the_directory_is_refused(inputs):
+    """The file exists and validate would read it: writing it would overwrite an input."""
+    shutil.copy(inputs / "codec-zstd-0" / SEGMENT, inputs / "codec-zstd-0" / "00000000000000000099.log")
+    proc = kinspect("validate", "--junit", "codec-zstd-0/00000000000000000099.log", ".", cwd=inputs)
+    assert proc.returncode == 2 and "is a file the input directory" in proc.stderr
+
+
+def test_a_key_log_is_an_input_too(inputs):
+    keys = inputs / "keys.log"
+    keys.write_text("CLIENT_RANDOM " + "00" * 32 + " " + "11" * 48 + "\n")
+    before = snapshot(inputs)
+    with open(keys, "ab") as stdout:
+        proc = kinspect("decode", "--keylog", keys, "capture.pcapng", stdout=stdout, cwd=inputs)
+    assert proc.returncode == 2 and "stdout is the input" in proc.stderr
+    proc = kinspect("validate", "--keylog", keys, "--junit", keys, "capture.pcapng", cwd=inputs)
+    assert proc.returncode == 2 and "--junit" in proc.stderr and "is the input" in proc.stderr
+    assert snapshot(inputs) == before
+
+
+@pytest.mark.parametrize("link", ["keys.log", "other.log"])
+def test_sniff_never_writes_its_capture_over_its_key_log(inputs, link):
+    """sniff --write K --keylog K overwrote the key log with a pcapng; a hard link to it too."""
+    keys = inputs / "keys.log"
+    keys.write_text("CLIENT_RANDOM " + "00" * 32 + " " + "11" * 48 + "\n")
+    if link != "keys.log":
+        os.link(keys, inputs / link)
+    before = snapshot(inputs)
+    proc = kinspect("sniff", "lo", "--duration", "1", "--write", link, "--keylog", "keys.log",
+                    cwd=inputs, timeout=60)
+    assert proc.returncode == 2 and "--write" in proc.stderr and "is the input" in proc.stderr
+    assert snapshot(inputs) == before
+
+
+@pytest.mark.parametrize("command", [["validate", "--junit", "{out}", "capture.pcapng"],
+                                     ["sniff", "lo", "--duration", "1", "--write", "{out}"]])
+def test_an_output_is_never_written_through_a_symbolic_link(inputs, tmp_path, command):
+    """Another user's link planted at a predictable path must not make kinspect write its target."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    (inputs / "planted").symlink_to(victim)
+    args = [a.replace("{out}", "planted") for a in command]
+    proc = kinspect(*args, cwd=inputs, timeout=60)
+    assert proc.returncode == 2 and "symbolic link" in proc.stderr, proc.stderr
+    assert victim.read_bytes() == b"precious" and (inputs / "planted").is_symlink()
+
+
+@pytest.mark.parametrize("command", [["validate", "--junit", "{out}", "capture.pcapng"],
+                                     ["sniff", "lo", "--duration", "1", "--write", "{out}"]])
+def test_an_output_that_is_a_fifo_is_refused_without_waiting(inputs, command):
+    os.mkfifo(inputs / "fifo")
+    args = [a.replace("{out}", "fifo") for a in command]
+    proc = kinspect(*args, cwd=inputs, timeout=60)
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr, proc.stderr
 
 
 def test_a_junit_report_beside_the_inputs_is_written(inputs, tmp_path):
