@@ -22,19 +22,20 @@ def root() -> str | None:
 
 
 def safe_dir(path: str) -> bool:
-    """The directory exists (made if not), is this user's and writable by no one else."""
+    """The directory exists (made if not), is this user's and writable by no one else, and its name
+    is no symbolic link (one planted where a cache is made would send kinspect's files elsewhere)."""
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return False
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def own_file(path: str) -> os.stat_result | None:
-    """The file's stat when it is a regular file of this user's, else None."""
+    """The file's stat when it is a regular file of this user's (not a link to one), else None."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
     return st if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() else None

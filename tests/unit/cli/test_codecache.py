@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kinspect import generated
+from kinspect import cache, generated
 from kinspect.cli import codecache
 from kinspect.wire import messages
 
@@ -76,6 +76,19 @@ def test_no_cache_where_others_could_write_or_when_turned_off(tmp_path, monkeypa
     cache = codecache.install()
     assert cache is not None and generated._compiler is cache
     assert oct(os.stat(cache.path).st_mode & 0o777) == oct(0o700)
+
+
+def test_no_cache_through_a_symbolic_link(tmp_path, monkeypatch):
+    """A link planted where the cache would be made points at a directory that is this user's."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (tmp_path / "planted").symlink_to(private)
+    monkeypatch.setenv("KINSPECT_CACHE_DIR", str(tmp_path / "planted"))
+    assert codecache.install() is None and list(private.iterdir()) == []
+    (private / "entry").write_bytes(b"x")
+    (tmp_path / "link").symlink_to(private / "entry")
+    assert cache.own_file(str(tmp_path / "link")) is None
+    assert cache.own_file(str(private / "entry")) is not None
 
 
 def test_an_unwritable_place_means_compiling_as_before(tmp_path):
