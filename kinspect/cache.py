@@ -22,14 +22,24 @@ def root() -> str | None:
 
 
 def safe_dir(path: str) -> bool:
-    """The directory exists (made if not), is this user's and writable by no one else, and its name
-    is no symbolic link (one planted where a cache is made would send kinspect's files elsewhere)."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+    """The directory exists (made if not), and it and every directory between the cache's root
+    and it are this user's, writable by no one else, and no symbolic link (a link planted where
+    a cache is made would send kinspect's files elsewhere)."""
+    top = root()
+    chain = [path]
+    if top is not None and os.path.commonpath([os.path.abspath(path), os.path.abspath(top)]) \
+            == os.path.abspath(top):
+        while os.path.abspath(chain[-1]) != os.path.abspath(top):
+            chain.append(os.path.dirname(chain[-1]))
+    for directory in reversed(chain):
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            st = os.lstat(directory)
+        except OSError:
+            return False
+        if not (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022):
+            return False
+    return True
 
 
 def own_file(path: str) -> os.stat_result | None:
