@@ -39,7 +39,9 @@ Examples:
 Every byte passes unchanged, except the broker addresses in Metadata, FindCoordinator,
 DescribeCluster and (KIP-951) Produce v10+/Fetch v16+ responses, which are rewritten to the
 proxy's listeners: the bootstrap on --listen's port BASE, broker N on BASE+1+N (or as
---broker-map says), opened as brokers are learned. --no-rewrite relays everything unchanged.
+--broker-map says), opened as brokers are learned, at most --max-brokers of them, and closed when
+a Metadata response no longer names the broker (connections through it go on). --no-rewrite
+relays everything unchanged.
 To be rewritten, those responses are held until whole (a Fetch v16+ response's node endpoints
 come after its records, and its length before them), so a consumer's records wait for their
 whole response; at most --max-held-mb are held at once, and a response that does not fit passes
@@ -107,6 +109,10 @@ def _contexts(listen_tls, upstream_tls, upstream_ca, upstream_cert):
               help="Responses that may name brokers (Metadata, FindCoordinator, DescribeCluster, Produce v10+, "
                    "Fetch v16+) are held whole to be rewritten: at most this many MiB at once over all "
                    "connections; one that does not fit passes unchanged (warned, counted).")
+@click.option("--max-brokers", type=click.IntRange(1, 65535), default=1000, show_default=True,
+              help="Brokers given a listener at once; past it a broker's address goes to clients unchanged "
+                   "(warned once, counted). Far above a real cluster's broker count, far below what a "
+                   "hostile Metadata response can name. Lowered at start if the open-file limit is short.")
 @click.option("--no-decode", is_flag=True, help="Only relay: no decoder process, no output but the log.")
 @filter_options
 @click.option("--summary", is_flag=True, help="At the end: per-API counts, latency p50/p99/max, bytes, errors.")
@@ -132,7 +138,7 @@ def _contexts(listen_tls, upstream_tls, upstream_ca, upstream_cert):
 @limit_options
 @output_options
 def proxy(listen, upstream, advertised_host, broker_map, no_rewrite, listen_tls, upstream_tls, upstream_ca,
-          upstream_cert, max_held_mb, no_decode, keep: ExchangeFilter, summary, verbose, strict, dashboard, metrics_port,
+          upstream_cert, max_held_mb, max_brokers, no_decode, keep: ExchangeFilter, summary, verbose, strict, dashboard, metrics_port,
           metrics_address, duration, drain_timeout, decode_buffer_mb, pending_timeout, max_frame, show_secrets,
           quiet, out: Output, limits: Limits):
     """Relay Kafka clients to their brokers, decoding every exchange on the way (no root needed).
@@ -154,10 +160,11 @@ def proxy(listen, upstream, advertised_host, broker_map, no_rewrite, listen_tls,
             advertised_host = listen_host
     options = Options(upstream=upstream_addr, listen_host=listen_host, base_port=base_port,
                       advertised_host=advertised_host, rewrite=not no_rewrite, broker_ports=_broker_map(broker_map),
-                      server_ssl=server_ssl, upstream_ssl=client_ssl, max_held=max_held_mb << 20)
+                      server_ssl=server_ssl, upstream_ssl=client_ssl, max_held=max_held_mb << 20,
+                      max_brokers=max_brokers)
 
     def log(message: str) -> None:
-        if not quiet or message.startswith(("warning", "stopping", "drained", "listening")):
+        if not quiet or message.startswith(("warning", "stopping", "drained", "listening", "open files")):
             out.warn(f"kinspect: {message}")
 
     decoder = None

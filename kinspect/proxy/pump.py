@@ -58,9 +58,11 @@ class PumpedLink(Link):
 
     async def _connect(self) -> None:
         proxy = self.proxy
-        host, port = self.upstream
         server = None
         try:
+            if self.upstream is None:
+                raise OSError("it left the metadata")
+            host, port = self.upstream
             server = await asyncio.wait_for(_connected(proxy.loop, host, port), proxy.options.connect_timeout)
         except (OSError, asyncio.TimeoutError) as e:
             reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (getattr(e, "strerror", None) or str(e))
@@ -219,12 +221,16 @@ class Pumps:
         self.dispatch()
 
 
+ACCEPT_RETRY = 0.1  # seconds before accepting again after running out of descriptors
+
+
 class Listener:
     """A listening socket whose connections go to the pump (asyncio's Server, as far as Proxy
     uses one)."""
 
     def __init__(self, proxy, node, sock: socket.socket):
         self.proxy, self.node, self.sock = proxy, node, sock
+        self.retry = None
         proxy.loop.add_reader(sock.fileno(), self._ready)
 
     def _ready(self) -> None:
@@ -234,19 +240,32 @@ class Listener:
                 client, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as e:  # out of descriptors, for one: the next try may work
-                proxy._warn_once(("accept", e.errno), f"cannot accept a connection: {e.strerror or e}")
+            except OSError as e:
+                # out of descriptors (or memory): the connection waits in the backlog, and the
+                # listener, still readable, would be called again at once, for ever; it is
+                # left alone a moment instead, as asyncio's own servers do
+                proxy.warnings.warn(("accept", e.errno), f"cannot accept a connection: {e.strerror or e}; "
+                                    f"trying again every {ACCEPT_RETRY:g} s", "failed accepts")
+                proxy.loop.remove_reader(self.sock.fileno())
+                self.retry = proxy.loop.call_later(ACCEPT_RETRY, self._again)
                 return
             client.setblocking(False)
             proxy.next_conn += 1
-            upstream = proxy.options.upstream if self.node is None else proxy.brokers[self.node]
-            link = PumpedLink(proxy, proxy.next_conn, self.node, upstream, client)
+            link = PumpedLink(proxy, proxy.next_conn, self.node, proxy.upstream_of(self.node), client)
             proxy.counters.connections += 1
             proxy.counters.open += 1
             proxy.idle.clear()
             link.accepted()
 
+    def _again(self) -> None:
+        self.retry = None
+        if self.sock.fileno() >= 0:
+            self.proxy.loop.add_reader(self.sock.fileno(), self._ready)
+
     def close(self) -> None:
+        if self.retry is not None:
+            self.retry.cancel()
+            self.retry = None
         if self.sock.fileno() >= 0:
             self.proxy.loop.remove_reader(self.sock.fileno())
             self.sock.close()

@@ -14,6 +14,11 @@ back and pass as usual, until none is waiting or the timeout; then every link cl
 Multi-broker: the bootstrap listener relays to ``upstream``; every broker a response names gets a
 listener of its own (``port_of(node id)``), opened on demand, which relays to the address the
 broker gave; responses naming brokers are rewritten (rewrite.py) to point at those listeners.
+At most ``max_brokers`` listen at once (a hostile Metadata response may name 100,000 brokers);
+a broker past that, or whose address no client could reach, goes to clients as it came. A
+Metadata response lists the brokers alive, so a broker it no longer names has its listener
+closed (the connections through it go on); named again, it listens again. Repeated warnings are
+folded (folded.py), and so are the listener lines of one response past NEWS_LINES.
 """
 
 from __future__ import annotations
@@ -25,12 +30,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from kinspect.proxy.folded import Folded
 from kinspect.proxy.frames import HeldBudget, Requests, Responses
-from kinspect.proxy.rewrite import Unchanged, carries_addresses, rewrite_response
+from kinspect.proxy.rewrite import METADATA, Unchanged, carries_addresses, rewrite_response
 from kinspect.proxy.tap import CLIENT, SERVER
 
 WRITE_HIGH = 1 << 20   # bytes buffered for a side before its peer stops being read
 MAX_HELD = 64 << 20    # bytes of responses held whole for rewriting at once, over all connections
+# --max-brokers: listeners for brokers at once. Far above any real cluster's broker count (they
+# run to hundreds), far below what a hostile Metadata response can name (100,000 took the whole
+# descriptor limit, 20,000, and refused every client meanwhile).
+MAX_BROKERS = 1000
+NEWS_LINES = 10        # listener lines (opened, closed, moved) said for one response; the rest counted
+HOST_SHOWN = 64        # characters of a broker's host in a log line
 
 
 @dataclass
@@ -45,6 +57,7 @@ class Options:
     upstream_ssl: ssl.SSLContext | None = None  # --upstream-tls
     connect_timeout: float = 10.0
     max_held: int = MAX_HELD  # --max-held-mb
+    max_brokers: int = MAX_BROKERS  # --max-brokers (run() lowers it when descriptors are short)
     native: bool = True  # plaintext links relayed in C (pump.py) where it is built; False: asyncio
 
 
@@ -150,8 +163,10 @@ class Link:
     async def _connect(self) -> None:
         proxy = self.proxy
         options = proxy.options
-        host, port = self.upstream
         try:
+            if self.upstream is None:
+                raise OSError("it left the metadata")
+            host, port = self.upstream
             await asyncio.wait_for(proxy.loop.create_connection(
                 lambda: self.server, host, port, ssl=options.upstream_ssl,
                 server_hostname=host if options.upstream_ssl is not None else None), options.connect_timeout)
@@ -177,9 +192,11 @@ class Link:
         self.client.resume()
 
     def _target(self) -> str:
-        host, port = self.upstream
         which = "bootstrap" if self.node is None else f"broker {self.node}"
-        return f"{which} {host}:{port}"
+        if self.upstream is None:
+            return which
+        host, port = self.upstream
+        return f"{which} {shown(host)}:{port}"
 
     def received(self, direction: int, data: bytes) -> None:
         if self.early is not None and direction == CLIENT:  # not connected yet: kept (paused again)
@@ -288,6 +305,27 @@ def _never(api_key: int, api_version: int) -> bool:
     return False
 
 
+def reachable(host, port) -> bool:
+    """Whether a client could connect to this address a broker gave: a port from 1 to 65535, a
+    host name DNS could hold (at most 253 characters, IDNA-encodable, no NUL)."""
+    if not isinstance(host, str) or not isinstance(port, int) or not 0 < port < 65536:
+        return False
+    if not 0 < len(host) <= 253 or "\0" in host:
+        return False
+    if not host.isascii():
+        try:
+            host.encode("idna")
+        except UnicodeError:
+            return False
+    return True
+
+
+def shown(host) -> str:
+    """A broker's host for a log line: cut to HOST_SHOWN characters (the CLI escapes the rest)."""
+    host = str(host)
+    return host if len(host) <= HOST_SHOWN else f"{host[:HOST_SHOWN]}... ({len(host):,} characters)"
+
+
 class Proxy:
     """The listeners and their links. ``tap``: a kinspect.proxy.tap.Tap, or None (no decoding);
     ``log``: where connect and close lines go."""
@@ -300,20 +338,25 @@ class Proxy:
         self.links: dict[int, Link] = {}
         self.tasks: set = set()
         self.servers: dict[int | None, asyncio.AbstractServer] = {}  # node id (None: bootstrap) -> server
+        self.listening: dict[int, socket.socket] = {}  # node id -> its listener's socket, bound
         self.brokers: dict[int, tuple[str, int]] = {}  # node id -> the address the broker gave
         self.ports: dict[int | None, int] = {}
         self.counters = Counters()
         self.next_conn = 0
-        self.warned: set = set()
+        self.warnings = Folded(log)
+        self.naming: set | None = None  # the node ids a Metadata response names, while it is rewritten
+        self.news: list[str] | None = None  # listener lines of the response being rewritten
         self.idle = asyncio.Event()
         self.held = HeldBudget(options.max_held, self._not_held)
         self.pumps = None  # pump.Pumps: plaintext links relayed in C
         self.pump = None
+        self.stopping = False
 
     # -- listeners -----------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.loop.set_exception_handler(self._loop_error)
         options = self.options
         if options.native and options.server_ssl is None and options.upstream_ssl is None:
             from kinspect.proxy import pump
@@ -343,18 +386,33 @@ class Proxy:
         sock = self._bind(port)
         await self._serve(node, sock)
 
+    def _wanted(self, node: int | None, sock: socket.socket) -> bool:
+        """Whether ``sock`` is still the listener of ``node`` (a broker's may have been closed
+        while it was being set up)."""
+        return node is None or self.listening.get(node) is sock
+
     async def _serve(self, node: int | None, sock: socket.socket) -> None:
+        if not self._wanted(node, sock):
+            sock.close()
+            return
         self.ports[node] = sock.getsockname()[1]
         if self.pumps is not None:
             self.servers[node] = self.pumps.listen(node, sock)
             return
         server = await self.loop.create_server(lambda: self._accept(node), sock=sock, ssl=self.options.server_ssl)
+        if not self._wanted(node, sock):
+            server.close()
+            return
         self.servers[node] = server
+
+    def upstream_of(self, node: int | None) -> tuple[str, int] | None:
+        """Where a client accepted for ``node`` goes; None: the broker left the metadata between
+        the accept and now (the link then closes the client)."""
+        return self.options.upstream if node is None else self.brokers.get(node)
 
     def _accept(self, node: int | None) -> _Side:
         self.next_conn += 1
-        upstream = self.options.upstream if node is None else self.brokers[node]
-        link = Link(self, self.next_conn, node, upstream)
+        link = Link(self, self.next_conn, node, self.upstream_of(node))
         self.counters.connections += 1
         self.counters.open += 1
         self.idle.clear()
@@ -368,51 +426,119 @@ class Proxy:
 
     def address_of(self, node: int, host: str, port: int) -> tuple[str, int]:
         """Where clients are to reach broker ``node`` (which said host:port): its listener, opened
-        now if it is new (bound at once, so a client connecting next finds it)."""
-        known = self.brokers.get(node)
-        if known != (host, port):
-            self.brokers[node] = (host, port)
-            if known is not None:
-                self.log(f"broker {node} moved from {known[0]}:{known[1]} to {host}:{port}")
-        if node not in self.ports:
-            wanted = self.port_of(node)
-            try:
-                if not 0 < wanted < 65536:
-                    raise OSError(f"port {wanted} out of range (set it with --broker-map {node}=PORT)")
-                sock = self._bind(wanted)
-            except OSError as e:
-                self._warn_once(("listen", node), f"cannot listen for broker {node} on port {wanted}: "
-                                f"{getattr(e, 'strerror', None) or e}; its address goes to clients unchanged")
-                return host, port
-            self.ports[node] = sock.getsockname()[1]
-            self.log(f"broker {node} ({host}:{port}) listens on {self.options.advertised_host}:{self.ports[node]}")
-            self.tasks.add(task := asyncio.ensure_future(self._serve(node, sock)))
-            task.add_done_callback(self.tasks.discard)
+        now if it is new (bound at once, so a client connecting next finds it); the broker's own
+        address when it gets none (past --max-brokers, a port that cannot be bound, an address
+        no client could reach)."""
+        if self.naming is not None:
+            self.naming.add(node)
+        if self.stopping:  # no new listener: nobody is to connect any more
+            return (self.options.advertised_host, self.ports[node]) if node in self.listening else (host, port)
+        if not reachable(host, port):
+            self.warnings.warn(("address",), f"broker {node} gave an address no client could reach "
+                               f"({shown(host)}:{port}): it goes to clients unchanged, with no listener",
+                               "brokers with an address no client could reach")
+            return host, port
+        if node in self.listening:
+            known = self.brokers.get(node)
+            if known != (host, port):
+                self.brokers[node] = (host, port)
+                self._say(f"broker {node} moved from {shown(known[0])}:{known[1]} to {shown(host)}:{port}")
+            return self.options.advertised_host, self.ports[node]
+        limit = self.options.max_brokers
+        if len(self.listening) >= limit:
+            self.warnings.warn(("max-brokers",), f"more brokers named than --max-brokers ({limit:,}) allows at "
+                               f"once: broker {node} ({shown(host)}:{port}) gets no listener, and its address goes "
+                               f"to clients unchanged", "brokers named past --max-brokers")
+            return host, port
+        wanted = self.port_of(node)
+        try:
+            if not 0 < wanted < 65536:
+                raise OSError(f"port {wanted} out of range (set it with --broker-map {node}=PORT)")
+            sock = self._bind(wanted)
+        except OSError as e:
+            self.warnings.warn(("listen", e.errno), f"cannot listen for broker {node} on port {wanted}: "
+                               f"{getattr(e, 'strerror', None) or e}; its address goes to clients unchanged",
+                               "brokers that could not be given a listener")
+            return host, port
+        self.brokers[node] = (host, port)
+        self.listening[node] = sock
+        self.ports[node] = sock.getsockname()[1]
+        self._say(f"broker {node} ({shown(host)}:{port}) listens on {self.options.advertised_host}:{self.ports[node]}")
+        self.tasks.add(task := asyncio.ensure_future(self._serve(node, sock)))
+        task.add_done_callback(self.tasks.discard)
         return self.options.advertised_host, self.ports[node]
 
+    def _forget(self, node: int) -> None:
+        """Broker ``node`` left the metadata: its listener closes (not the links through it)."""
+        self.listening.pop(node)
+        server = self.servers.pop(node, None)
+        if server is not None:
+            server.close()
+        # else its _serve is still to come, and closes it (_wanted)
+        port = self.ports.pop(node, None)
+        self.brokers.pop(node, None)
+        through = sum(1 for link in self.links.values() if link.node == node)
+        self._say(f"broker {node} left the metadata: its listener on port {port} is closed"
+                  + (f" ({through} connections through it go on)" if through else ""))
+
+    def _say(self, line: str) -> None:
+        if self.news is None:
+            self.log(line)
+        else:
+            self.news.append(line)
+
     def rewrite(self, api_key: int, api_version: int, frame: bytes) -> bytes:
+        self.naming = set() if api_key == METADATA else None
+        self.news = []
         try:
-            out = rewrite_response(api_key, api_version, frame, self.address_of)
+            out = rewrite_response(api_key, api_version, frame, self.address_of, self.options.max_brokers,
+                                   self._too_many)
         except Unchanged as e:
+            self.naming = None
             self.counters.unchanged += 1
-            self._warn_once(("rewrite", api_key, api_version),
-                            f"a response (API key {api_key} v{api_version}) could not be rewritten: {e}; "
-                            f"relayed unchanged (counted, warned once per API version)")
+            self.warnings.warn(("rewrite", api_key, api_version),
+                               f"a response (API key {api_key} v{api_version}) could not be rewritten: {e}; "
+                               f"relayed unchanged (counted, warned once per API version)",
+                               f"responses (API key {api_key} v{api_version}) not rewritten")
             return frame
+        finally:
+            named, self.naming = self.naming, None
+            if named:  # an empty list says nothing of who left
+                for node in [n for n in self.listening if n not in named]:
+                    self._forget(node)
+            news, self.news = self.news, None
+            for line in news[:NEWS_LINES]:
+                self.log(line)
+            if len(news) > NEWS_LINES:
+                self.log(f"... and {len(news) - NEWS_LINES:,} more lines like these for this response")
         if out is not frame:
             self.counters.rewritten += 1
         return out
 
-    def _not_held(self, size: int, api: tuple) -> None:
-        self._warn_once(("held", api), f"a response (API key {api[0]} v{api[1]}) of {size} bytes did not fit in "
-                        f"--max-held-mb ({self.options.max_held >> 20} MiB held at once) and passed unchanged: "
-                        f"any broker address in it reached the client as the broker gave it (counted, warned "
-                        f"once per API version)")
+    def _too_many(self, count: int) -> None:
+        """A Metadata response names more brokers than --max-brokers: only the first are read
+        and rewritten, and which brokers left is not known from it."""
+        self.naming = None
+        limit = self.options.max_brokers
+        self.warnings.warn(("too-many",), f"a Metadata response named {count:,} brokers, more than --max-brokers "
+                           f"({limit:,}): the first {limit:,} were rewritten, the others went to clients unchanged",
+                           "Metadata responses naming more brokers than --max-brokers")
 
-    def _warn_once(self, key, message: str) -> None:
-        if key not in self.warned:
-            self.warned.add(key)
-            self.log(f"warning: {message}")
+    def _not_held(self, size: int, api: tuple) -> None:
+        self.warnings.warn(("held", api), f"a response (API key {api[0]} v{api[1]}) of {size} bytes did not fit in "
+                           f"--max-held-mb ({self.options.max_held >> 20} MiB held at once) and passed unchanged: "
+                           f"any broker address in it reached the client as the broker gave it (counted, warned "
+                           f"once per API version)", f"responses (API key {api[0]} v{api[1]}) not held")
+
+    def _loop_error(self, loop, context: dict) -> None:
+        """asyncio's own errors, one line each kind (its default prints a traceback each time):
+        an accept that failed for want of descriptors is retried by asyncio a second later."""
+        exc = context.get("exception")
+        message = context.get("message") or "error"
+        errno = getattr(exc, "errno", None)
+        reason = f": {getattr(exc, 'strerror', None) or exc}" if exc is not None else ""
+        self.warnings.warn(("loop", message, errno), f"{message}{reason}", f"'{message}' errors")
+
 
     # -- the tap -------------------------------------------------------------------------------
 
@@ -454,8 +580,13 @@ class Proxy:
         s) until no request waits for its response and no frame is half passed; close every
         link. Says what it did in two log lines, and returns it."""
         started = self.loop.time()
+        self.stopping = True
         for server in self.servers.values():
             server.close()
+        for node, sock in self.listening.items():
+            if node not in self.servers:  # its _serve is still to come, and sees it is not wanted
+                sock.close()
+        self.listening.clear()
         links = list(self.links.values())
         for link in links:
             link.drain()
@@ -494,6 +625,7 @@ class Proxy:
         self.log(f"drained in {report.seconds:.1f} s: {report.answered} responses relayed, {report.cut} requests "
                  f"cut (no response within --drain-timeout), {report.half_cut} cut half read; "
                  f"{report.not_forwarded} bytes of new requests not forwarded")
+        self.warnings.ended()
         return report
 
 

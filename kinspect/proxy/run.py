@@ -4,7 +4,8 @@
 
 ``decoder(fd)`` runs in a child process forked before the event loop starts; it reads the tap's
 pipe (tap.PipeSource) until the relay closes it and returns the exit code. Without a decoder the
-relay only relays. Ctrl-C or SIGTERM (or ``duration``) stops accepting and reading new requests,
+relay only relays. The soft limit of open files is raised to the hard one first, and one line
+says how many clients and broker listeners it leaves room for (descriptors.py). Ctrl-C or SIGTERM (or ``duration``) stops accepting and reading new requests,
 drains the requests in flight for at most ``drain_timeout`` seconds (relay.Proxy.drain), closes
 every connection and the pipe, and waits for the decoder to finish its output; a second signal
 stops without waiting for in-flight requests.
@@ -18,6 +19,7 @@ import os
 import signal
 from typing import Callable
 
+from kinspect.proxy.descriptors import PER_CLIENT, Plan, open_descriptors, raise_limit
 from kinspect.proxy.relay import Options, Proxy
 from kinspect.proxy.tap import DEFAULT_LIMIT, PipeWriter, Tap
 
@@ -42,6 +44,7 @@ def run(options: Options, decoder: Callable[[int], int] | None, log: Callable[[s
         drain_timeout: float = 10.0, duration: float | None = None, tap_limit: int = DEFAULT_LIMIT,
         on_started: Callable[[Proxy], None] | None = None) -> tuple[int, Proxy]:
     """Returns (the decoder's exit code, or 0 without one; the proxy, for its counters)."""
+    limits = raise_limit()
     child = None
     write_fd = None
     if decoder is not None:
@@ -57,7 +60,8 @@ def run(options: Options, decoder: Callable[[int], int] | None, log: Callable[[s
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
             hurry = (lambda: _hurry(child.pid)) if child is not None else None
-            proxy = runner.run(_serve(options, owner, log, drain_timeout, duration, tap_limit, on_started, hurry))
+            proxy = runner.run(_serve(options, owner, log, drain_timeout, duration, tap_limit, on_started, hurry,
+                                      limits))
     finally:
         if write_fd is not None and owner[0] is not None:
             os.close(write_fd)
@@ -106,7 +110,7 @@ def _hurry(pid: int) -> None:
 
 
 async def _serve(options: Options, owner: list, log, drain_timeout: float, duration: float | None,
-                 tap_limit: int, on_started, hurry=None) -> Proxy:
+                 tap_limit: int, on_started, hurry=None, limits=(-1, -1)) -> Proxy:
     loop = asyncio.get_running_loop()
     tap = None
     if owner[0] is not None:
@@ -114,7 +118,7 @@ async def _serve(options: Options, owner: list, log, drain_timeout: float, durat
         owner[0] = None
         tap = Tap(pipe, loop.call_later, tap_limit)
     try:
-        return await _relay(options, tap, log, drain_timeout, duration, on_started, hurry)
+        return await _relay(options, tap, log, drain_timeout, duration, on_started, hurry, limits)
     except BaseException:
         # the decoder reads until the pipe ends and run() waits for it: whatever stopped the relay
         # (a log line to a closed stderr raises BrokenPipeError), the pipe must end here
@@ -124,7 +128,7 @@ async def _serve(options: Options, owner: list, log, drain_timeout: float, durat
 
 
 async def _relay(options: Options, tap, log, drain_timeout: float, duration: float | None, on_started,
-                 hurry) -> Proxy:
+                 hurry, limits=(-1, -1)) -> Proxy:
     loop = asyncio.get_running_loop()
     proxy = Proxy(options, tap, log)
     try:
@@ -150,6 +154,7 @@ async def _relay(options: Options, tap, log, drain_timeout: float, duration: flo
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
+    _plan(options, limits, log)
     if on_started is not None:
         on_started(proxy)
     try:
@@ -165,3 +170,21 @@ async def _relay(options: Options, tap, log, drain_timeout: float, duration: flo
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.remove_signal_handler(sig)
     return proxy
+
+
+def _plan(options: Options, limits: tuple[int, int], log) -> Plan:
+    """The broker listeners and clients the open-file limit leaves room for, said in one line
+    (a warning when it allows fewer listeners than --max-brokers, which is then lowered)."""
+    before, limit = limits
+    wanted = options.max_brokers
+    plan = Plan.of(limit, open_descriptors(), wanted)
+    if plan.clients < 0:
+        return plan
+    options.max_brokers = plan.brokers
+    raised = f" (raised from {before:,})" if before != limit else ""
+    log(f"open files: limit {limit:,}{raised}, room for about {plan.clients:,} concurrent clients "
+        f"({PER_CLIENT} descriptors each) beside {plan.brokers:,} broker listeners")
+    if plan.brokers < wanted:
+        log(f"warning: the open-file limit ({limit:,}) leaves room for {plan.brokers:,} broker listeners, not "
+            f"--max-brokers {wanted:,}; raise the hard limit (ulimit -Hn) for more")
+    return plan

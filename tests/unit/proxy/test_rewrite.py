@@ -134,12 +134,50 @@ def test_built_responses_naming_brokers(api_key, api_version, body):
         (n, *(_moved(n, h, p) if n >= 0 else (h, p))) for n, h, p in _addresses(api_key, api_version, before)]
 
 
+def _cut(frame: bytes, end: int) -> bytes:
+    return struct.pack(">i", end - 4) + frame[4:end]
+
+
 def test_a_body_that_does_not_decode_is_left_alone():
-    api_key, api_version, frame = next(r for r in REAL if r[0] == 3 and r[1] == 12)
-    cut = frame[:-6]
-    cut = struct.pack(">i", len(cut) - 4) + cut[4:]
+    frame = _frame(60, 0, 1, {"brokers": [{"broker_id": 1, "host": "b1", "port": 9092}], "cluster_id": "c"})
     with pytest.raises(Unchanged):
-        rewrite_response(api_key, api_version, cut, _moved)
+        rewrite_response(60, 0, _cut(frame, len(frame) - 6), _moved)
+
+
+@pytest.mark.parametrize("api_version", [0, 1, 2, 8, 9, 12])
+def test_a_metadata_response_cut_inside_its_brokers_is_left_alone(api_version):
+    """Every cut inside the brokers array (all of whose entries would be rewritten) is refused."""
+    brokers = [(0, "b0.internal", 9092), (5, "b5.internal", 9093)]
+    body = {"brokers": [{"node_id": n, "host": h, "port": p, "rack": "r"} for n, h, p in brokers],
+            "topics": [], "cluster_id": "c", "controller_id": 0}
+    frame = _frame(3, api_version, 7, body)
+    whole = rewrite_response(3, api_version, frame, _moved)
+    assert whole is not frame
+    flexible = api_version >= 9
+    brokers_at = 4 + 4 + flexible + (4 if api_version >= 3 else 0)  # size, correlation id, tags, throttle
+    entries = len(encode_body(3, api_version, "response", body)) - len(
+        encode_body(3, api_version, "response", {**body, "brokers": []}))
+    brokers_end = brokers_at + (1 if flexible else 4) + entries
+    assert rewrite_response(3, api_version, _cut(frame, brokers_end), _moved) is not frame  # the rest is not read
+    for end in range(brokers_at, brokers_end):
+        with pytest.raises(Unchanged):
+            rewrite_response(3, api_version, _cut(frame, end), _moved)
+
+
+def test_metadata_is_rewritten_in_place_never_decoded_whole(monkeypatch):
+    """A Metadata response's topics can be megabytes (and its brokers, from a hostile broker,
+    100,000): decoding and encoding a 2 MB one took 4 s of the relay's thread. Its broker entries
+    are spliced in place instead, and every byte after them passes as it came, even bytes that do
+    not decode."""
+    import kinspect.proxy.rewrite as rewrite
+
+    monkeypatch.setattr(rewrite, "decode_body", lambda *a, **k: pytest.fail("decoded"))
+    monkeypatch.setattr(rewrite, "encode_body", lambda *a, **k: pytest.fail("encoded"))
+    frames = [(v, f) for k, v, f in REAL if k == 3]
+    assert {v for v, _ in frames} >= {0, 2, 12, 13}
+    for api_version, frame in frames:
+        out = rewrite_response(3, api_version, frame + b"\xff" * 3, _moved)
+        assert out.endswith(b"\xff" * 3)
 
 
 def test_a_body_whose_encoding_differs_is_left_alone():
