@@ -39,6 +39,7 @@ def test_a_relay_stopped_by_an_error_ends_the_decoders_pipe_and_exits():
                               "--upstream", "127.0.0.1:1", "--json"], cwd=Path(__file__).resolve().parents[3],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
+        assert b"open files: limit" in proxy.stderr.readline()
         assert b"listening on" in proxy.stderr.readline()
         children = Path(f"/proc/{proxy.pid}/task/{proxy.pid}/children").read_text().split()
         assert len(children) == 1  # the decoder
