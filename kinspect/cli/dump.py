@@ -48,7 +48,7 @@ Exit codes: 0 no errors; 1 errors found (or warnings, with --strict); 2 usage er
 130 interrupted.
 """
 
-PROGRESS_STEP = 8 << 20
+PROGRESS_STEP = 1 << 20  # bytes between progress updates (and releases of walked pages)
 
 
 @click.command(epilog=EPILOG)
@@ -150,9 +150,9 @@ def _dump_one(path: Path, info: files.FileInfo, options: DumpOptions, renderer, 
             except OSError:
                 return None
 
-        big = info.kind in ("log", "kraft_snapshot") and len(buf) > PROGRESS_STEP
+        walked = info.kind in ("log", "kraft_snapshot")
         summary = {}
-        with out.progress(len(buf) if big else None) as bar:
+        with out.progress(len(buf) if walked else None, "dumping") as bar:
             events = dump_file(path_text(path), buf, info, options, companion)
             try:
                 next_update = PROGRESS_STEP
@@ -160,7 +160,7 @@ def _dump_one(path: Path, info: files.FileInfo, options: DumpOptions, renderer, 
                     if event["type"] == "summary":
                         summary = event
                     renderer.event(event)
-                    if big and event.get("position", 0) >= next_update:
+                    if walked and event.get("position", 0) >= next_update:
                         bar.update(event["position"])
                         release(buf, event["position"])
                         next_update = event["position"] + PROGRESS_STEP

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import stat
 import sys
+import time
 
 import click
 
@@ -54,6 +57,8 @@ def output_options(command):
     return wrapped
 
 
+# seconds before a bar is drawn, so that short runs show none (0: at every update, for tests)
+DRAW_AFTER = float(os.environ.get("KINSPECT_PROGRESS_AFTER", "0.5"))
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
 
@@ -77,6 +82,7 @@ class Output:
         self.as_json = as_json
         self.stream = stream or sys.stdout
         self._console = self._err = None
+        self._bar = None
 
     @property
     def console(self):
@@ -100,6 +106,7 @@ class Output:
         return _may_be_terminal(self.stream) and self.console.is_terminal
 
     def record(self, record: dict) -> None:
+        self._clear_bar()
         binary = getattr(self.stream, "buffer", None)
         if binary is not None:
             self.stream.flush()
@@ -111,6 +118,7 @@ class Output:
 
     def write_line(self, line: bytes) -> None:
         """A JSON line already encoded with its newline (jsonl.dumpb(..., newline=True)), as it is."""
+        self._clear_bar()
         binary = getattr(self.stream, "buffer", None)
         if binary is not None:
             binary.write(line)
@@ -121,6 +129,7 @@ class Output:
         """Whole lines in pieces, written as they are with os.writev: a worker's megabyte of lines
         is not joined into one more copy first (parallel._flush). Text streams without a binary
         buffer get them one by one."""
+        self._clear_bar()
         binary = getattr(self.stream, "buffer", None)
         try:
             fd = binary.fileno() if binary is not None else None
@@ -141,6 +150,7 @@ class Output:
 
     def text(self, text) -> None:
         """One line: a str, or a rich Text with its styles."""
+        self._clear_bar()
         if isinstance(text, str):
             self.console.print(escape(text, layout=True), markup=False)
         else:
@@ -148,6 +158,7 @@ class Output:
 
     def table(self, title: str, rows: list[dict], columns: list[str]) -> None:
         """Rows as a table (rich on a terminal, aligned plain text when piped)."""
+        self._clear_bar()
         from rich.table import Table
 
         table = Table(title=escape(title), box=None if not self.interactive else None, title_justify="left",
@@ -160,13 +171,28 @@ class Output:
         self.console.print(table)
 
     def warn(self, message: str) -> None:
+        self._clear_bar()
         self.err.print(escape(message), markup=False, highlight=False)
 
-    def progress(self, total: int | None):
-        """A progress bar on stderr when it is a terminal; a no-op otherwise."""
-        if total and _may_be_terminal(sys.stderr) and self.err.is_terminal:
-            return _Bar(total, self.err)
+    def progress(self, total: int | None, description: str = "decoding"):
+        """A progress bar on stderr when it is a terminal, and stdout goes to that terminal or to
+        a file; a no-op otherwise (through a pipe, the reader's lines would reach the terminal
+        between the bar's redraws)."""
+        if total and _may_be_terminal(sys.stderr) and self.err.is_terminal and not _is_pipe(self.stream):
+            return _Bar(total, self, description)
         return _NoBar()
+
+    def _clear_bar(self) -> None:
+        if self._bar is not None:
+            self._bar.clear()
+
+
+def _is_pipe(stream) -> bool:
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def _cell(value) -> str:
@@ -189,20 +215,88 @@ class _NoBar:
 
 
 class _Bar:
-    def __init__(self, total: int, console):
-        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+    """One line on stderr, redrawn at most REDRAW times a second, never between output lines.
 
-        self._progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                                  TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True)
-        self._task = self._progress.add_task("decoding", total=total)
+    The line ends where it starts (a carriage return, no newline). Whatever kinspect writes to
+    the terminal clears it first (Output's methods, and the stream that stands for stdout while
+    the bar is up), so output lines always start at column 0 and the bar is drawn again below
+    them at the next update; it is gone when the work ends."""
+
+    REDRAW = 0.1
+
+    def __init__(self, total: int, output: "Output", description: str):
+        self.total, self.output, self.description = total, output, description
+        self.started = time.monotonic()
+        self.drawn_at = 0.0
+        self.visible = False
+        self._stdout = None
 
     def __enter__(self):
-        self._progress.start()
+        self.output._bar = self
+        if _may_be_terminal(self.output.stream):
+            self._stdout = self.output.stream
+            self.output.stream = _ClearingStream(self._stdout, self)
         return self
 
     def __exit__(self, *exc):
-        self._progress.stop()
+        self.clear()
+        self.output._bar = None
+        if self._stdout is not None:
+            self.output.stream = self._stdout
         return False
 
     def update(self, completed: int) -> None:
-        self._progress.update(self._task, completed=completed)
+        now = time.monotonic()
+        if now - self.drawn_at < min(self.REDRAW, DRAW_AFTER) or now - self.started < DRAW_AFTER:
+            return
+        self.drawn_at = now
+        try:
+            (self._stdout or self.output.stream).flush()  # what was written shows before the bar
+            sys.stderr.write("\r" + self._line(completed, now - self.started) + "\x1b[K\r")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            return
+        self.visible = True
+
+    def clear(self) -> None:
+        if self.visible:
+            self.visible = False
+            try:
+                sys.stderr.write("\r\x1b[2K")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+
+    def _line(self, completed: int, elapsed: float) -> str:
+        width = max(20, shutil.get_terminal_size(fallback=(80, 24)).columns - 1)
+        completed = min(completed, self.total)
+        speed = completed / elapsed if elapsed > 0 else 0.0
+        left = f"{(self.total - completed) / speed:.0f} s left" if speed and completed < self.total else ""
+        figures = f" {_size(completed)}/{_size(self.total)}  {_size(speed)}/s  {left}".rstrip()
+        cells = max(0, min(40, width - len(self.description) - len(figures) - 2))
+        filled = cells * completed // self.total if self.total else cells
+        return f"{self.description} {'━' * filled}{' ' * (cells - filled)}{figures}"[:width]
+
+
+def _size(count: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    return ""
+
+
+class _ClearingStream:
+    """Stdout while a bar is up on the same terminal: every write clears the bar first."""
+
+    def __init__(self, stream, bar: _Bar):
+        self._stream, self._bar = stream, bar
+        binary = getattr(stream, "buffer", None)
+        self.buffer = _ClearingStream(binary, bar) if binary is not None else None
+
+    def write(self, data):
+        self._bar.clear()
+        return self._stream.write(data)
+
+    def __getattr__(self, name):  # flush, fileno, isatty, encoding...
+        return getattr(self._stream, name)

@@ -142,9 +142,7 @@ def _print_file(out: Output, report: FileReport, shown: list[Finding], hidden: i
 
 
 class _Progress:
-    """A progress bar for each large file, on a terminal only."""
-
-    MIN_SIZE = 64 << 20
+    """A progress bar for each file that takes long (Output.progress), on a terminal only."""
 
     def __init__(self, out: Output):
         self.out = out
@@ -155,8 +153,7 @@ class _Progress:
         if file != self.file:
             self.done()
             self.file = file
-            if total >= self.MIN_SIZE:
-                self.bar = self.out.progress(total).__enter__()
+            self.bar = self.out.progress(total, "validating").__enter__()
         if self.bar is not None:
             self.bar.update(done)
 
