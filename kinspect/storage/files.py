@@ -12,6 +12,8 @@ renamed for deletion or compaction (.deleted, .cleaned, .swap) keep their kind, 
 
 from __future__ import annotations
 
+import os
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,12 +67,21 @@ def describe(path: Path, kind: str | None = None) -> FileInfo:
     match = _OFFSET_NAME.match(name)
     base_offset = int(match["offset"]) if match else None
     epoch = int(match["epoch"]) if match and match["epoch"] else None
-    directory = _PARTITION_DIR.match(path.parent.name)
+    directory = _PARTITION_DIR.match(path.parent.name) or _PARTITION_DIR.match(_real_directory(path))
     topic = partition = state = None
     if directory:
         topic, partition = directory["topic"], int(directory["partition"])
         state = directory["state"]
     return FileInfo(kind, base_offset, epoch, topic, partition, renamed, state)
+
+
+def _real_directory(path: Path) -> str:
+    """The name of the directory that really holds ``path`` (a bare name run inside a partition
+    directory, as kafka-dump-log users do, or a link to a file of one)."""
+    try:
+        return os.path.basename(os.path.dirname(os.path.realpath(path)))
+    except (OSError, ValueError):
+        return ""
 
 
 def companion(path: Path, suffix: str) -> Path:

@@ -35,3 +35,14 @@ def test_renamed_files_and_deleted_directories():
 def test_companion():
     assert companion(Path("d/00000000000000000010.timeindex"), ".log") == \
         Path("d/00000000000000000010.log")
+
+
+def test_a_bare_name_inside_a_partition_directory_keeps_its_topic(tmp_path, monkeypatch):
+    partition = tmp_path / "__consumer_offsets-24"
+    partition.mkdir()
+    (partition / "00000000000000000000.log").write_bytes(b"")
+    monkeypatch.chdir(partition)
+    info = describe(Path("00000000000000000000.log"))
+    assert (info.topic, info.partition) == ("__consumer_offsets", 24)
+    (tmp_path / "elsewhere.log").symlink_to(partition / "00000000000000000000.log")
+    assert describe(tmp_path / "elsewhere.log").topic == "__consumer_offsets"
