@@ -14,7 +14,16 @@ from kinspect.cli import codecache
 from kinspect.problems import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNFINISHED, EXIT_USAGE
 from kinspect.render.safe import escape
 
-EXIT_CODES = """\b
+EPILOG = """\b
+Examples:
+  kinspect decode pcaps/librdkafka-produce-consume.pcapng
+  tcpdump -i any -w - port 9092 | kinspect decode --json -
+  kinspect validate --strict /var/lib/kafka/orders-0/
+  kinspect dump --records --data /var/lib/kafka/__consumer_offsets-12/
+  kinspect offsets my-group --log-dir /var/lib/kafka
+  kinspect decode --help                      every command's options and examples
+
+\b
 Exit codes: 0 fine; 1 problems found (validate, or --strict); 2 usage error;
 3 input unreadable (not a capture, missing file, unsupported link type);
 4 kinspect could not finish (a worker process died, or an internal error); 130 interrupted.
@@ -59,6 +68,14 @@ class _Commands(click.Group):
         self.resolved = name
         return name, command, rest
 
+    def parse_args(self, ctx, args):
+        if not args and not ctx.resilient_parsing:
+            # Click 8.1 prints the help on stdout and exits 0; 8.2 and later raise it as a usage
+            # error (NoArgsIsHelpError). One behaviour on every version: the help, exit 2.
+            click.echo(ctx.get_help(), err=True, color=ctx.color)
+            ctx.exit(EXIT_USAGE)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
@@ -66,7 +83,7 @@ class _Commands(click.Group):
             raise _ReaderGone from None
 
 
-@click.group(cls=_Commands, epilog=EXIT_CODES,
+@click.group(cls=_Commands, epilog=EPILOG,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="kinspect")
 def cli():
@@ -81,6 +98,9 @@ def cli():
 # so no memory waits for the collector.
 GC_THRESHOLD = 10_000
 
+# Click 8.2 and later raise a group's help as this usage error when it is given no arguments.
+_HELP_AS_ERROR = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
 
 def main() -> None:
     """Run the command line; whatever happens, the exit code is a documented one and the user
@@ -94,7 +114,8 @@ def main() -> None:
             raise
         code = e.code
     except click.ClickException as e:  # every one kinspect raises is about how it was called
-        e.message = escape(e.message)  # it may quote an argument
+        if not isinstance(e, _HELP_AS_ERROR):  # that one's message is the help, kinspect's own text
+            e.message = escape(e.message)  # it may quote an argument
         e.show()
         code = EXIT_USAGE
     except (click.Abort, KeyboardInterrupt):
