@@ -32,7 +32,7 @@ from typing import Callable
 
 from kinspect.proxy.folded import Folded
 from kinspect.proxy.frames import HeldBudget, Requests, Responses
-from kinspect.proxy.rewrite import METADATA, Unchanged, carries_addresses, rewrite_response
+from kinspect.proxy.rewrite import Unchanged, carries_addresses, rewrite_response
 from kinspect.proxy.tap import CLIENT, SERVER
 
 WRITE_HIGH = 1 << 20   # bytes buffered for a side before its peer stops being read
@@ -344,7 +344,6 @@ class Proxy:
         self.counters = Counters()
         self.next_conn = 0
         self.warnings = Folded(log)
-        self.naming: set | None = None  # the node ids a Metadata response names, while it is rewritten
         self.news: list[str] | None = None  # listener lines of the response being rewritten
         self.idle = asyncio.Event()
         self.held = HeldBudget(options.max_held, self._not_held)
@@ -429,8 +428,6 @@ class Proxy:
         now if it is new (bound at once, so a client connecting next finds it); the broker's own
         address when it gets none (past --max-brokers, a port that cannot be bound, an address
         no client could reach)."""
-        if self.naming is not None:
-            self.naming.add(node)
         if self.stopping:  # no new listener: nobody is to connect any more
             return (self.options.advertised_host, self.ports[node]) if node in self.listening else (host, port)
         if not reachable(host, port):
@@ -488,13 +485,11 @@ class Proxy:
             self.news.append(line)
 
     def rewrite(self, api_key: int, api_version: int, frame: bytes) -> bytes:
-        self.naming = set() if api_key == METADATA else None
         self.news = []
         try:
             out = rewrite_response(api_key, api_version, frame, self.address_of, self.options.max_brokers,
-                                   self._too_many)
+                                   self._listing)
         except Unchanged as e:
-            self.naming = None
             self.counters.unchanged += 1
             self.warnings.warn(("rewrite", api_key, api_version),
                                f"a response (API key {api_key} v{api_version}) could not be rewritten: {e}; "
@@ -502,10 +497,6 @@ class Proxy:
                                f"responses (API key {api_key} v{api_version}) not rewritten")
             return frame
         finally:
-            named, self.naming = self.naming, None
-            if named:  # an empty list says nothing of who left
-                for node in [n for n in self.listening if n not in named]:
-                    self._forget(node)
             news, self.news = self.news, None
             for line in news[:NEWS_LINES]:
                 self.log(line)
@@ -515,14 +506,19 @@ class Proxy:
             self.counters.rewritten += 1
         return out
 
-    def _too_many(self, count: int) -> None:
-        """A Metadata response names more brokers than --max-brokers: only the first are read
-        and rewritten, and which brokers left is not known from it."""
-        self.naming = None
+    def _listing(self, nodes: set, count: int) -> None:
+        """A Metadata response's brokers, before their addresses are asked for: the listeners of
+        brokers it no longer names close first, so that new brokers find room. One naming more
+        than --max-brokers is only read that far, and says nothing of who left; an empty list
+        neither."""
         limit = self.options.max_brokers
-        self.warnings.warn(("too-many",), f"a Metadata response named {count:,} brokers, more than --max-brokers "
-                           f"({limit:,}): the first {limit:,} were rewritten, the others went to clients unchanged",
-                           "Metadata responses naming more brokers than --max-brokers")
+        if count > limit:
+            self.warnings.warn(("too-many",), f"a Metadata response named {count:,} brokers, more than "
+                               f"--max-brokers ({limit:,}): the first {limit:,} were rewritten, the others went "
+                               f"to clients unchanged", "Metadata responses naming more brokers than --max-brokers")
+        elif nodes and not self.stopping:
+            for node in [n for n in self.listening if n not in nodes]:
+                self._forget(node)
 
     def _not_held(self, size: int, api: tuple) -> None:
         self.warnings.warn(("held", api), f"a response (API key {api[0]} v{api[1]}) of {size} bytes did not fit in "

@@ -72,12 +72,18 @@ class Unchanged(Exception):
     """The response cannot be rewritten faithfully: relay it as it came (``why`` says why)."""
 
 
+# (node ids of the brokers read, how many the response lists): a Metadata response's brokers, told
+# before any address is asked for
+Listing = Callable[[set, int], None]
+
+
 def rewrite_response(api_key: int, api_version: int, frame: bytes, address_of: AddressMap,
-                     max_brokers: int | None = None, too_many: Callable[[int], None] | None = None) -> bytes:
+                     max_brokers: int | None = None, listing: Listing | None = None) -> bytes:
     """``frame`` (int32 size included) with its broker addresses replaced; the same object when
-    none is there. Raises Unchanged when the body cannot be decoded and encoded again exactly.
-    A Metadata response naming more than ``max_brokers`` brokers has only the first that many
-    rewritten (the rest pass unread, and ``too_many`` is told how many there were)."""
+    none is there. Raises Unchanged when the body cannot be decoded and encoded again exactly,
+    or (but for Metadata) names more than ``max_brokers`` brokers. A Metadata response naming
+    more has only the first that many read and rewritten (the rest pass as they came); its brokers
+    go to ``listing`` first."""
     if api_key in (PRODUCE, FETCH) and _NOT_LEADER not in frame and _FENCED_LEADER_EPOCH not in frame:
         return frame
     header = parse_response_header(frame, response_header_version(api_key, api_version), 4)
@@ -85,12 +91,15 @@ def rewrite_response(api_key: int, api_version: int, frame: bytes, address_of: A
         raise Unchanged("response header does not parse")
     body_at = 4 + header[1]
     if api_key == METADATA:
-        return _metadata_brokers(api_version, frame, body_at, address_of, max_brokers, too_many)
+        return _metadata_brokers(api_version, frame, body_at, address_of, max_brokers, listing)
     body, problems = decode_body(api_key, api_version, "response", frame, start=body_at, raw_records=True)
     if problems:
         raise Unchanged(f"body does not decode: {problems[0].what}")
+    entries = _entries(api_key, api_version, body)
+    if max_brokers is not None and len(entries) > max_brokers:
+        raise Unchanged(f"it names {len(entries):,} brokers, more than --max-brokers ({max_brokers:,})")
     changes = []
-    for entry, node_key in _entries(api_key, api_version, body):
+    for entry, node_key in entries:
         node_id, host, port = entry.get(node_key), entry.get("host"), entry.get("port")
         if not isinstance(node_id, int) or node_id < 0 or not isinstance(host, str) or not isinstance(port, int):
             continue
@@ -112,7 +121,7 @@ def rewrite_response(api_key: int, api_version: int, frame: bytes, address_of: A
 
 
 def _metadata_brokers(api_version: int, frame: bytes, body_at: int, address_of: AddressMap,
-                      max_brokers: int | None, too_many) -> bytes:
+                      max_brokers: int | None, listing: Listing | None) -> bytes:
     """A Metadata response with the host and port of each entry of its brokers array replaced
     in place (node id, rack and tagged fields kept as they are, and everything after the array)."""
     flexible = api_version >= METADATA_FLEXIBLE
@@ -121,12 +130,8 @@ def _metadata_brokers(api_version: int, frame: bytes, body_at: int, address_of: 
     count, pos = _length(frame, pos, end, flexible, "brokers", wide=True)
     if count < 0:
         raise Unchanged("body does not decode: brokers is null")
-    if max_brokers is not None and count > max_brokers:
-        if too_many is not None:
-            too_many(count)
-        count = max_brokers
-    pieces, kept = [], 4  # kept: where the bytes not yet copied start (after the frame's size)
-    for _ in range(count):
+    entries = []  # (node id, host's bytes, port, where the host starts, where the port ends)
+    for _ in range(count if max_brokers is None else min(count, max_brokers)):
         if pos + 4 > end:
             raise Unchanged("body does not decode: truncated in brokers")
         (node_id,) = _I32.unpack_from(frame, pos)
@@ -134,9 +139,9 @@ def _metadata_brokers(api_version: int, frame: bytes, body_at: int, address_of: 
         n, pos = _length(frame, host_at, end, flexible, "a broker's host")
         if n < 0 or pos + n + 4 > end:
             raise Unchanged("body does not decode: truncated in a broker's host")
-        raw = frame[pos:pos + n]
         (port,) = _I32.unpack_from(frame, pos + n)
-        pos = port_end = pos + n + 4
+        entries.append((node_id, frame[pos:pos + n], port, host_at, pos + n + 4))
+        pos += n + 4
         if api_version >= 1:  # rack, a nullable string
             n, pos = _length(frame, pos, end, flexible, "a broker's rack")
             if pos + max(n, 0) > end:
@@ -147,6 +152,10 @@ def _metadata_brokers(api_version: int, frame: bytes, body_at: int, address_of: 
             if got is None:
                 raise Unchanged("body does not decode: truncated in a broker's tagged fields")
             pos = got[1]
+    if listing is not None:
+        listing({entry[0] for entry in entries}, count)
+    pieces, kept = [], 4  # kept: where the bytes not yet copied start (after the frame's size)
+    for node_id, raw, port, host_at, port_end in entries:
         if node_id < 0:
             continue
         try:

@@ -22,7 +22,8 @@ import pytest
 
 from tests.integration.test_proxy_lab import LISTENING, free_base
 from tests.lab.kinspect_child import KinspectChild
-from tests.unit.proxy.crafted import CraftedBroker, metadata_brokers, metadata_request, read_frame
+from tests.unit.proxy.crafted import (CraftedBroker, cluster_brokers, describe_cluster_request, metadata_brokers,
+                                     metadata_request, read_frame)
 
 SOFT, HARD = 64, 512
 RELAYS = {"c-pump": {}, "asyncio": {"KINSPECT_PURE_PYTHON": "1"}}
@@ -103,6 +104,14 @@ def test_100000_brokers_leave_room_for_clients_and_listeners_close_when_brokers_
             assert rewritten == [(n, base + 1 + n) for n in range(listeners)]  # node 0 included
             assert proxy.descriptors() < HARD - 2 * 150
 
+            # DescribeCluster names 50 more: no room (it says nothing of who left, unlike Metadata)
+            newcomers = range(listeners, listeners + 50)
+            broker.cluster_brokers = [(n, "127.0.0.1", broker.address[1]) for n in newcomers]
+            metadata.sendall(describe_cluster_request(2))
+            assert {port for _, _, port in cluster_brokers(read_frame(metadata))} == {broker.address[1]}
+            assert proxy.log_has(r"warning: more brokers named than --max-brokers \(\d+\) allows at once: broker "
+                                 rf"{listeners} ")
+
             # honest clients are all served meanwhile, at the bootstrap and through broker 7
             through_7 = socket.create_connection(("127.0.0.1", base + 1 + 7), timeout=30)
             socks = [socket.create_connection(("127.0.0.1", base), timeout=30) for _ in range(150)]
@@ -113,7 +122,7 @@ def test_100000_brokers_leave_room_for_clients_and_listeners_close_when_brokers_
             # the cluster shrinks to brokers 0, 1 and 3: the other listeners close, and the
             # connection through broker 7 goes on
             broker.brokers = [(n, "127.0.0.1", broker.address[1]) for n in (0, 1, 3)]
-            metadata.sendall(metadata_request(2))
+            metadata.sendall(metadata_request(3))
             assert metadata_brokers(read_frame(metadata)) == [(n, "127.0.0.1", base + 1 + n) for n in (0, 1, 3)]
             assert proxy.log_has(r"broker 7 left the metadata: its listener on port \d+ is closed "
                                  r"\(1 connections through it go on\)")
@@ -132,6 +141,9 @@ def test_100000_brokers_leave_room_for_clients_and_listeners_close_when_brokers_
                 through_3.sendall(_api_versions(3))
                 assert struct.unpack_from(">i", read_frame(through_3), 4)[0] == 3
             through_7.close()
+            # now there is room for the newcomers
+            metadata.sendall(describe_cluster_request(4))
+            assert cluster_brokers(read_frame(metadata)) == [(n, "127.0.0.1", base + 1 + n) for n in newcomers]
             metadata.close()
         finally:
             code, out = proxy.stop()
@@ -142,6 +154,7 @@ def test_100000_brokers_leave_room_for_clients_and_listeners_close_when_brokers_
     assert sum("warning" in line for line in log) <= 6, [line for line in log if "warning" in line]
     assert any(re.search(r"warning: a Metadata response named 100,000 brokers, more than --max-brokers", line)
                for line in log)
-    assert sum(bool(re.search(r"broker \d+ .*listens on", line)) for line in log) == 10
+    assert sum(bool(re.search(r"broker \d+ .*listens on", line)) for line in log) == 20  # 10 a response
     assert any(re.search(rf"\.\.\. and {listeners - 10} more lines like these", line) for line in log)
+    assert any(re.search(r"\.\.\. and 40 more lines like these", line) for line in log)
     assert len(log) < 2 * 153 + 50, len(log)  # each connection's two lines, and a few more

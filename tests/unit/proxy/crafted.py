@@ -1,8 +1,9 @@
 """A small real broker for the proxy's tests, where a real Kafka broker cannot produce the case: a
 TCP server on loopback (its own thread and event loop) that reads Kafka request frames and
-answers each with a response built by kinspect's encoder: ApiVersions, and Metadata naming
-whatever ``brokers`` holds at that moment (a test changes it between requests). Any other
-request gets no answer (it is only read), and ``received`` counts the bytes read.
+answers each with a response built by kinspect's encoder: ApiVersions, Metadata naming whatever
+``brokers`` holds at that moment (a test changes it between requests), and DescribeCluster naming
+``cluster_brokers`` (or ``brokers``). Any other request gets no answer (it is only read), and
+``received`` counts the bytes read.
 
     with CraftedBroker(brokers=[(0, "127.0.0.1", 9092)]) as broker:
         broker.address        # (host, port) for --upstream
@@ -19,7 +20,7 @@ from kinspect.wire.apis import response_header_version
 from kinspect.wire.encode import encode_body
 from kinspect.wire.headers import parse_request_header
 
-API_VERSIONS, METADATA = 18, 3
+API_VERSIONS, METADATA, DESCRIBE_CLUSTER = 18, 3, 60
 METADATA_VERSION = 12  # what the tests' clients ask; the answer is at the version asked
 
 
@@ -41,6 +42,22 @@ def metadata_request(correlation_id: int, client_id: str = "crafted-client") -> 
     return encode_request(METADATA, METADATA_VERSION, correlation_id, client_id,
                           {"topics": [], "allow_auto_topic_creation": False,
                            "include_topic_authorized_operations": False})
+
+
+def describe_cluster_request(correlation_id: int) -> bytes:
+    from kinspect.wire.encode import encode_request
+    return encode_request(DESCRIBE_CLUSTER, 0, correlation_id, "crafted-client",
+                          {"include_cluster_authorized_operations": False})
+
+
+def cluster_brokers(frame: bytes) -> list[tuple[int, str, int]]:
+    """The (node id, host, port) a DescribeCluster v0 response frame names."""
+    from kinspect.wire.headers import parse_response_header
+    from kinspect.wire.messages import decode_body
+    header = parse_response_header(frame, 1, 4)
+    body, problems = decode_body(DESCRIBE_CLUSTER, 0, "response", frame, start=4 + header[1])
+    assert not problems, problems
+    return [(b["broker_id"], b["host"], b["port"]) for b in body["brokers"]]
 
 
 def read_frame(sock) -> bytes:
@@ -71,6 +88,7 @@ def metadata_brokers(frame: bytes) -> list[tuple[int, str, int]]:
 class CraftedBroker:
     def __init__(self, brokers=(), host: str = "127.0.0.1"):
         self.brokers = list(brokers)
+        self.cluster_brokers: list | None = None  # DescribeCluster's, when not the same
         self.host = host
         self.received = 0
         self.connections = 0
@@ -139,4 +157,9 @@ class CraftedBroker:
                                                                        metadata_body(brokers)), brokers)
             payload = struct.pack(">i", correlation_id) + (b"\x00" if api_version >= 9 else b"") + self._cached[2]
             return struct.pack(">i", len(payload)) + payload
+        if api_key == DESCRIBE_CLUSTER:
+            brokers = self.brokers if self.cluster_brokers is None else self.cluster_brokers
+            return response_frame(DESCRIBE_CLUSTER, 0, correlation_id, {
+                "error_code": 0, "cluster_id": "crafted", "controller_id": -1,
+                "brokers": [{"broker_id": n, "host": h, "port": p, "rack": None} for n, h, p in brokers]})
         return None

@@ -197,3 +197,76 @@ def test_produce_and_fetch_responses_without_a_leader_error_are_not_decoded(monk
     monkeypatch.setattr(rewrite, "decode_body", lambda *a, **k: pytest.fail("decoded"))
     for api_key, api_version, frame in frames:
         assert rewrite_response(api_key, api_version, frame, _moved) is frame
+
+
+def _renumbered_from_0(api_key, api_version, frame):
+    """A real response with its brokers numbered from 0 (as Strimzi and Bitnami number them),
+    encoded again with the same header."""
+    header = parse_response_header(frame, response_header_version(api_key, api_version), 4)
+    _, body = _body(api_key, api_version, frame)
+    key = "broker_id" if api_key == 60 else "node_id"
+    entries = [body] if api_key == 10 and api_version < 4 else _entries(api_key, api_version, body)
+    numbers = {}
+    for entry in entries:
+        if entry[key] >= 0:
+            entry[key] = numbers.setdefault(entry[key], len(numbers))
+    payload = frame[4:4 + header[1]] + encode_body(api_key, api_version, "response", body)
+    return struct.pack(">i", len(payload)) + payload
+
+
+NODE_0 = [(k, v, f) for k, v, f in REAL if k in (3, 10)]
+
+
+@pytest.mark.parametrize("api_key,api_version,frame", NODE_0, ids=[f"{k}v{v}-{i}" for i, (k, v, _) in enumerate(NODE_0)])
+def test_node_0_is_rewritten_like_any_other(api_key, api_version, frame):
+    """No capture names node 0 (the lab's brokers are 1, 2, 3): the real Metadata and
+    FindCoordinator responses renumbered from 0, so a rewrite that skips a falsy node id fails."""
+    renumbered = _renumbered_from_0(api_key, api_version, frame)
+    before = _addresses(api_key, api_version, _body(api_key, api_version, renumbered)[1])
+    if 0 not in {node for node, _, _ in before}:
+        pytest.skip("no coordinator in this response")
+    out = rewrite_response(api_key, api_version, renumbered, _moved)
+    after = _addresses(api_key, api_version, _body(api_key, api_version, out)[1])
+    assert after == [(n, *(_moved(n, h, p) if n >= 0 else (h, p))) for n, h, p in before]
+    assert (0, "proxy.example", 30000) in after
+
+
+def test_node_0_of_describe_cluster_is_rewritten():
+    frame = _frame(60, 0, 1, {"brokers": [{"broker_id": 0, "host": "kafka-0.kafka-headless", "port": 9092},
+                                          {"broker_id": 1, "host": "kafka-1.kafka-headless", "port": 9092}],
+                              "cluster_id": "c", "controller_id": 0})
+    out = rewrite_response(60, 0, frame, _moved)
+    assert _addresses(60, 0, _body(60, 0, out)[1]) == [(0, "proxy.example", 30000), (1, "proxy.example", 30001)]
+
+
+def _metadata(brokers, api_version=12):
+    body = {"brokers": [{"node_id": n, "host": h, "port": p, "rack": None} for n, h, p in brokers], "topics": []}
+    return _frame(3, api_version, 1, body)
+
+
+def test_a_metadata_response_naming_more_than_max_brokers_is_read_that_far_only():
+    frame = _metadata([(n, f"b{n}", 9092) for n in range(50)])
+    told, asked = [], []
+    out = rewrite_response(3, 12, frame, lambda n, h, p: asked.append(n) or _moved(n, h, p), max_brokers=20,
+                           listing=lambda nodes, count: told.append((nodes, count)))
+    assert told == [(set(range(20)), 50)] and asked == list(range(20))
+    after = _addresses(3, 12, _body(3, 12, out)[1])
+    assert after == [(n, *_moved(n, "", 0)) for n in range(20)] + [(n, f"b{n}", 9092) for n in range(20, 50)]
+
+
+def test_other_responses_naming_more_than_max_brokers_are_left_alone():
+    """Decoding and encoding them is what costs (4 s for 100,000 brokers); they name no cluster."""
+    frame = _frame(60, 0, 1, {"brokers": [{"broker_id": n, "host": "b", "port": 9092} for n in range(30)],
+                              "cluster_id": "c"})
+    with pytest.raises(Unchanged, match="names 30 brokers, more than --max-brokers"):
+        rewrite_response(60, 0, frame, _moved, max_brokers=20)
+    assert rewrite_response(60, 0, frame, _moved, max_brokers=30) is not frame
+
+
+@pytest.mark.parametrize("api_version", [0, 1, 9, 12])
+def test_a_broker_host_that_is_not_utf8_is_left_as_it_came(api_version):
+    body = {"brokers": [{"node_id": 1, "host": "b1", "port": 9092, "rack": None}], "topics": []}
+    frame = _frame(3, api_version, 1, body)
+    bad = frame.replace(b"b1", b"\xff\xfe")
+    assert rewrite_response(3, api_version, bad, _moved) is bad
+    assert rewrite_response(3, api_version, frame, _moved) != frame
