@@ -86,9 +86,11 @@ class _Side(asyncio.Protocol):
         self.link = link
         self.direction = direction
         self.transport = None
+        self.tls = False
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self.tls = transport.get_extra_info("sslcontext") is not None
         transport.set_write_buffer_limits(high=WRITE_HIGH)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -105,7 +107,11 @@ class _Side(asyncio.Protocol):
         self.link.received(self.direction, data)
 
     def eof_received(self):
-        return self.link.eof(self.direction)
+        keep_open = self.link.eof(self.direction)
+        # A TLS transport cannot stay half open: asyncio answers the peer's end (close_notify, or
+        # the TCP end) by closing, whatever this returns, and warned of a true answer once per
+        # TLS client. It closes as a break does (Link.lost: the partner writes what it holds).
+        return None if self.tls else keep_open
 
     def pause_writing(self) -> None:
         self.link.peer_of(self.direction).pause()

@@ -86,7 +86,9 @@ def metadata_brokers(frame: bytes) -> list[tuple[int, str, int]]:
 
 
 class CraftedBroker:
-    def __init__(self, brokers=(), host: str = "127.0.0.1"):
+    def __init__(self, brokers=(), host: str = "127.0.0.1", ssl=None, close_after_answer: bool = False):
+        self.ssl = ssl  # an SSLContext: the broker speaks TLS
+        self.close_after_answer = close_after_answer  # the broker ends each connection after one answer
         self.brokers = list(brokers)
         self.cluster_brokers: list | None = None  # DescribeCluster's, when not the same
         self.host = host
@@ -117,7 +119,7 @@ class CraftedBroker:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._client, self.host, 0, limit=1 << 24, backlog=4096)
+        server = await asyncio.start_server(self._client, self.host, 0, limit=1 << 24, backlog=4096, ssl=self.ssl)
         self.address = server.sockets[0].getsockname()[:2]
         self._started.set()
         await self._stop.wait()
@@ -140,6 +142,8 @@ class CraftedBroker:
                 if answer is not None:
                     writer.write(answer)
                     await writer.drain()
+                    if self.close_after_answer:
+                        break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
