@@ -1,11 +1,18 @@
 """--keylog FILE (repeatable), shared by the commands that read captures: the files become one
-tls.KeyLog, read once here (sniff's run re-reads them as they grow)."""
+tls.KeyLog, read once here (sniff's run re-reads them as they grow). A key log that is not a
+regular file (a FIFO, a device) is refused at once: reading it would block or never end."""
 
 from __future__ import annotations
 
+import os
+import stat
+import sys
+
 import click
 
-from kinspect.tls.keylog import KeyLog
+from kinspect.problems import EXIT_UNREADABLE
+from kinspect.render.safe import escape, path_text
+from kinspect.tls.keylog import NOT_REGULAR, KeyLog
 
 HELP = ("Decrypt TLS with an NSS key log (SSLKEYLOGFILE, Python's SSLContext.keylog_filename, a "
         "JVM agent): CLIENT_RANDOM lines for TLS 1.2, *_TRAFFIC_SECRET lines for TLS 1.3 "
@@ -13,7 +20,25 @@ HELP = ("Decrypt TLS with an NSS key log (SSLKEYLOGFILE, Python's SSLContext.key
 
 
 def _keylog(ctx, param, paths) -> KeyLog | None:
-    return KeyLog.from_files(paths) if paths else None
+    if not paths:
+        return None
+    for path in paths:
+        _refuse_special(path)
+    keylog = KeyLog.from_files(paths)
+    for path in keylog.not_regular:  # it became one since: the same answer
+        _refuse_special(path)
+    return keylog
+
+
+def _refuse_special(path) -> None:
+    """Exit 3 with one line when ``path`` exists and is not a regular file (stat never blocks)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing or unreadable: said by the option's check, or by the key log's read_errors
+    if not stat.S_ISREG(mode):
+        print(escape(f"kinspect: --keylog {path_text(path)}: {NOT_REGULAR}"), file=sys.stderr)
+        sys.exit(EXIT_UNREADABLE)
 
 
 def keylog_option(must_exist: bool = True):
@@ -29,7 +54,10 @@ def keylog_warnings(keylog: KeyLog | None) -> list[str]:
     out = [f"kinspect: --keylog {why}" for why in keylog.read_errors]
     if keylog.bad_lines:
         out.append(f"kinspect: --keylog: {keylog.bad_lines} lines not understood, skipped "
-                   f"(first: {keylog.bad_examples[0]})")
+                   f"(first: {keylog.first_bad})")
+    if keylog.dropped:
+        out.append(f"kinspect: --keylog: {keylog.dropped} secrets past the first {keylog.lines} not used "
+                   f"(at most that many are kept); give only the key-log lines of the capture's connections")
     return out
 
 

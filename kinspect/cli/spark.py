@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -12,9 +13,9 @@ from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.filters import ExchangeFilter
 from kinspect.problems import EXIT_OK, EXIT_UNFINISHED, EXIT_UNREADABLE
-from kinspect.render.safe import path_text
+from kinspect.render.safe import escape, path_text
 from kinspect.spark.interrupt import Interrupts
-from kinspect.spark.plan import TARGET_BYTES, NoInputs, list_inputs, plan
+from kinspect.spark.plan import TARGET_BYTES, NoInputs, find_inputs, plan, searched_directory
 
 EPILOG = """\b
 Examples:
@@ -41,10 +42,16 @@ summary/errors, summary/talkers, summary/clients. The columns are
 documented in kinspect/spark/rows.py. Needs pip install 'kinspect[spark]' and Java 17+.
 
 \b
-Exit codes: 0 written; 2 usage error (OUT already holds tables, or is an input); 3 an input
-is missing, or some input is not a readable capture (its files row says why; the rest are
-written); 4 Spark could not run (pyspark, pyarrow or Java missing: the message says what to
-install) or the job failed; 130 interrupted.
+Directories are walked; special files in them (FIFOs, sockets, devices) and links to
+directories are skipped, each named on stderr and counted in the last line. An entry that
+cannot be read (a link loop, a directory it may not enter) gets a files row with its error.
+
+\b
+Exit codes: 0 written; 2 usage error (OUT already holds tables, is an input, or lies inside a
+directory an input reads, a glob's included); 3 an input is missing or is a special file, or
+some input is not a readable capture (its files row says why; the rest are written); 4 Spark
+could not run (pyspark, pyarrow, pandas or a usable Java missing, or JAVA_HOME wrong: one line
+says what to install or set) or the job failed; 130 interrupted.
 """
 
 
@@ -89,6 +96,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
     decode --json's exchanges.
     """
     refuse_writing_over_inputs(inputs, {"--out": out})
+    _refuse_out_inside_inputs(inputs, out)
     conf = _settings(confs)
     if remote is not None and master is not None:
         raise click.UsageError("--master and --remote: choose one (a Connect server has its own master)")
@@ -103,10 +111,18 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
     from kinspect.spark.remote import filesystem_options, is_uri, list_uris
     uris = [arg for arg in inputs if is_uri(arg)]
     try:
-        files = list_inputs([arg for arg in inputs if not is_uri(arg)])
+        listing = find_inputs([arg for arg in inputs if not is_uri(arg)])
     except NoInputs as e:
-        click.echo(f"kinspect: {path_text(str(e))}", err=True)
+        click.echo(f"kinspect: {shown(str(e))}", err=True)
         sys.exit(EXIT_UNREADABLE)
+    files = listing.inputs
+    _say_skipped(listing.skipped)
+    from kinspect.spark.requirements import SparkMissing, check_requirements
+    try:  # before pyspark or pyarrow is imported
+        check_requirements(connect=remote is not None)
+    except SparkMissing as e:
+        click.echo(f"kinspect: {shown(str(e))}", err=True)
+        sys.exit(EXIT_UNFINISHED)
     from kinspect.spark import job  # pyspark only now
     options = {"ports": set(ports) | {9092}, "heuristic": not no_heuristic, "show_secrets": show_secrets}
     for line in keylog_warnings(keylog):
@@ -119,10 +135,16 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
         try:
             session = job.session(master, remote=remote, package=package, conf=conf, jvm_archive=True)
         except job.SparkMissing as e:
-            click.echo(f"kinspect: {e}", err=True)
+            click.echo(f"kinspect: {shown(str(e))}", err=True)
             sys.exit(EXIT_UNFINISHED)
         except job.SettingRefused as e:
             raise click.UsageError(str(e)) from None
+        except Exception as e:
+            if _error_class(e) != "JAVA_GATEWAY_EXITED":
+                raise
+            click.echo("kinspect: Spark's JVM ended before it started (its own messages, if any, are above): check "
+                       "JAVA_HOME and the Java installation, and --conf spark.driver.* settings", err=True)
+            sys.exit(EXIT_UNFINISHED)
         interrupts.stop_spark_on_sigint(session)
         local = remote is None and job.master_of(session).startswith("local")
         try:
@@ -130,7 +152,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
                 try:
                     files += [f for f in list_uris(session, uris) if f.path not in {g.path for g in files}]
                 except Exception as e:  # FileNotFoundError, or Spark's own (no such bucket, no s3a class)
-                    click.echo(f"kinspect: cannot list {', '.join(uris)}: {_first_line(e)}", err=True)
+                    click.echo(f"kinspect: cannot list {shown(', '.join(uris))}: {escape(_first_line(e))}", err=True)
                     sys.exit(EXIT_UNREADABLE)
                 options["filesystems"] = filesystem_options(session)
             units = plan(files, cores=job.parallelism(session), target=task_mb << 20)
@@ -144,16 +166,54 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
     if not local:
         click.echo(executors_line(written.files), err=True)
     for path, reasons in written.redone.items():
-        click.echo(f"kinspect: {path_text(path)}: split by connection, its shards might not have given one "
-                   f"process's rows ({reasons[0]}), so it was decoded again with each shard reading every "
+        click.echo(f"kinspect: {shown(path)}: split by connection, its shards might not have given one "
+                   f"process's rows ({escape(reasons[0])}), so it was decoded again with each shard reading every "
                    f"connection", err=True)
     for f in written.unreadable:
-        click.echo(f"kinspect: {path_text(f['path'])}: {f['error']}", err=True)
+        click.echo(f"kinspect: {shown(f['path'])}: {escape(f['error'])}", err=True)
     size = sum(f["bytes"] for f in written.files)
     problems = sum(f["problems"] for f in written.files)
+    skipped = f", {len(listing.skipped):,} special files skipped" if listing.skipped else ""
     click.echo(f"{len(written.files)} files ({size:,} bytes), {written.exchanges:,} exchanges, {problems:,} "
-               f"problems, {len(written.unreadable)} unreadable → {path_text(out)}", err=True)
+               f"problems, {len(written.unreadable)} unreadable{skipped} → {shown(out)}", err=True)
     sys.exit(EXIT_UNREADABLE if written.unreadable else EXIT_OK)
+
+
+SKIPPED_SHOWN = 20  # special files named one by one; past that, counted
+
+
+def shown(path) -> str:
+    """A file name as stderr shows it: bytes that are not UTF-8 as \\xNN, control characters
+    (a terminal's escape sequences) escaped, as every command shows names."""
+    return escape(path_text(path))
+
+
+def _say_skipped(skipped: list[tuple[str, str]]) -> None:
+    for path, kind in skipped[:SKIPPED_SHOWN]:
+        click.echo(f"kinspect: skipped {shown(path)}: {kind}, not a regular file", err=True)
+    if len(skipped) > SKIPPED_SHOWN:
+        click.echo(f"kinspect: skipped {len(skipped) - SKIPPED_SHOWN:,} more special files", err=True)
+
+
+def _refuse_out_inside_inputs(inputs, out: str) -> None:
+    """--out inside a directory an input reads (a directory, or a glob's): the tables would be read
+    as captures by the next run over the same inputs. Exit 2."""
+    from kinspect.spark.remote import is_uri
+    target = Path(os.path.realpath(out))
+    for arg in inputs:
+        directory = None if is_uri(arg) else searched_directory(arg)
+        if directory is not None and target.is_relative_to(os.path.realpath(directory)):
+            raise click.UsageError(f"--out {path_text(out)} is inside {path_text(directory)}, which the input "
+                                   f"{path_text(arg)} reads: its tables would be read as captures by the next "
+                                   f"run; write them somewhere else")
+
+
+def _error_class(error: Exception) -> str | None:
+    """pyspark's error class of ``error`` (PySparkException.getErrorClass), or None."""
+    try:
+        return error.getErrorClass()
+    except Exception:  # not pyspark's, or an older pyspark's
+        return None
 
 
 def _settings(confs) -> dict[str, str]:
@@ -209,8 +269,4 @@ def _first_line(error: Exception) -> str:
 
 def portable_keylog(keylog):
     """The key log's secrets without its files: a task on another node cannot re-read them."""
-    from kinspect.tls.keylog import KeyLog
-    copy = KeyLog()
-    copy.secrets = dict(keylog.secrets)
-    copy.lines = keylog.lines
-    return copy
+    return keylog.portable()

@@ -1,6 +1,6 @@
 /* TLS in C: a direction's steady state (the twin of kinspect/tls/keys.py's RecordKeys._open_run),
- * record framing (frame), a hello's extensions (hello_extensions) and key-log lines (keylog_lines),
- * below.
+ * record framing (frame), a hello's extensions (hello_extensions) and the key log's index
+ * (keylog_scan, keylog_merge), below.
  *
  * open_run(decrypt, mode, iv, seq, data, plain) -> (used, seq, other)
  *   decrypt: the AEAD's decrypt(nonce, ciphertext, additional data) (cryptography's AESGCM or
@@ -344,69 +344,138 @@ init_tables(void)
         space_of[(unsigned char)*c] = 1;
 }
 
-/* bytes of the hex text p[0:n] (n even), or NULL with no error set when it is not hex */
-static PyObject *
-unhex(const unsigned char *p, Py_ssize_t n)
+/* whether p[0:n] is hex digits, an even number of them */
+static int
+is_hex(const unsigned char *p, Py_ssize_t n)
 {
-    if (n % 2)
-        return NULL;
-    unsigned char bad = 0;
+    unsigned char bad = (unsigned char)(n % 2 ? 16 : 0);
     for (Py_ssize_t i = 0; i < n; i++)
         bad |= hex_of[p[i]];
-    if (bad & 16)
-        return NULL;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, n / 2);
-    if (out == NULL)
-        return NULL;
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < n; i += 2)
-        o[i / 2] = (unsigned char)(hex_of[p[i]] << 4 | hex_of[p[i + 1]]);
-    return out;
+    return !(bad & 16);
 }
 
-/* keylog_lines(text, first_line, secrets, labels, unused_labels, max_connections, max_line)
- *   -> (added, unused, rest): the twin of kinspect/tls/keylog.py's keylog_lines_py.
- * Each line (bytes.splitlines) of three whitespace-separated fields and at most max_line bytes
- * whose label is in labels (bytes -> str), client random 64 hex digits and secret 64-128: the
- * secret goes to secrets[random bytes][label] (the oldest random dropped first past
- * max_connections); one whose label is in unused_labels with both fields hex is counted in
- * unused; every other line with a field is in rest as (line number, line), in order. */
-static PyObject *
-keylog_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* a client random's key (the twin of kinspect/tls/keylog.py's random_key): its four 8-byte
+ * words (big-endian) mixed in turn, from its 64 hex digits at p (is_hex said they are) */
+static uint64_t
+random_key(const unsigned char *p)
 {
-    if (nargs != 7) {
+    uint64_t key = 0;
+    for (int word = 0; word < 4; word++) {
+        uint64_t v = 0;
+        for (int i = 0; i < 16; i++)
+            v = v << 4 | hex_of[p[16 * word + i]];
+        key = (key ^ v) * 0x9E3779B97F4A7C15ULL;
+    }
+    return key;
+}
+
+/* the labels given as a tuple of bytes, for comparing without a Python object per line */
+#define MAX_LABELS 16
+typedef struct {
+    int count;
+    const char *text[MAX_LABELS];
+    Py_ssize_t size[MAX_LABELS];
+} labels_t;
+
+static int
+read_labels(PyObject *tuple, labels_t *out, const char *who)
+{
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) > MAX_LABELS) {
+        PyErr_Format(PyExc_TypeError, "%s: labels must be a tuple of at most %d bytes", who, MAX_LABELS);
+        return -1;
+    }
+    out->count = (int)PyTuple_GET_SIZE(tuple);
+    for (int i = 0; i < out->count; i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "%s: labels must be bytes", who);
+            return -1;
+        }
+        out->text[i] = PyBytes_AS_STRING(item);
+        out->size[i] = PyBytes_GET_SIZE(item);
+    }
+    return 0;
+}
+
+static int
+has_label(const labels_t *labels, const unsigned char *p, Py_ssize_t n)
+{
+    for (int i = 0; i < labels->count; i++)
+        if (labels->size[i] == n && memcmp(labels->text[i], p, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* an index entry: the client random's key (random_key), where its line starts */
+typedef struct {
+    uint64_t key, at;
+} entry_t;
+
+static int
+entry_order(const void *a, const void *b)
+{
+    const entry_t *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+#define AT_BITS 40
+
+/* keylog_scan(text, base, first_line, source, max_line, used, unused, room)
+ *   -> (entries, lines, added, unused, bad, dropped, first_bad): the twin of
+ * kinspect/tls/keylog.py's scan_py.
+ * The lines of text (bytes.splitlines' line breaks: \n, \r, \r\n), each one of:
+ * - blank, or a comment (its first field starts with #): passed over;
+ * - a secret: at most max_line bytes, three whitespace-separated fields, the label one of
+ *   used (a tuple of bytes), the client random 64 hex digits, the secret 64 to 128 (even):
+ *   an entry (key, at) in entries (bytes of native uint64 pairs, sorted), key the random's
+ *   four words mixed (random_key), at = source << 40 | (base + the line's offset in text); past
+ *   room entries (or an offset of 2^40) it is counted in dropped instead;
+ * - unused: the same form with a label of unused, both fields hex of any even length;
+ * - bad: anything else; first_bad is (line number, start, stop) of the first, or None.
+ * lines: how many lines text held (the first is number first_line). */
+static PyObject *
+keylog_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError,
-                        "keylog_lines(text, first_line, secrets, labels, unused_labels, max_connections, max_line)");
+                        "keylog_scan(text, base, first_line, source, max_line, used, unused, room)");
         return NULL;
     }
-    PyObject *text = args[0], *secrets = args[2], *labels = args[3], *unused_labels = args[4];
-    long long number = PyLong_AsLongLong(args[1]);
-    Py_ssize_t max_connections = PyLong_AsSsize_t(args[5]), max_line = PyLong_AsSsize_t(args[6]);
+    long long base = PyLong_AsLongLong(args[1]), first_line = PyLong_AsLongLong(args[2]);
+    long long source = PyLong_AsLongLong(args[3]);
+    Py_ssize_t max_line = PyLong_AsSsize_t(args[4]), room = PyLong_AsSsize_t(args[7]);
     if (PyErr_Occurred())
         return NULL;
-    if (!PyBytes_Check(text) || !PyDict_Check(secrets) || !PyDict_Check(labels) || !PyAnySet_Check(unused_labels)) {
-        PyErr_SetString(PyExc_TypeError, "keylog_lines: text bytes, secrets and labels dicts, unused_labels a set");
+    if (base < 0 || source < 0 || source >= (1LL << (64 - AT_BITS)) || room < 0) {
+        PyErr_SetString(PyExc_ValueError, "keylog_scan: base, source and room out of range");
         return NULL;
     }
-    const unsigned char *t = (const unsigned char *)PyBytes_AS_STRING(text);
-    Py_ssize_t n = PyBytes_GET_SIZE(text), at = 0, added = 0, unused = 0;
-    PyObject *rest = PyList_New(0);
-    if (rest == NULL)
+    labels_t used, unused_labels;
+    if (read_labels(args[5], &used, "keylog_scan") < 0 || read_labels(args[6], &unused_labels, "keylog_scan") < 0)
         return NULL;
-    number--;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *t = view.buf;
+    Py_ssize_t n = view.len, at = 0, lines = 0, added = 0, unused = 0, bad = 0, dropped = 0;
+    Py_ssize_t bad_line = -1, bad_start = 0, bad_stop = 0, capacity = 0;
+    entry_t *entries = NULL;
+    PyObject *result = NULL;
     while (at < n) {
-        Py_ssize_t start = at, stop = at;
+        Py_ssize_t start = at;
         const unsigned char *nl = memchr(t + at, '\n', n - at);
         Py_ssize_t limit = nl != NULL ? nl - t : n;
         const unsigned char *cr = memchr(t + at, '\r', limit - at);
-        stop = cr != NULL ? cr - t : limit;
+        Py_ssize_t stop = cr != NULL ? cr - t : limit;
         at = stop;
         if (at < n)
             at += (t[at] == '\r' && at + 1 < n && t[at + 1] == '\n') ? 2 : 1;
-        number++;
-        Py_ssize_t field[4][2];
+        lines++;
+        Py_ssize_t field[3][2];
         int fields = 0;
-        for (Py_ssize_t i = start; i < stop;) {
+        for (Py_ssize_t i = start; i < stop && fields < 4;) {
             while (i < stop && space_of[t[i]])
                 i++;
             if (i == stop)
@@ -414,93 +483,114 @@ keylog_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_ssize_t j = i;
             while (j < stop && !space_of[t[j]])
                 j++;
-            if (fields < 4) {
+            if (fields < 3) {
                 field[fields][0] = i;
                 field[fields][1] = j - i;
             }
             fields++;
             i = j;
         }
-        if (fields == 0)
+        if (fields == 0 || t[field[0][0]] == '#')
             continue;
         if (fields == 3 && stop - start <= max_line) {
-            PyObject *name = PyBytes_FromStringAndSize((const char *)t + field[0][0], field[0][1]);
-            if (name == NULL)
-                goto fail;
-            PyObject *label = PyDict_GetItemWithError(labels, name); /* borrowed */
-            int is_unused = label == NULL && !PyErr_Occurred() ? PySet_Contains(unused_labels, name) : 0;
-            Py_DECREF(name);
-            if (PyErr_Occurred() || is_unused < 0)
-                goto fail;
+            const unsigned char *label = t + field[0][0], *random = t + field[1][0], *secret = t + field[2][0];
             Py_ssize_t rlen = field[1][1], slen = field[2][1];
-            if (label != NULL && rlen == 64 && slen >= 64 && slen <= 128) {
-                PyObject *random = unhex(t + field[1][0], rlen);
-                PyObject *secret = random != NULL ? unhex(t + field[2][0], slen) : NULL;
-                if (PyErr_Occurred()) {
-                    Py_XDECREF(random);
-                    Py_XDECREF(secret);
-                    goto fail;
-                }
-                if (secret != NULL) {
-                    PyObject *entry = PyDict_GetItemWithError(secrets, random); /* borrowed */
-                    int failed = entry == NULL && PyErr_Occurred();
-                    if (!failed && entry == NULL) {
-                        if (PyDict_GET_SIZE(secrets) >= max_connections) {
-                            Py_ssize_t pos = 0;
-                            PyObject *oldest, *value;
-                            if (PyDict_Next(secrets, &pos, &oldest, &value)) {
-                                Py_INCREF(oldest);
-                                failed = PyDict_DelItem(secrets, oldest) < 0;
-                                Py_DECREF(oldest);
-                            }
-                        }
-                        if (!failed) {
-                            PyObject *fresh = PyDict_New();
-                            failed = fresh == NULL || PyDict_SetItem(secrets, random, fresh) < 0;
-                            entry = fresh;
-                            Py_XDECREF(fresh); /* the secrets dict holds it */
-                        }
+            if (has_label(&used, label, field[0][1])) {
+                if (rlen == 64 && slen >= 64 && slen <= 128 && is_hex(random, rlen) && is_hex(secret, slen)) {
+                    uint64_t offset = (uint64_t)base + (uint64_t)start;
+                    if (added >= room || offset >= (1ULL << AT_BITS)) {
+                        dropped++;
+                        continue;
                     }
-                    failed = failed || PyDict_SetItem(entry, label, secret) < 0;
-                    Py_DECREF(random);
-                    Py_DECREF(secret);
-                    if (failed)
-                        goto fail;
+                    if (added == capacity) {
+                        Py_ssize_t more = capacity ? capacity * 2 : 1024;
+                        entry_t *grown = PyMem_Realloc(entries, (size_t)more * sizeof(entry_t));
+                        if (grown == NULL) {
+                            PyErr_NoMemory();
+                            goto done;
+                        }
+                        entries = grown;
+                        capacity = more;
+                    }
+                    entries[added].key = random_key(random);
+                    entries[added].at = (uint64_t)source << AT_BITS | offset;
                     added++;
                     continue;
                 }
-                Py_XDECREF(random);
-            } else if (is_unused) {
-                PyObject *random = unhex(t + field[1][0], rlen);
-                PyObject *secret = random != NULL ? unhex(t + field[2][0], slen) : NULL;
-                int ok = secret != NULL;
-                Py_XDECREF(random);
-                Py_XDECREF(secret);
-                if (PyErr_Occurred())
-                    goto fail;
-                if (ok) {
-                    unused++;
-                    continue;
-                }
+            } else if (has_label(&unused_labels, label, field[0][1]) && is_hex(random, rlen) && is_hex(secret, slen)) {
+                unused++;
+                continue;
             }
         }
-        PyObject *item = Py_BuildValue("(Ly#)", number, (const char *)t + start, stop - start);
-        if (item == NULL || PyList_Append(rest, item) < 0) {
-            Py_XDECREF(item);
-            goto fail;
+        if (bad++ == 0) {
+            bad_line = lines;
+            bad_start = start;
+            bad_stop = stop;
         }
-        Py_DECREF(item);
     }
-    return Py_BuildValue("(nnN)", added, unused, rest);
-fail:
-    Py_DECREF(rest);
-    return NULL;
+    if (added > 1)
+        qsort(entries, (size_t)added, sizeof(entry_t), entry_order);
+    PyObject *packed = PyBytes_FromStringAndSize((const char *)entries, added * (Py_ssize_t)sizeof(entry_t));
+    if (packed == NULL)
+        goto done;
+    PyObject *first_bad = bad_line < 0 ? Py_NewRef(Py_None)
+                                       : Py_BuildValue("(Lnn)", first_line + bad_line - 1, bad_start, bad_stop);
+    if (first_bad == NULL) {
+        Py_DECREF(packed);
+        goto done;
+    }
+    result = Py_BuildValue("(NnnnnnN)", packed, lines, added, unused, bad, dropped, first_bad);
+done:
+    PyMem_Free(entries);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* keylog_merge(a, b) -> bytes: the twin of kinspect/tls/keylog.py's merge_py. Two runs of
+ * entries (native uint64 pairs, each run sorted, no entry in both) as one sorted run. */
+static PyObject *
+keylog_merge(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "keylog_merge(a, b): two bytes objects");
+        return NULL;
+    }
+    Py_ssize_t na = PyBytes_GET_SIZE(args[0]), nb = PyBytes_GET_SIZE(args[1]);
+    if (na % sizeof(entry_t) || nb % sizeof(entry_t)) {
+        PyErr_SetString(PyExc_ValueError, "keylog_merge: runs are whole 16-byte entries");
+        return NULL;
+    }
+    na /= sizeof(entry_t);
+    nb /= sizeof(entry_t);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (na + nb) * (Py_ssize_t)sizeof(entry_t));
+    if (out == NULL)
+        return NULL;
+    entry_t a, b, *o = (entry_t *)PyBytes_AS_STRING(out);
+    const char *pa = PyBytes_AS_STRING(args[0]), *pb = PyBytes_AS_STRING(args[1]);
+    Py_ssize_t i = 0, j = 0;
+    while (i < na && j < nb) {
+        memcpy(&a, pa + i * sizeof(entry_t), sizeof a);
+        memcpy(&b, pb + j * sizeof(entry_t), sizeof b);
+        if (entry_order(&a, &b) <= 0) {
+            *o++ = a;
+            i++;
+        } else {
+            *o++ = b;
+            j++;
+        }
+    }
+    memcpy(o, pa + i * sizeof(entry_t), (na - i) * sizeof(entry_t));
+    o += na - i;
+    memcpy(o, pb + j * sizeof(entry_t), (nb - j) * sizeof(entry_t));
+    return out;
 }
 
 static PyMethodDef methods[] = {
-    {"keylog_lines", (PyCFunction)(void (*)(void))keylog_lines, METH_FASTCALL,
-     "keylog_lines(text, first_line, secrets, labels, unused_labels, max_connections, max_line) -> "
-     "(added, unused, rest)"},
+    {"keylog_scan", (PyCFunction)(void (*)(void))keylog_scan, METH_FASTCALL,
+     "keylog_scan(text, base, first_line, source, max_line, used, unused, room) -> "
+     "(entries, lines, added, unused, bad, dropped, first_bad)"},
+    {"keylog_merge", (PyCFunction)(void (*)(void))keylog_merge, METH_FASTCALL,
+     "keylog_merge(a, b) -> the two sorted runs of entries as one"},
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
      "frame(data, base, max_fragment) -> (records, pos, bad)"},
     {"hello_extensions", (PyCFunction)(void (*)(void))hello_extensions, METH_FASTCALL,
@@ -513,7 +603,8 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_tls",
-    .m_doc = "TLS: a direction's application_data records opened in one loop; a hello's extensions.",
+    .m_doc = "TLS: a direction's application_data records opened in one loop; record framing; a hello's "
+              "extensions; the key log's index.",
     .m_size = -1,
     .m_methods = methods,
 };

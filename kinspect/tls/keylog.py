@@ -1,4 +1,4 @@
-"""NSS key log files: the secrets a TLS client or server wrote, keyed by the ClientHello's random.
+"""NSS key logs: the secrets a TLS client or server wrote, found by the ClientHello's random.
 
 One line per secret, ``LABEL <client_random hex> <secret hex>`` (SSLKEYLOGFILE, Python's
 ``SSLContext.keylog_filename``, curl, the JVM agents, a pcapng Decryption Secrets Block):
@@ -6,19 +6,45 @@ One line per secret, ``LABEL <client_random hex> <secret hex>`` (SSLKEYLOGFILE, 
 - ``CLIENT_RANDOM``: the TLS 1.2 (and older) master secret, 48 bytes;
 - ``CLIENT_HANDSHAKE_TRAFFIC_SECRET``, ``SERVER_HANDSHAKE_TRAFFIC_SECRET``,
   ``CLIENT_TRAFFIC_SECRET_0``, ``SERVER_TRAFFIC_SECRET_0``: TLS 1.3 traffic secrets;
-- other labels (``EXPORTER_SECRET``, ``CLIENT_EARLY_TRAFFIC_SECRET``, ``RSA``...) are kept
-  count of but not used. ``#`` lines are comments.
+- other labels (``EXPORTER_SECRET``, ``CLIENT_EARLY_TRAFFIC_SECRET``, ``RSA``...) are counted in
+  ``unused``; blank lines and ``#`` comments are passed over. Any other line is counted in
+  ``bad_lines`` and kept nowhere: ``first_bad`` says where the first was and why.
 
-A line that is not of this form is counted in ``bad_lines`` (the first few kept in
-``bad_examples`` with their file and line number), never an error. A ``KeyLog`` holds plain
-data only, so it pickles (Spark ships it to its executors); ``refresh()`` reads what was
-appended to its files since the last read (a client writing keys while ``sniff`` runs).
+Memory: a key log is not held. Each secret's line is indexed by 16 bytes (a key made of the
+client random, where its line starts), in sorted runs (native/_tls.c's keylog_scan and
+keylog_merge, or their twins scan_py and merge_py); ``get`` finds a random's lines and reads
+them again, from the file (kept open, so a file replaced meanwhile is still read) or from the
+text given. A 1 GB key log costs about 150 MB, a key log of junk nothing. At most
+MAX_ENTRIES secrets are indexed; those after are counted in ``dropped``.
+
+The API (the TLS layer, the pipeline, the CLI and Spark use only this):
+
+- ``KeyLog.from_files(paths)``, ``KeyLog.from_text(text, source)``, ``KeyLog()``;
+- ``get(client_random)`` → {label: secret bytes} or None (the last line of a label wins);
+- ``add_text(text, source, first_line)`` → secrets added (a Decryption Secrets Block's text);
+- ``refresh()`` → secrets added: what the files gained since the last read (a client writing
+  keys while ``sniff`` runs; a file replaced or cut short is read anew from its start);
+- ``items()``: (client random, {label: secret}) of every connection, by client random;
+- ``subset(client_randoms)``: a KeyLog of those connections only, held in memory;
+- ``portable()``: a KeyLog of every secret, held in memory, with no file behind it: what to
+  ship to another process or host (it pickles as its secrets' lines plus the index);
+- counters ``lines`` (secrets indexed), ``unused``, ``bad_lines``, ``dropped``; ``first_bad``;
+  ``paths``; ``read_errors`` ("path: why" of files that could not be read, once each);
+  ``summary()``; ``len()``: the secrets indexed.
+
+A file that is not a regular file (a FIFO, a device) is never opened for reading: it would block
+or never end. It is noted in ``read_errors`` (``not_regular`` says it is that).
 """
 
 from __future__ import annotations
 
 import binascii
+import bisect
+import heapq
 import os
+import stat
+import sys
+from array import array
 
 from kinspect.native import tls as _native
 
@@ -29,26 +55,40 @@ CLIENT_AP = "CLIENT_TRAFFIC_SECRET_0"
 SERVER_AP = "SERVER_TRAFFIC_SECRET_0"
 USED = frozenset({MASTER, CLIENT_HS, SERVER_HS, CLIENT_AP, SERVER_AP})
 KNOWN = USED | {"EXPORTER_SECRET", "EARLY_EXPORTER_SECRET", "CLIENT_EARLY_TRAFFIC_SECRET", "RSA"}
-MAX_CONNECTIONS = 1 << 20  # client randoms kept; the oldest go first past it
 MAX_LINE = 1024  # longer lines are bad lines (a secret is at most 64 bytes, 128 hex digits)
-BAD_EXAMPLES = 5
-_LABELS = {label.encode(): label for label in USED}
-_UNUSED = frozenset(label.encode() for label in KNOWN - USED)
+MAX_ENTRIES = 1 << 24  # secrets indexed (16 bytes each: 256 MiB); the rest are counted in dropped
+MAX_RUN = 1 << 20  # entries of a run that runs are merged into (16 MiB): the rest stay apart
+MAX_CANDIDATES = 64  # lines of one client random read again, the last ones (5 labels, logged twice...)
+MAX_READ = 1024  # lines read again for one lookup (others may share the random's key)
+MAX_HANDLES = 64  # key-log files kept open; the oldest are opened again by name when needed
+CHUNK = 8 << 20  # bytes of a file read at a time
+AT_BITS = 40  # an entry's position: source << 40 | byte offset
+NOT_REGULAR = "not a regular file (a FIFO, a socket or a device); give a key-log file"
+_USED = tuple(sorted(label.encode() for label in USED))
+_UNUSED = tuple(sorted(label.encode() for label in KNOWN - USED))
+_AT_MASK = (1 << AT_BITS) - 1
+_ENTRY = 16
+_MIX, _U64 = 0x9E3779B97F4A7C15, (1 << 64) - 1
 
 
 class KeyLog:
     """Secrets by client random: ``get(client_random)`` → {label: secret bytes} or None."""
 
     def __init__(self) -> None:
-        self.secrets: dict[bytes, dict[str, bytes]] = {}
-        self.lines = 0  # secrets read
+        self.lines = 0  # secrets indexed
         self.unused = 0  # well-formed lines of labels kinspect does not use
         self.bad_lines = 0
-        self.bad_examples: list[str] = []
+        self.first_bad: str | None = None  # "source:line: why" of the first bad line
+        self.dropped = 0  # secrets past MAX_ENTRIES, not indexed
         self.paths: list[str] = []
         self.read_errors: list[str] = []  # files that could not be read: "path: why"
-        # path -> (device, inode, bytes consumed, partial last line, lines consumed)
-        self._files: dict[str, tuple[int, int, int, bytes, int]] = {}
+        self.not_regular: list[str] = []  # of those, the paths that are no regular file
+        # what an entry's source number names: a file (path, device, inode) or the text itself
+        self._sources: list[tuple[str, int, int] | bytes] = []
+        self._runs: list[bytes] = []  # sorted entries: native uint64 (key, at) pairs
+        # path -> (device, inode, bytes consumed, partial last line, lines consumed, source)
+        self._files: dict[str, tuple[int, int, int, bytes, int, int]] = {}
+        self._handles: dict[int, object] = {}  # source → its file, open (never pickled)
 
     @classmethod
     def from_files(cls, paths) -> "KeyLog":
@@ -65,129 +105,346 @@ class KeyLog:
         return keylog
 
     def __len__(self) -> int:
-        return len(self.secrets)
+        return self.lines
 
-    def get(self, client_random: bytes) -> dict[str, bytes] | None:
-        return self.secrets.get(client_random)
+    # -- reading ------------------------------------------------------------------------------
 
     def add_text(self, text: str | bytes, source: str = "<text>", first_line: int = 1) -> int:
-        """Read key-log lines; returns how many secrets they held. Well-formed lines are read by
-        native/_tls.c's keylog_lines (or ``keylog_lines_py``, its twin); every other line goes
-        through ``_line``, in order (same verdicts: ``_line`` adds no secret the fast path refused)."""
+        """Index the secrets of ``text`` (kept, by reference, when it holds any); returns how
+        many. ``source`` and ``first_line`` name the lines in ``first_bad``."""
         if isinstance(text, str):
             text = text.encode("utf-8", "replace")
-        read = _native.keylog_lines if _native is not None else keylog_lines_py
-        added, unused, rest = read(text, first_line, self.secrets, _LABELS, _UNUSED, MAX_CONNECTIONS, MAX_LINE)
-        for number, line in rest:
-            added += self._line(line, source, number)
-        self.lines += added
-        self.unused += unused
+        elif type(text) is not bytes:
+            text = bytes(text)
+        number = len(self._sources)
+        added, _ = self._scan(text, 0, first_line, number, source)
+        if added:
+            self._sources.append(text)
         return added
 
-    def _line(self, line: bytes, source: str, number: int) -> int:
-        line = line.strip()
-        if not line or line.startswith(b"#"):
-            return 0
-        parts = line.split() if len(line) <= MAX_LINE else []
-        if len(parts) != 3:
-            return self._bad(source, number, "not three fields (LABEL CLIENT_RANDOM SECRET)")
-        label = parts[0].decode("ascii", "replace")
-        if label not in KNOWN:
-            return self._bad(source, number, f"unknown label {label[:40]!r}")
-        try:
-            random, secret = bytes.fromhex(parts[1].decode("ascii")), bytes.fromhex(parts[2].decode("ascii"))
-        except (UnicodeDecodeError, ValueError):
-            return self._bad(source, number, "a field is not hexadecimal")
-        if label not in USED:
-            self.unused += 1
-            return 0
-        if len(random) != 32 or not 32 <= len(secret) <= 64:
-            return self._bad(source, number, f"client random of {len(random)} bytes or secret of {len(secret)}")
-        entry = self.secrets.get(random)
-        if entry is None:
-            if len(self.secrets) >= MAX_CONNECTIONS:
-                del self.secrets[next(iter(self.secrets))]
-            entry = self.secrets[random] = {}
-        entry[label] = secret
-        return 1
+    def _scan(self, text, base: int, first_line: int, source: int, name: str) -> tuple[int, int]:
+        """Index the lines of ``text`` (from byte ``base`` of source ``source``): (added, lines)."""
+        if source >> (64 - AT_BITS):
+            self.dropped += text.count(b"\n")  # sources beyond counting: not indexed
+            return 0, 0
+        scan = _native.keylog_scan if _native is not None else scan_py
+        entries, lines, added, unused, bad, dropped, first = scan(text, base, first_line, source, MAX_LINE, _USED,
+                                                                  _UNUSED, MAX_ENTRIES - self.lines)
+        self.lines += added
+        self.unused += unused
+        self.dropped += dropped
+        if bad:
+            self.bad_lines += bad
+            if self.first_bad is None:
+                number, start, stop = first
+                self.first_bad = f"{name}:{number}: {why_bad(bytes(text[start:stop]))}"
+        if added:
+            self._add_run(entries)
+        return added, lines
 
-    def _bad(self, source: str, number: int, why: str) -> int:
-        self.bad_lines += 1
-        if len(self.bad_examples) < BAD_EXAMPLES:
-            self.bad_examples.append(f"{source}:{number}: {why}")
-        return 0
+    def _add_run(self, run: bytes) -> None:
+        runs = self._runs
+        runs.append(run)
+        merge = _native.keylog_merge if _native is not None else merge_py
+        while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]) and \
+                len(runs[-2]) + len(runs[-1]) <= MAX_RUN * _ENTRY:
+            last = runs.pop()
+            runs[-1] = merge(runs[-1], last)
 
     def refresh(self) -> int:
-        """Read what the files gained since the last read (all of a file replaced or cut short);
-        returns the secrets added. A file that cannot be read is noted in ``read_errors``."""
+        """Read what the files gained since the last read; returns the secrets added. A file
+        that cannot be read is noted in ``read_errors``, once."""
         added = 0
         for path in self.paths:
             added += self._read(path)
         return added
 
+    def _note(self, path: str, why: str) -> None:
+        text = f"{path}: {why}"
+        if text not in self.read_errors:
+            self.read_errors.append(text)
+            if why == NOT_REGULAR:
+                self.not_regular.append(path)
+
     def _read(self, path: str) -> int:
         try:
-            with open(path, "rb") as f:
-                st = os.fstat(f.fileno())
-                dev, ino, done, partial, lines = self._files.get(path, (st.st_dev, st.st_ino, 0, b"", 0))
-                if (dev, ino) != (st.st_dev, st.st_ino) or st.st_size < done:
-                    done, partial, lines = 0, b"", 0  # replaced or truncated: read it anew
-                if st.st_size == done:
-                    self._files[path] = (st.st_dev, st.st_ino, done, partial, lines)
-                    return 0
-                f.seek(done)
-                data = f.read(st.st_size - done)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO would block a plain open
         except OSError as e:
-            why = f"{path}: {e.strerror or e}"
-            if why not in self.read_errors:
-                self.read_errors.append(why)
+            self._note(path, e.strerror or str(e))
             return 0
-        text = partial + data
-        cut = text.rfind(b"\n") + 1  # a last line without its newline may still be written
-        whole = text[:cut]
-        added = self.add_text(whole, path, lines + 1)
-        self._files[path] = (st.st_dev, st.st_ino, done + len(data), text[cut:][:MAX_LINE + 1],
-                             lines + whole.count(b"\n"))
-        return added
+        f = open(fd, "rb", buffering=0)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self._note(path, NOT_REGULAR)
+                return 0
+            dev, ino, done, partial, lines, source = self._files.get(path, (-1, -1, 0, b"", 0, -1))
+            if (dev, ino) != (st.st_dev, st.st_ino) or st.st_size < done:  # new, replaced or cut short
+                dev, ino, done, partial, lines = st.st_dev, st.st_ino, 0, b"", 0
+                source = len(self._sources)
+                self._sources.append((path, dev, ino))
+                self._keep_open(source, f)
+                f = None
+            added = 0
+            while done < st.st_size:
+                data = os.pread(fd, min(CHUNK, st.st_size - done), done)
+                if not data:
+                    break
+                text = partial + data
+                cut = _last_break(text) + 1
+                if cut:
+                    more, counted = self._scan(memoryview(text)[:cut], done - len(partial), lines + 1, source, path)
+                    added += more
+                    lines += counted
+                partial = text[cut:][:MAX_LINE + 1]  # a last line may still be being written
+                done += len(data)
+            self._files[path] = (dev, ino, done, partial, lines, source)
+            return added
+        except OSError as e:
+            self._note(path, e.strerror or str(e))
+            return 0
+        finally:
+            if f is not None:
+                f.close()
+
+    def _keep_open(self, source: int, f) -> None:
+        self._handles[source] = f
+        while len(self._handles) > MAX_HANDLES:
+            del self._handles[next(iter(self._handles))]  # closed when collected
+
+    # -- finding --------------------------------------------------------------------------------
+
+    def get(self, client_random: bytes) -> dict[str, bytes] | None:
+        if len(client_random) != 32:
+            return None
+        key = random_key(client_random)
+        found = []
+        for run in self._runs:
+            pairs = memoryview(run).cast("Q")
+            keys = pairs[::2]
+            i = bisect.bisect_left(keys, key)
+            while i < len(keys) and keys[i] == key:
+                found.append(pairs[2 * i + 1])
+                i += 1
+        if not found:
+            return None
+        found.sort(reverse=True)  # the last lines first: the last of a label wins
+        secrets: dict[str, bytes] = {}
+        matched = 0
+        for at in found[:MAX_READ]:
+            parsed = parse_line(self._line_at(at >> AT_BITS, at & _AT_MASK))
+            if parsed is not None and parsed[1] == client_random:
+                secrets.setdefault(parsed[0], parsed[2])
+                matched += 1
+                if matched == MAX_CANDIDATES:
+                    break
+        return secrets or None
+
+    def _line_at(self, source: int, offset: int) -> bytes:
+        """The line that starts at ``offset`` of a source (b"" when its file is gone)."""
+        where = self._sources[source]
+        if type(where) is bytes:
+            data = where[offset:offset + MAX_LINE + 1]
+        else:
+            data = self._file_bytes(source, where, offset)
+        return data[:_first_break(data)]
+
+    def _file_bytes(self, source: int, where: tuple[str, int, int], offset: int) -> bytes:
+        f = self._handles.get(source)
+        try:
+            if f is None:
+                path, dev, ino = where
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                f = open(fd, "rb", buffering=0)
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != (dev, ino) or not stat.S_ISREG(st.st_mode):
+                    f.close()
+                    return b""  # another file there now: the lines are checked when read anyway
+                self._keep_open(source, f)
+            return os.pread(f.fileno(), MAX_LINE + 1, offset)
+        except OSError:
+            return b""
+
+    def items(self):
+        """(client random, {label: secret}) of every connection, by client random."""
+        streams = [_pairs(run) for run in self._runs]
+        group: list[int] = []
+        last = None
+        for key, at in heapq.merge(*streams):
+            if key != last and group:
+                yield from self._connections(group)
+                group = []
+            last = key
+            group.append(at)
+        if group:
+            yield from self._connections(group)
+
+    def _connections(self, places: list[int]):
+        """The connections whose lines are at ``places`` (one key: mostly one connection)."""
+        found: dict[bytes, dict[str, bytes]] = {}
+        for at in sorted(places)[-MAX_READ:]:
+            parsed = parse_line(self._line_at(at >> AT_BITS, at & _AT_MASK))
+            if parsed is not None:
+                found.setdefault(parsed[1], {})[parsed[0]] = parsed[2]
+        for random in sorted(found):
+            yield random, found[random]
+
+    def subset(self, client_randoms) -> "KeyLog":
+        """The secrets of these connections only, held in memory."""
+        lines = []
+        for random in client_randoms:
+            for label, secret in (self.get(random) or {}).items():
+                lines.append(f"{label} {random.hex()} {secret.hex()}\n")
+        return KeyLog.from_text("".join(lines), "subset")
+
+    def portable(self) -> "KeyLog":
+        """Every secret, held in memory, with no file behind it: what to ship to another process
+        or host. The counters stay those of the files read."""
+        copy = KeyLog.from_text("".join(f"{label} {random.hex()} {secret.hex()}\n"
+                                        for random, secrets in self.items() for label, secret in secrets.items()),
+                                "portable")
+        copy.unused, copy.bad_lines, copy.first_bad, copy.dropped = (self.unused, self.bad_lines, self.first_bad,
+                                                                     self.dropped)
+        return copy
 
     def summary(self) -> str:
         """One line for the user: what was read."""
-        text = f"{len(self.secrets)} TLS connections' secrets ({self.lines} lines)"
+        text = f"{self.lines} TLS secrets"
         if self.bad_lines:
-            text += f"; {self.bad_lines} lines not understood (first: {self.bad_examples[0]})"
+            text += f"; {self.bad_lines} lines not understood (first: {self.first_bad})"
+        if self.dropped:
+            text += f"; {self.dropped} secrets past the first {MAX_ENTRIES} not used"
         return text
 
+    # -- pickling (Spark): no open files; the index in this host's byte order ---------------------
 
-def keylog_lines_py(text: bytes, first_line: int, secrets: dict, labels: dict, unused_labels, max_connections: int,
-                    max_line: int) -> tuple[int, int, list]:
-    """The well-formed lines of ``text`` into ``secrets``: (secrets added, unused-label lines,
-    [(line number, line)] of every other line with a field). The twin of native/_tls.c's
-    keylog_lines, used where that is not built; no more work than a well-formed line needs."""
-    unhex = binascii.unhexlify
-    added = unused = 0
-    rest = []
-    for number, line in enumerate(text.splitlines(), first_line):
-        parts = line.split()
-        if len(parts) == 3 and len(line) <= max_line:
-            name, random, secret = parts
-            label = labels.get(name)
-            try:
-                if label is not None and len(random) == 64 and 64 <= len(secret) <= 128:
-                    random, secret = unhex(random), unhex(secret)
-                    entry = secrets.get(random)
-                    if entry is None:
-                        if len(secrets) >= max_connections:
-                            del secrets[next(iter(secrets))]
-                        entry = secrets[random] = {}
-                    entry[label] = secret
-                    added += 1
+    def __getstate__(self) -> dict:
+        state = {name: getattr(self, name) for name in self.__dict__ if name != "_handles"}
+        state["byteorder"] = sys.byteorder
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        order = state.pop("byteorder", sys.byteorder)
+        self.__dict__.update(state)
+        self._handles = {}
+        if order != sys.byteorder:
+            runs = []
+            for run in self._runs:
+                swapped = array("Q", run)
+                swapped.byteswap()
+                runs.append(swapped.tobytes())
+            self._runs = runs
+
+
+def random_key(client_random: bytes) -> int:
+    """The index's key of a client random: its four 8-byte words mixed in turn (every bit counts:
+    TLS 1.2 randoms begin with the time). The twin of native/_tls.c's random_key."""
+    key = 0
+    for word in range(0, 32, 8):
+        key = (key ^ int.from_bytes(client_random[word:word + 8], "big")) * _MIX & _U64
+    return key
+
+
+def _pairs(run: bytes):
+    pairs = memoryview(run).cast("Q")
+    return zip(pairs[::2], pairs[1::2])
+
+
+def _first_break(data: bytes) -> int:
+    """Where the first line of ``data`` ends (its length when it has no line break)."""
+    ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
+    return min(ends) if ends else len(data)
+
+
+def _last_break(text: bytes) -> int:
+    """Where the last line break of ``text`` is (-1: none). A \\r at the very end is not one
+    yet: a \\n may follow it in the next read."""
+    return max(text.rfind(b"\n"), text.rfind(b"\r", 0, len(text) - 1))
+
+
+def parse_line(line: bytes) -> tuple[str, bytes, bytes] | None:
+    """(label, client random, secret) of a secret's line, or None when it is not one."""
+    parts = line.split()
+    if len(parts) != 3 or len(line) > MAX_LINE or parts[0] not in _USED:
+        return None
+    label, random, secret = parts
+    if len(random) != 64 or not 64 <= len(secret) <= 128:
+        return None
+    try:
+        return label.decode(), binascii.unhexlify(random), binascii.unhexlify(secret)
+    except binascii.Error:
+        return None
+
+
+def why_bad(line: bytes) -> str:
+    """Why scan_py found ``line`` bad, in a few words."""
+    if len(line) > MAX_LINE:
+        return f"longer than {MAX_LINE} bytes"
+    parts = line.split()
+    if len(parts) != 3:
+        return "not three fields (LABEL CLIENT_RANDOM SECRET)"
+    label = parts[0].decode("ascii", "replace")
+    if label not in KNOWN:
+        return f"unknown label {label[:40]!r}"
+    try:
+        random, secret = binascii.unhexlify(parts[1]), binascii.unhexlify(parts[2])
+    except binascii.Error:
+        return "a field is not hexadecimal"
+    return f"client random of {len(random)} bytes or secret of {len(secret)}"
+
+
+def _hex(field: bytes) -> bool:
+    try:
+        binascii.unhexlify(field)
+        return True
+    except binascii.Error:
+        return False
+
+
+def scan_py(text, base: int, first_line: int, source: int, max_line: int, used: tuple, unused_labels: tuple,
+            room: int) -> tuple:
+    """The lines of ``text`` indexed: (entries, lines, added, unused, bad, dropped, first_bad).
+    The twin of native/_tls.c's keylog_scan (its comment says what each is), used where that is
+    not built."""
+    text = bytes(text)
+    entries: list[tuple[int, int]] = []
+    lines = unused = bad = dropped = 0
+    first_bad = None
+    n, at = len(text), 0
+    used, unused_labels = frozenset(used), frozenset(unused_labels)
+    while at < n:
+        start = at
+        end = text.find(b"\n", at)
+        end = n if end < 0 else end
+        stop = text.find(b"\r", at, end)
+        stop = end if stop < 0 else stop
+        at = stop + (2 if text[stop:stop + 2] == b"\r\n" else 1) if stop < n else n
+        lines += 1
+        line = text[start:stop]
+        parts = line.split(None, 3)
+        if not parts or parts[0][:1] == b"#":
+            continue
+        if len(parts) == 3 and stop - start <= max_line:
+            label, random, secret = parts
+            if label in used:
+                if len(random) == 64 and 64 <= len(secret) <= 128 and _hex(random) and _hex(secret):
+                    offset = base + start
+                    if len(entries) >= room or offset >> AT_BITS:
+                        dropped += 1
+                    else:
+                        entries.append((random_key(binascii.unhexlify(random)), source << AT_BITS | offset))
                     continue
-                if name in unused_labels:
-                    unhex(random), unhex(secret)
-                    unused += 1
-                    continue
-            except binascii.Error:
-                pass
-        if parts:
-            rest.append((number, line))
-    return added, unused, rest
+            elif label in unused_labels and _hex(random) and _hex(secret):
+                unused += 1
+                continue
+        if not bad:
+            first_bad = (first_line + lines - 1, start, stop)
+        bad += 1
+    entries.sort()
+    packed = array("Q", [value for pair in entries for value in pair]).tobytes()
+    return packed, lines, len(entries), unused, bad, dropped, first_bad
+
+
+def merge_py(a: bytes, b: bytes) -> bytes:
+    """Two sorted runs of entries as one: the twin of native/_tls.c's keylog_merge."""
+    return array("Q", [value for pair in heapq.merge(_pairs(a), _pairs(b)) for value in pair]).tobytes()

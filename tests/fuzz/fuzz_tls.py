@@ -68,7 +68,7 @@ def _extensions(data: bytes) -> None:
 def _keylog_state(text: bytes) -> tuple:
     log = keylog.KeyLog()
     added = log.add_text(text, "fuzz.log")
-    return added, list(log.secrets.items()), log.lines, log.unused, log.bad_lines, log.bad_examples
+    return added, log._runs, list(log.items()), log.lines, log.unused, log.bad_lines, log.first_bad
 
 
 def _keylog(text: bytes) -> None:

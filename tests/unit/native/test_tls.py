@@ -235,10 +235,16 @@ def _keylog_state(text: bytes, fast: bool, monkeypatch, first_line: int = 1) -> 
     monkeypatch.setattr(keylog, "_native", native.tls if fast else None)
     log = KeyLog()
     added = log.add_text(text, "k.log", first_line)
-    return (added, list(log.secrets.items()), log.lines, log.unused, log.bad_lines, log.bad_examples)
+    return (added, log._runs, list(log.items()), log.lines, log.unused, log.bad_lines, log.first_bad)
 
 
-def test_keylog_lines_match_their_twin(tmp_path, monkeypatch):
+def _scans(text: bytes, first_line: int, room: int = 1 << 20) -> tuple:
+    from kinspect.tls.keylog import _UNUSED, _USED, scan_py
+    args = (text, 1000, first_line, 5, 1024, _USED, _UNUSED, room)
+    return native.tls.keylog_scan(*args), scan_py(*args)
+
+
+def test_keylog_scan_and_merge_match_their_twins(tmp_path, monkeypatch):
     from kinspect.tls import keylog
     rng = random.Random(13)
     real = b""
@@ -247,22 +253,24 @@ def test_keylog_lines_match_their_twin(tmp_path, monkeypatch):
         converse(tmp_path, keyfile, REQUESTS, version, cipher=cipher)
         real += keyfile.read_bytes()
     lines = real.splitlines()
-    assert len(lines) >= 7 and _keylog_state(real, True, monkeypatch)[2] >= 6
+    assert len(lines) >= 7 and _keylog_state(real, True, monkeypatch)[3] >= 6
     random_hex = rng.randbytes(32).hex().encode()
-    odd = [b"# a comment", b"", b"   ", b"\t", b"CLIENT_RANDOM " + random_hex.upper() + b" " + rng.randbytes(48).hex().encode(),
+    odd = [b"# a comment", b"", b"   ", b"\t", b"  # indented comment with four fields",
+           b"CLIENT_RANDOM " + random_hex.upper() + b" " + rng.randbytes(48).hex().encode(),
            b"CLIENT_RANDOM\t" + random_hex + b"\x0b" + rng.randbytes(48).hex().encode() + b"  ",
            b"CLIENT_RANDOM " + random_hex + b" " + rng.randbytes(48).hex().encode()[:-1],
            b"CLIENT_RANDOM " + random_hex[:-2] + b" " + rng.randbytes(48).hex().encode(),
            b"CLIENT_RANDOM " + random_hex + b" " + rng.randbytes(48).hex().encode() + b" extra",
            b"CLIENT_RANDOM " + random_hex + b" " + rng.randbytes(70).hex().encode(),
+           b"CLIENT_RANDOM " + random_hex + b" " + rng.randbytes(31).hex().encode(),
            b"CLIENT_RANDOM " + random_hex.replace(b"a", b"g") + b" " + rng.randbytes(48).hex().encode(),
            b"EXPORTER_SECRET " + random_hex + b" " + rng.randbytes(32).hex().encode(),
-           b"EXPORTER_SECRET " + random_hex + b" zz", b"EXPORTER_SECRET ab cd",
+           b"EXPORTER_SECRET " + random_hex + b" zz", b"EXPORTER_SECRET ab cd", b"EXPORTER_SECRET abc cd",
            b"RSA " + rng.randbytes(8).hex().encode() + b" " + rng.randbytes(48).hex().encode(),
            b"NOT_A_LABEL " + random_hex + b" " + rng.randbytes(32).hex().encode(),
            b"CLIENT_RANDOM " + b" " * 1000 + random_hex + b" " + rng.randbytes(48).hex().encode(),
            b"\xff\xfe garbage \x00", bytes(rng.randrange(256) for _ in range(300))]
-    texts = [real, real.replace(b"\n", b"\r\n"), real.replace(b"\n", b"\r"), real + b"no newline at the end"]
+    texts = [real, real.replace(b"\n", b"\r\n"), real.replace(b"\n", b"\r"), real + b"no newline at the end", b""]
     for _ in range(30):
         mixed = lines + odd
         rng.shuffle(mixed)
@@ -272,8 +280,28 @@ def test_keylog_lines_match_their_twin(tmp_path, monkeypatch):
         texts.append(bytes(cut[:rng.randrange(len(cut) + 1)]))
     for text in texts:
         for first_line in (1, 41):
+            fast, slow = _scans(text, first_line)
+            assert fast == slow
             assert _keylog_state(text, True, monkeypatch, first_line) == _keylog_state(text, False, monkeypatch,
                                                                                        first_line)
-    monkeypatch.setattr(keylog, "MAX_CONNECTIONS", 2)  # the oldest client randoms go first
-    assert _keylog_state(real, True, monkeypatch) == _keylog_state(real, False, monkeypatch)
-    assert len(_keylog_state(real, True, monkeypatch)[1]) == 2
+        fast, slow = _scans(text, 1, room=3)  # past room: counted in dropped
+        assert fast == slow and fast[2] <= 3
+    runs = [_scans(text, 1)[0][0] for text in texts[:12]]
+    for a, b in zip(runs, runs[1:]):
+        b = bytes(b[i] ^ (i % 16 == 15) for i in range(len(b)))  # other positions: no entry in both
+        assert native.tls.keylog_merge(a, b) == keylog.merge_py(a, b)
+        assert native.tls.keylog_merge(a, b"") == a == keylog.merge_py(a, b"")
+    with pytest.raises(ValueError):
+        native.tls.keylog_merge(b"x" * 15, b"")
+    with pytest.raises(ValueError):
+        native.tls.keylog_scan(b"", 0, 1, 1 << 24, 1024, (), (), 1)
+
+
+def test_keylog_keys_match_their_twin():
+    from kinspect.tls.keylog import _UNUSED, _USED, random_key
+    rng = random.Random(17)
+    for _ in range(200):
+        client_random = rng.randbytes(32)
+        line = b"CLIENT_RANDOM " + client_random.hex().encode() + b" " + rng.randbytes(48).hex().encode()
+        entries = native.tls.keylog_scan(line, 0, 1, 0, 1024, _USED, _UNUSED, 1)[0]
+        assert memoryview(entries).cast("Q")[0] == random_key(client_random)
