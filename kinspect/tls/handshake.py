@@ -1,10 +1,10 @@
 """TLS handshake messages: the few fields decryption needs, sans-I/O.
 
 ``HandshakeReader`` reassembles one direction's handshake messages (``type(1) length(3)
-body``) across records, keeping whole only the types asked for and skipping the rest by count,
-so a certificate chain costs no memory. ``client_hello`` and ``server_hello`` read RFC 8446 4.1.2
-and 4.1.3 (and RFC 5246 7.4.1): the randoms, the session id, the cipher suite, the server name
-(RFC 6066 SNI) and supported_versions, which says TLS 1.3. A ServerHello whose random is the
+body``) across records, keeping whole only the types asked for (at most MAX_MESSAGE bytes) and
+skipping the rest by count, so a certificate chain costs no memory. ``client_hello`` and
+``server_hello`` read RFC 8446 4.1.2 and 4.1.3 (and RFC 5246 7.4.1): the randoms, the session
+id, the cipher suite, the server name (RFC 6066 SNI) and supported_versions, which says TLS 1.3. A ServerHello whose random is the
 HelloRetryRequest value is no ServerHello: a second ClientHello and ServerHello follow.
 """
 
@@ -21,7 +21,12 @@ FINISHED, KEY_UPDATE, HELLO_REQUEST = 20, 24, 0
 EXT_SERVER_NAME, EXT_SUPPORTED_VERSIONS, EXT_SESSION_TICKET, EXT_PRE_SHARED_KEY = 0, 43, 35, 41
 _READ = frozenset({EXT_SERVER_NAME, EXT_SUPPORTED_VERSIONS, EXT_SESSION_TICKET, EXT_PRE_SHARED_KEY})
 HELLO_RETRY_RANDOM = hashlib.sha256(b"HelloRetryRequest").digest()
-MAX_MESSAGE = 1 << 17  # a kept message (hellos, Finished, KeyUpdate) larger than this is refused
+# A kept message (hellos, Finished, KeyUpdate) larger than this is refused: the largest
+# ClientHello its fields allow (2 + 32 + 1 + 32 + 2 + 65534 + 1 + 255 + 2 + 65535 bytes),
+# OpenSSL's CLIENT_HELLO_MAX_LENGTH; a ServerHello is at most 65,607. Other messages
+# (certificate chains: OpenSSL takes 100 KiB by default) are passed over by count, never held.
+MAX_MESSAGE = 131396
+MAX_PARTS = 256  # pieces of an unfinished message held apart before they are joined
 
 VERSION_NAMES = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}
 _u16 = struct.Struct(">H").unpack_from
@@ -38,27 +43,51 @@ class HandshakeError(ValueError):
 
 
 class HandshakeReader:
-    """Handshake bytes in, ``(msg_type, body)`` out for the types in ``keep`` (others skipped)."""
+    """Handshake bytes in, ``(msg_type, body)`` out for the types in ``keep`` (others skipped).
 
-    __slots__ = ("keep", "buf", "skip", "error")
+    A kept message cut over many records is held as the list of its pieces and joined once,
+    when it is whole: the work is linear in the bytes, however small the records. A kept
+    message longer than MAX_MESSAGE stops the reader (``error``)."""
+
+    __slots__ = ("keep", "parts", "held", "need", "skip", "error")
 
     def __init__(self, keep) -> None:
         self.keep = keep
-        self.buf = b""
+        self.parts: list[bytes] = []  # the start of a message, in pieces
+        self.held = 0  # their bytes
+        self.need = 0  # the bytes of the whole message, or of its header while that is cut (4)
         self.skip = 0  # bytes of an unkept message still to pass over
         self.error: str | None = None
 
     def restart(self) -> None:
         """The next bytes start a message (a new epoch: what was cut off before never ends)."""
-        self.buf = b""
-        self.skip = 0
+        self.parts, self.held, self.need, self.skip = [], 0, 0, 0
+
+    def room(self) -> int:
+        """How many bytes ``take`` accepts: those that finish no message nor header."""
+        if self.error is not None:
+            return 0
+        if self.skip:
+            return self.skip
+        return self.need - self.held - 1 if self.held else 0
+
+    def take(self, pieces: list, size: int) -> None:
+        """``pieces`` (``size`` bytes in all, at most ``room()``): held or passed over, nothing
+        read. The layer gives a run of small records this way, one join for them all."""
+        if self.skip:
+            self.skip -= size
+        else:
+            self.parts.append(b"".join(pieces))
+            self.held += size
+            if len(self.parts) > MAX_PARTS:
+                self.parts = [b"".join(self.parts)]
 
     def feed(self, data) -> list:
         if self.error is not None:
             return []
         if type(data) is not bytes:
             data = bytes(data)
-        if not self.buf and not self.skip and len(data) >= 4:  # most often one whole message
+        if not self.held and not self.skip and len(data) >= 4:  # most often one whole message
             word = _u32(data)[0]
             if (word & 0xFFFFFF) + 4 == len(data) and word >> 24 not in self.keep:
                 return []
@@ -69,11 +98,19 @@ class HandshakeReader:
                 return []
             self.skip = 0
             data = data[skip:]
-        if self.buf:
-            data = self.buf + data
+        if self.held:
+            parts = self.parts
+            parts.append(data)
+            self.held += len(data)
+            if self.held < self.need:
+                if len(parts) > MAX_PARTS:  # tiny pieces cost more than their bytes: one now and then
+                    self.parts = [b"".join(parts)]
+                return []
+            data = b"".join(parts)
         keep = self.keep
         out = []
         pos, end = 0, len(data)
+        length = -1
         while end - pos >= 4:
             word = _u32(data, pos)[0]
             msg_type, length = word >> 24, word & 0xFFFFFF
@@ -81,16 +118,23 @@ class HandshakeReader:
                 take = min(length, end - pos - 4)
                 self.skip = length - take
                 pos += 4 + take
+                length = -1
                 continue
             if length > MAX_MESSAGE:
                 self.error = f"handshake message type {msg_type} of {length} bytes (kept at most {MAX_MESSAGE})"
-                self.buf = b""
+                self.parts, self.held = [], 0
                 return out
             if end - pos - 4 < length:
                 break
             out.append((msg_type, data[pos + 4:pos + 4 + length]))
             pos += 4 + length
-        self.buf = data[pos:] if pos < end else b""
+            length = -1
+        if pos < end:
+            rest = data[pos:]
+            self.parts, self.held = [rest], len(rest)
+            self.need = 4 + length if length >= 0 else 4
+        else:
+            self.parts, self.held, self.need = [], 0, 0
         return out
 
 

@@ -21,7 +21,8 @@ Trouble is a notice record (a dict) among the events, and never stops the other 
 - ``tls_unsupported``: a cipher suite kinspect does not decrypt (CBC, export...);
 - ``tls_auth``: a record did not authenticate: direction, stream offset, cause. Its bytes become
   a gap for the session and the next records are still opened (their sequence numbers are
-  known); a direction whose first record fails, or several in a row, stops there;
+  known); a direction whose first record fails, or several in a row, stops there. A connection
+  shows NOTICES_SHOWN of them, and one more at its close counts the rest (``"more": N``);
 - ``tls_gap``: bytes of a TLS stream never captured: record framing and sequence numbers are
   lost, so that direction is not decrypted any further;
 - ``tls_stopped``: a record header or handshake message that cannot be read, or renegotiation;
@@ -53,6 +54,9 @@ MAX_TRIAL = 16  # TLS 1.3: records held while the application keys are on trial 
 MAX_TRIAL_BYTES = 1 << 18
 TRY_ALL = 6  # TLS 1.3: records on trial from which every record is tried (_hold)
 MAX_MARKS = 1 << 16  # connection labels remembered for marking their exchanges
+# Notices of one kind a connection shows (records that do not open); the rest are counted, and
+# one more notice at its close says how many (``"more": N``), as wire/exchange.py does
+NOTICES_SHOWN = 10
 TLS13 = 0x0304
 _UNDECIDED = b""
 _MARKS: dict = {}  # (version, cipher suite name) → the "tls" mark of exchanges
@@ -103,7 +107,7 @@ class _Dir:
 
 class _Conn:
     __slots__ = ("label", "client", "server", "hello", "shello", "version", "tls13", "suite_code", "keys_state",
-                 "bytes", "waiting_since", "reported", "blind")
+                 "bytes", "waiting_since", "reported", "blind", "folded")
 
     def __init__(self, client_flow) -> None:
         src, sport, dst, dport = client_flow
@@ -120,6 +124,7 @@ class _Conn:
         self.waiting_since: float | None = None
         self.reported = False
         self.blind = False  # its handshake was not captured
+        self.folded: dict | None = None  # notice kind -> how many (NOTICES_SHOWN are shown)
 
     def describe(self) -> str:
         parts = [version_name(self.version) if self.version else "TLS"]
@@ -273,7 +278,7 @@ class TlsLayer:
         reader = d.records
         out: list = []
         plain: list = []
-        while d.protected and d.keys is not None and d.dead is None and not reader.tail and reader.error is None:
+        while d.protected and d.keys is not None and d.dead is None and not reader.held and reader.error is None:
             if d.trial is None:
                 # under keys already installed: whole records opened in one loop (keys.py); a TLS
                 # 1.3 record holding something else than application data comes back to be handled
@@ -325,13 +330,27 @@ class TlsLayer:
         if records:
             _, _, fragment, offset = records[-1]
             conn.bytes += offset + HEADER + len(fragment) - records[0][3]  # the whole records read
-        for ctype, version, fragment, offset in records:
+        i, count = 0, len(records)
+        while i < count:
+            ctype, version, fragment, offset = records[i]
+            i += 1
             if d.dead is not None:
                 break
             if not d.protected:
                 if ctype == HANDSHAKE:
                     if conn.shello is None or conn.tls13:
-                        self._handshake(d, ts, fragment, out)
+                        room = d.hs.room()
+                        if not room or len(fragment) > room:
+                            self._handshake(d, ts, fragment, out)
+                            continue
+                        # records that only continue a message (or one passed over): taken
+                        # whole at once, no message can end among them (linear in the records)
+                        pieces, size = [fragment], len(fragment)
+                        while i < count and records[i][0] == HANDSHAKE and size + len(records[i][2]) <= room:
+                            pieces.append(records[i][2])
+                            size += len(records[i][2])
+                            i += 1
+                        d.hs.take(pieces, size)
                     # else TLS 1.2 after the ServerHello: Certificate to ClientKeyExchange, nothing to read
                 elif ctype == CHANGE_CIPHER_SPEC and conn.suite_code is not None and not conn.tls13:
                     d.protected = True  # TLS 1.2: what follows is under this side's keys
@@ -470,9 +489,10 @@ class TlsLayer:
             out += self._stop(d, ts, "tls_auth", f"{d.failures} records in a row from the {d.side} do not open "
                               f"(last: {why}); this direction is not decrypted any further", offset=offset)
             return
-        out.append(self._notice(d.conn, ts, "tls_auth", f"a {size}-byte record from the {d.side} at stream byte "
-                                f"{offset} does not open: {why}; it is skipped, the next records are still opened",
-                                side=d.side, offset=offset))
+        if self._shown(d.conn, "tls_auth"):
+            out.append(self._notice(d.conn, ts, "tls_auth", f"a {size}-byte record from the {d.side} at stream "
+                                    f"byte {offset} does not open: {why}; it is skipped, the next records are still "
+                                    f"opened", side=d.side, offset=offset))
         out.append(StreamGap(d.flow, ts, max(size - 17, 1)))
 
     # -- handshake -------------------------------------------------------------------------------
@@ -615,9 +635,35 @@ class TlsLayer:
     def _close(self, conn: _Conn, ts: float) -> list:
         self.waiting.pop(conn.label, None)
         conn.client.conn = conn.server.conn = None  # no cycle left for the GC
+        out = self._folded(conn, ts)
         if conn.reported or conn.blind:
-            return []
+            return out
         conn.reported = True
+        return out + self._unread(conn, ts)
+
+    @staticmethod
+    def _shown(conn: _Conn, kind: str) -> bool:
+        """Whether a notice of ``kind`` is shown, or only counted (see NOTICES_SHOWN)."""
+        folded = conn.folded
+        if folded is None:
+            folded = conn.folded = {}
+        count = folded[kind] = folded.get(kind, 0) + 1
+        return count <= NOTICES_SHOWN
+
+    def _folded(self, conn: _Conn, ts: float) -> list:
+        """One notice per kind of which more were counted than shown."""
+        out = []
+        for kind, count in (conn.folded or {}).items():
+            if count > NOTICES_SHOWN:
+                more = count - NOTICES_SHOWN
+                out.append(self._notice(conn, ts, kind, f"{more} more {kind} notices on this connection like the "
+                                        f"ones above ({count} in all; the first {NOTICES_SHOWN} are shown)",
+                                        more=more))
+        conn.folded = None
+        return out
+
+    def _unread(self, conn: _Conn, ts: float) -> list:
+        """The notice of a connection that was not decrypted, and why."""
         if conn.keys_state in ("missing", "waiting"):
             self.undecrypted += 1
             return [self._notice(conn, ts, "tls_no_keys",

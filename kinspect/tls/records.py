@@ -17,6 +17,7 @@ from kinspect.native import tls as _native
 CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT = 20, 21, 22, 23, 24
 CONTENT_TYPES = frozenset({CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT})
 MAX_FRAGMENT = (1 << 14) + 2048
+MAX_PARTS = 256  # pieces of an unfinished record held apart before they are joined
 HEADER = 5
 _header = struct.Struct(">BHH").unpack_from
 
@@ -61,36 +62,53 @@ _frame = _native.frame if _native is not None else _frame_py
 
 class RecordReader:
     """Bytes in, ``(type, version, fragment, offset)`` out; ``offset`` is the record's position in
-    the stream. The fragment is a memoryview valid until the next ``feed()``."""
+    the stream. The fragment is a memoryview valid until the next ``feed()``. An unfinished
+    record is held as its pieces, joined once it is whole: linear however small the pieces."""
 
-    __slots__ = ("tail", "offset", "error")
+    __slots__ = ("parts", "held", "need", "offset", "error")
 
     def __init__(self, offset: int = 0) -> None:
-        self.tail = b""  # bytes of an unfinished record
-        self.offset = offset  # stream position of the tail's first byte
+        self.parts: list[bytes] = []  # the pieces of an unfinished record
+        self.held = 0  # their bytes
+        self.need = 0  # the bytes of the whole record, or of its header while that is cut (5)
+        self.offset = offset  # stream position of the first held byte
         self.error: str | None = None
 
     def feed(self, data) -> list:
         if self.error is not None:
             return []
-        if self.tail:
-            data = self.tail + data
+        if self.held:
+            parts = self.parts
+            parts.append(bytes(data))
+            self.held += len(data)
+            if self.held < self.need:
+                if len(parts) > MAX_PARTS:  # tiny pieces cost more than their bytes: one now and then
+                    self.parts = [b"".join(parts)]
+                return []
+            data = b"".join(parts)
         base = self.offset
         records, pos, bad = _frame(data, base, MAX_FRAGMENT)
         end = len(data)
         if bad >= 0:
             self.error = (f"not a TLS record header at stream byte {base + bad}: "
                           f"{bytes(data[bad:bad + HEADER]).hex(' ')}")
-            self.tail = b""
+            self.parts, self.held = [], 0
             self.offset = base + end
             return records
         if pos < end:
-            self.tail = bytes(data[pos:])
-        elif self.tail:
-            self.tail = b""
+            rest = bytes(data[pos:])
+            self.parts, self.held = [rest], len(rest)
+            self.need = HEADER + record_length(rest) if len(rest) >= HEADER else HEADER
+        elif self.held:
+            self.parts, self.held = [], 0
         self.offset = base + pos
         return records
 
     @property
+    def tail(self) -> bytes:
+        """The held bytes of an unfinished record."""
+        return b"".join(self.parts)
+
+    @property
     def buffered(self) -> int:
-        return len(self.tail)
+        return self.held

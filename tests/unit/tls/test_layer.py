@@ -141,6 +141,49 @@ def test_a_flipped_byte_is_one_notice_and_the_rest_still_opens(tmp_path, keyfile
     assert plaintext(events, flows(1)[0]) == b"A" * 100 + b"B" * 100 + b"C" * 100
 
 
+@pytest.mark.parametrize("version,cipher", [("1.3", None), ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")])
+def test_many_damaged_records_are_folded_into_a_count(tmp_path, keyfile, version, cipher):
+    """Issue 30: every record that does not open was a notice (an 11 MB capture gave 54 MB of
+    them). A connection shows the first NOTICES_SHOWN; one more notice at its close counts the
+    rest. Each damaged record is still a gap for the session, and every other record opens."""
+    shown = 10  # tls/layer.py NOTICES_SHOWN, as the README says
+    messages = [("client", b"%05d" % i * 20) for i in range(60)] + [("server", b"reply")]
+    wire = converse(tmp_path, keyfile, messages, version, cipher)
+    client_records = [r for r in _records_of(wire, "client") if r[2] == 23][-60:]
+    damaged = wire
+    for at in client_records[1::2]:  # every other one: none twice in a row
+        damaged = _flipped(damaged, at)
+    events = feed(TlsLayer(KeyLog.from_files([keyfile])), damaged)
+    auth = notices(events, "tls_auth")
+    assert len(auth) == shown + 1 and [n for n in notices(events) if n["kind"] != "tls_auth"] == []
+    assert all("more" not in n for n in auth[:-1]) and auth[-1]["more"] == 30 - shown
+    assert auth[-1]["what"].startswith(f"{30 - shown} more tls_auth notices on this connection")
+    client = flows(0)[0]
+    assert len([e for e in events if type(e) is StreamGap and e.flow == client]) == 30
+    assert plaintext(events, client) == b"".join(t for s, t in messages[0:60:2])
+    assert plaintext(events, flows(0)[1]) == b"reply"
+
+
+def test_a_client_hello_in_one_byte_records_is_read_at_once(tmp_path, keyfile, monkeypatch):
+    """Records that only continue a handshake message reach the reader together (take), not
+    one call each: a ClientHello in one-byte records costs the reader a few calls."""
+    from kinspect.tls.handshake import HandshakeReader
+    wire = converse(tmp_path, keyfile, REQUESTS, "1.3")
+    side, first = wire[0]
+    assert side == "client" and first[0] == 22 and first[5] == 1
+    length = 5 + int.from_bytes(first[3:5], "big")
+    hello = first[5:length]
+    one_byte = b"".join(b"\x16\x03\x01\x00\x01" + hello[i:i + 1] for i in range(len(hello)))
+    changed = [("client", one_byte + first[length:])] + wire[1:]
+    calls = []
+    real_feed, real_take = HandshakeReader.feed, HandshakeReader.take
+    monkeypatch.setattr(HandshakeReader, "feed", lambda self, data: calls.append(len(data)) or real_feed(self, data))
+    monkeypatch.setattr(HandshakeReader, "take", lambda self, pieces, size: calls.append(size) or
+                        real_take(self, pieces, size))
+    assert_all_decrypted(feed(TlsLayer(KeyLog.from_files([keyfile])), changed))
+    assert len(hello) > 200 and len(calls) < 12, calls
+
+
 def _records_of(wire, side: str):
     """(chunk index, position, content type, length) of every record ``side`` sent."""
     out = []
@@ -261,14 +304,12 @@ def test_tls_without_its_handshake_is_named_once(tmp_path, keyfile):
 def test_keys_that_come_later_are_used_while_patient(tmp_path, keyfile):
     """A live capture: the key-log line is written after the first protected records arrive."""
     wire = converse(tmp_path, keyfile, REQUESTS, "1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")
-    keys = KeyLog.from_files([keyfile])
+    keys = keyfile.read_bytes()
     empty = KeyLog()
     written = []  # the client has written its key-log line
 
     def more_keys():
-        if written:
-            empty.secrets.update(keys.secrets)
-        return 0
+        return empty.add_text(keys) if written and not len(empty) else 0
 
     layer = TlsLayer(empty, more_keys=more_keys, patience=5.0)
     client, server = flows(0)
@@ -329,7 +370,7 @@ def test_key_update_moves_the_direction_to_the_next_secret(tmp_path, keyfile):
     under secret 1 (and a NewSessionTicket-like padding record is not needed)."""
     wire = converse(tmp_path, keyfile, [("client", b"A" * 10)], "1.3")
     keys = KeyLog.from_files([keyfile])
-    [entry] = keys.secrets.values()
+    [(_, entry)] = keys.items()
     secret0 = entry["CLIENT_TRAFFIC_SECRET_0"]
     assert len(secret0) == 48  # OpenSSL's first choice, TLS_AES_256_GCM_SHA384
     secret1 = _expand_label(secret0, b"traffic upd", 48)
@@ -391,7 +432,7 @@ def test_tls13_a_padded_finished_still_gives_everything(tmp_path, keyfile):
     comes out, with no notice."""
     from kinspect.tls.keys import SUITES, tls13_keys
     wire = converse(tmp_path, keyfile, REQUESTS, "1.3")
-    [entry] = KeyLog.from_files([keyfile]).secrets.values()
+    [(_, entry)] = KeyLog.from_files([keyfile]).items()
     secret = entry["SERVER_HANDSHAKE_TRAFFIC_SECRET"]
     i, pos, _, length = [r for r in _records_of(wire, "server") if r[2] == 23][3]  # the Finished
     chunk = wire[i][1]
@@ -414,7 +455,7 @@ def test_tls13_a_flight_in_one_record_is_tried_and_costs_nothing(tmp_path, keyfi
     from kinspect.tls import layer as tls_layer
     from kinspect.tls.keys import SUITES, tls13_keys
     wire = converse(tmp_path, keyfile, REQUESTS, "1.3")
-    [entry] = KeyLog.from_files([keyfile]).secrets.values()
+    [(_, entry)] = KeyLog.from_files([keyfile]).items()
     secret = entry["SERVER_HANDSHAKE_TRAFFIC_SECRET"]
     flight = [r for r in _records_of(wire, "server") if r[2] == 23][:4]
     assert len({i for i, *_ in flight}) == 1  # one chunk of the conversation holds the four records
@@ -437,7 +478,7 @@ def test_tls13_a_flight_in_one_record_is_tried_and_costs_nothing(tmp_path, keyfi
     assert secret not in made and entry["CLIENT_HANDSHAKE_TRAFFIC_SECRET"] not in made
 
 
-@pytest.mark.parametrize("size", [7, 100, 1000])
+@pytest.mark.parametrize("size", [1, 7, 100, 1000])
 def test_tls12_handshake_after_the_server_hello_is_not_read(tmp_path, keyfile, monkeypatch, size):
     """TLS 1.2: past the ServerHello, the plaintext handshake (Certificate to ClientKeyExchange)
     holds nothing kinspect needs, so its records are not read: the handshake reader sees the
@@ -459,15 +500,20 @@ def test_tls12_handshake_after_the_server_hello_is_not_read(tmp_path, keyfile, m
     first, last = flight[0][1], flight[-1][1] + 5 + flight[-1][3]
     changed = list(wire)
     changed[i] = (wire[i][0], chunk[:first] + reframed + chunk[last:])
-    fed = []
-    real = HandshakeReader.feed
+    fed = []  # per record the reader got: the messages it gave
+    real, real_take = HandshakeReader.feed, HandshakeReader.take
 
     def reading(self, data):
         messages = real(self, data)
         fed.append([msg_type for msg_type, _ in messages])
         return messages
 
+    def taking(self, pieces, size):  # records that only continue a message, given at once
+        fed.extend([] for _ in pieces)
+        return real_take(self, pieces, size)
+
     monkeypatch.setattr(HandshakeReader, "feed", reading)
+    monkeypatch.setattr(HandshakeReader, "take", taking)
     events = feed(TlsLayer(KeyLog.from_files([keyfile])), changed)
     assert_all_decrypted(events)
     assert len(fed) == 1 + -(-hello // size) + 2  # ClientHello, the ServerHello's records, two Finished

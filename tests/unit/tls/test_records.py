@@ -50,3 +50,24 @@ def test_length_bound():
     reader = RecordReader()
     reader.feed(bytes([23, 3, 3]) + (MAX_FRAGMENT + 1).to_bytes(2, "big"))
     assert reader.error is not None
+
+
+def test_a_record_in_one_byte_pieces_is_joined_once():
+    """Issue 30: the unfinished record was joined again with each TCP segment (n²/2 bytes for a
+    record in n pieces). Now the pieces are held (joined every MAX_PARTS), and the record once."""
+    from tests.unit.tls.test_handshake import _allocated_per_call
+    fragment = os.urandom(MAX_FRAGMENT)
+    stream = _records(fragment)
+    reader = RecordReader()
+    got = []
+    allocated = _allocated_per_call(
+        lambda i=i: got.extend((t, bytes(f)) for t, _, f, _ in reader.feed(stream[i:i + 1]))
+        for i in range(len(stream)))
+    assert got == [(23, fragment)] and reader.buffered == 0
+    assert allocated < 1000 * len(stream), allocated  # n²/2 would be 170 MB
+    from kinspect.tls.records import MAX_PARTS
+    reader.feed(stream[:-1])
+    for i in range(5 * MAX_PARTS):
+        reader.feed(b"")
+        assert len(reader.parts) <= MAX_PARTS + 1
+    assert reader.tail == stream[:-1]
