@@ -24,6 +24,7 @@ go out as "no response" exchanges) and connections idle longer than ``idle_timeo
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Iterator, NamedTuple, Protocol
 
 from kinspect.capture.flows import flow_shard
@@ -53,6 +54,15 @@ EXPIRE_EVERY = 1.0  # seconds between expiry passes over pending requests and id
 TOPIC_NAMING = {3: 10, 19: 7, 20: 6, 75: 0, 91: 0, 92: 0}
 TLS_PATIENCE = 5.0  # seconds a live run holds a TLS connection's records while its keys may still come
 OWNERS_CACHED = 1 << 16  # flows whose shard a run of some connections (``flows``) remembers
+# Bytes of work a Kafka frame counts for in a gzip'ed capture's bound (capture/source.py), on top
+# of its bytes: a frame costs time whatever its size (a 16-byte request is an exchange decoded
+# and written, 12-24 us). Honest captures hold about one frame per 70 compressed bytes, and one
+# of nothing but heartbeats one per 16 (about 60 bytes of work per compressed byte in all)
+FRAME_WORK = 512
+# a run of some connections (``flows``): the most its frames took of what a gzip'ed capture's bound
+# left them, per million; the whole run's frames stay within it while the shards' sum does
+GZIP_SHARE = "gzip work for frames (per million of what the bound left)"
+PER_MILLION = 1_000_000
 
 
 class PacketSource(Protocol):
@@ -104,21 +114,28 @@ class _NoticeCap:
     """Passes the records of connections closed at once, keeping the first NOTICES_AT_ONCE
     notices of each kind and counting the rest (exchanges and responses all pass)."""
 
-    __slots__ = ("seen", "limit")
+    __slots__ = ("seen", "limit", "stood_for", "dropped")
 
     def __init__(self, limit: int | None = NOTICES_AT_ONCE):
-        self.seen: dict = {}
+        self.seen: dict = {}  # kind -> notices (lines) given to ``passed``
+        # kind -> how many notices they stood for: a connection's notice that counts the rest of
+        # its kind (wire.exchange's NOTICES_SHOWN) stands for them all; of all, of those not passed
+        self.stood_for: dict = {}
+        self.dropped: dict = {}
         self.limit = limit  # None: every notice passes (and is counted in ``seen``)
 
     def passed(self, records: list):
-        seen = self.seen
+        seen, stood_for = self.seen, self.stood_for
         limit = self.limit
         for record in records:
             if record["type"] == "notice":
                 kind = record["kind"]
                 n = seen.get(kind, 0) + 1
                 seen[kind] = n
+                weight = record.get("more", 1)
+                stood_for[kind] = stood_for.get(kind, 0) + weight
                 if limit is not None and n > limit:
+                    self.dropped[kind] = self.dropped.get(kind, 0) + weight
                     continue
             yield record
 
@@ -126,13 +143,11 @@ class _NoticeCap:
         """One notice per kind past the ones kept: how many more there were (``more``)."""
         if self.limit is None:
             return
-        for kind, n in self.seen.items():
-            if n > NOTICES_AT_ONCE:
-                more = n - NOTICES_AT_ONCE
-                yield {"type": "notice", "conn": "", "time": ts, "kind": kind,
-                       "what": f"{more} more {kind} notices like the ones above, of connections {which} "
-                               f"({n} in all; the first {NOTICES_AT_ONCE} are shown)",
-                       "more": more}
+        for kind, more in self.dropped.items():
+            yield {"type": "notice", "conn": "", "time": ts, "kind": kind,
+                   "what": f"{more} more {kind} notices like the ones above, of connections {which} "
+                           f"({self.stood_for[kind]} in all; the first {NOTICES_AT_ONCE} are shown)",
+                   "more": more}
 
 
 class _MoreKeys:
@@ -211,7 +226,7 @@ class DecodeRun:
             self._capture, self._error = source, None
             return
         try:
-            self._capture = open_capture(source)
+            self._capture = open_capture(source, limits)
         except CaptureError as e:
             self._error = e
         except OSError as e:
@@ -354,6 +369,10 @@ class DecodeRun:
         watch = self.tls.watch
         self.tls.more_keys.capture = capture
         reassembler = self._reassembler = TcpReassembler(max_streams=2 * self.max_connections)
+        if hasattr(capture, "work"):
+            frames = session.frames
+            capture.work = lambda: FRAME_WORK * frames[0]
+            capture.work_note = f"each Kafka frame {FRAME_WORK} more"
         flows = self.flows
         if flows is not None:
             shard, shards = flows
@@ -453,12 +472,14 @@ class DecodeRun:
                       "out-of-order segments": peaks["held_segments"], "directions closed": peaks["closed"],
                       "undecided bytes": session.undecided_peak, "unanswered request bytes": session.held[1],
                       "big frame bytes": session.reserved[1], "TLS connections marked": self.tls.marks_peak,
+                      GZIP_SHARE: math.ceil(PER_MILLION * min(getattr(self._capture, "work_share", 0.0), 2.0)),
                       **{name: base - low for name, (base, low) in beyond.items()}},
             "limits": {"directions open": r.max_streams if r else 0, "out-of-order bytes": r.max_held if r else 0,
                        "out-of-order segments": r.max_held_segments if r else 0,
                        "directions closed": r.remember_closed if r else 0, "undecided bytes": UNDECIDED_LIMIT,
                        "unanswered request bytes": 2 * session.max_frame, "big frame bytes": 2 * session.max_frame,
-                       "TLS connections marked": MAX_MARKS, **{name: base for name, (base, _) in beyond.items()}},
+                       "TLS connections marked": MAX_MARKS, **{name: base for name, (base, _) in beyond.items()},
+                      GZIP_SHARE: PER_MILLION},
             "end_notices": dict(self.end_notices),
             "learned": getattr(topics, "learned", {}), "unnamed": getattr(topics, "unnamed", {}),
             "overflow": getattr(topics, "overflow", False),

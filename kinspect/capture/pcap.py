@@ -47,6 +47,7 @@ class RecordParser:
     def __init__(self, problems: list[Problem] | None = None) -> None:
         self.problems: list[Problem] = [] if problems is None else problems
         self.count = 0
+        self.blocks = 0  # other blocks than packets read (pcapng), for the work they cost
         self.stopped = False
         self._buf: bytes = b""
         self._pos = 0
@@ -75,6 +76,13 @@ class RecordParser:
         left = len(self._buf) - self._pos
         if not self.stopped and left:
             self._report_truncated(left)
+        self._base += len(self._buf)
+        self._buf = b""
+        self._pos = 0
+
+    def drop_rest(self) -> None:
+        """The input is left unread from here on purpose (a bound): what is buffered of the next
+        record is dropped, and ``close()`` reports no record cut short."""
         self._base += len(self._buf)
         self._buf = b""
         self._pos = 0

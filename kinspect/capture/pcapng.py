@@ -106,6 +106,7 @@ class PcapngParser(RecordParser):
                 if not consumed:
                     break
                 pos += consumed
+                self.blocks += 1
                 head, u32, epb, opb, ifaces = self._head, self._u32, self._epb, self._opb, self.interfaces
                 continue
             if blen < 12 or blen & 3 or blen > MAX_RECORD:
@@ -122,11 +123,13 @@ class PcapngParser(RecordParser):
                 if blen < 32:
                     self._bad_block(pos, btype, blen)
                     pos = block_end
+                    self.blocks += 1
                     continue
                 _t, _l, iface, hi, lo, caplen, _origlen = (epb if btype == EPB else opb)(buf, pos)
                 if iface >= len(ifaces) or 32 + caplen > blen:
                     self._bad_packet(pos, btype, iface, caplen, blen)
                     pos = block_end
+                    self.blocks += 1
                     continue
                 linktype, divisor, ts_offset, _snaplen = ifaces[iface]
                 last_ts = ((hi << 32) | lo) / divisor + ts_offset
@@ -135,10 +138,12 @@ class PcapngParser(RecordParser):
                 if blen < 16:
                     self._bad_block(pos, btype, blen)
                     pos = block_end
+                    self.blocks += 1
                     continue
                 if not ifaces:
                     self._bad_packet(pos, btype, 0, 0, blen)
                     pos = block_end
+                    self.blocks += 1
                     continue
                 linktype, _divisor, _ts_offset, snaplen = ifaces[0]
                 caplen = min(u32(buf, pos + 8)[0], blen - 16)
@@ -153,6 +158,7 @@ class PcapngParser(RecordParser):
                 elif btype == DSB:
                     self._secrets(buf, pos, blen)
                 pos = block_end
+                self.blocks += 1
                 continue
             pos = block_end
             n += 1

@@ -3,6 +3,15 @@
 The format is told by the first bytes, never by the file name. Regular files are mapped
 and handed to the parser whole; stdin, file objects and gzip are streamed in chunks so
 memory stays bounded whatever the size.
+
+A gzip'ed capture may inflate at most ``Limits.max_batch_bytes`` plus ``Limits.max_file_ratio``
+bytes per compressed byte read (the bounds of --max-batch-bytes and --max-file-ratio, as for a
+file's record batches): gzip reaches 1000:1, and every byte of a capture costs decoding work,
+so without it 4 MB of gzip could keep kinspect busy for minutes. Work is what the bound
+measures: each packet or other block counts as at least PACKET_WORK bytes, and the caller may
+charge more (``Capture.work``: pipeline.py charges each Kafka frame), since a packet or a frame
+costs time whatever its size. Honest captures inflate 2-10 times, a packet per 30 compressed
+bytes or more. Past the bound reading stops, with a problem that names the option.
 """
 
 from __future__ import annotations
@@ -13,15 +22,17 @@ import os
 import stat
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from kinspect.capture.pcap import MAGICS as PCAP_MAGICS
 from kinspect.capture.pcap import Packet, PcapParser
 from kinspect.capture.pcapng import PcapngParser
+from kinspect.limits import DEFAULT_LIMITS, OPTION, Limits
 from kinspect.problems import Problem
 
 CHUNK = 1 << 20
+PACKET_WORK = 128  # bytes a packet or other block counts for, at least, in a gzip'ed capture's bound
 RELEASE_STEP = 32 << 20    # mapped bytes handed back to the kernel at a time
 RELEASE_BEHIND = 1 << 20   # kept behind the parser
 GZIP_MAGIC = b"\x1f\x8b"
@@ -103,7 +114,10 @@ class _Reader:
 class Capture:
     """An opened capture. Iterate ``packets()`` once; read ``problems`` afterwards."""
 
-    def __init__(self, name: str, fmt: str, *, whole=None, stream=None, reader=None, size=None, closers=()) -> None:
+    def __init__(self, name: str, fmt: str, *, whole=None, stream=None, reader=None, size=None, closers=(),
+                 inflate: tuple[int, int] | None = None) -> None:
+        """``inflate``: (floor, ratio) of a gzip'ed stream: ``stream`` (the inflated bytes) may
+        give at most floor + ratio × the bytes ``reader`` read."""
         self.name = name
         self.format = fmt
         self.size: int | None = size
@@ -113,6 +127,12 @@ class Capture:
         self._stream = stream  # something with read(n) returning decoded capture bytes
         self._reader = reader  # the _Reader on the raw input, for bytes_read
         self._closers = list(closers)
+        self._inflate = inflate
+        # more work charged by the caller, in bytes, against the gzip bound; and the most of what
+        # the bound left that it took at a check (a run of some connections tells its share)
+        self.work: Callable[[], int] | None = None
+        self.work_note = ""  # what ``work`` charges, for the problem that cuts ("each Kafka frame 512 bytes")
+        self.work_share = 0.0
 
     @property
     def bytes_read(self) -> int:
@@ -174,7 +194,11 @@ class Capture:
 
     def _stream_packets(self, parser) -> Iterator[Packet]:
         stream = self._stream
+        inflate = self._inflate
         while not parser.stopped:
+            if inflate is not None and not self._within(parser, *inflate):
+                parser.drop_rest()
+                break
             try:
                 chunk = stream.read(CHUNK)
             except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
@@ -190,6 +214,29 @@ class Capture:
             yield from parser.packets()
         parser.close()
 
+    def _within(self, parser, floor: int, ratio: int) -> bool:
+        """Whether the gzip'ed stream's work so far is within its bound (else a problem says so)."""
+        read = self._reader.count
+        allowed = floor + ratio * read
+        blocks = parser.count + parser.blocks
+        own = self._stream.count + PACKET_WORK * blocks
+        extra = self.work() if self.work is not None else 0
+        if extra:
+            left = allowed - own
+            share = extra / left if left > 0 else float("inf")
+            if share > self.work_share:
+                self.work_share = share
+        if own + extra <= allowed:
+            return True
+        self.problems.append(Problem(
+            f"{read} compressed bytes gave {self._stream.count} bytes in {blocks} packets and blocks, past the "
+            f"bound of {ratio} bytes of work per compressed byte after the first {floor} (a packet or block "
+            f"counts as at least {PACKET_WORK} bytes{', ' + self.work_note if self.work_note else ''}): "
+            f"a decompression bomb? The rest of the capture is not read; raise it with "
+            f"{OPTION['max_file_ratio']}", "gzip", read, check="decompress",
+            expected=f"<= {allowed}", found=own + extra))
+        return False
+
     def close(self) -> None:
         self._whole = None
         while self._closers:
@@ -202,17 +249,19 @@ class Capture:
         self.close()
 
 
-def open_capture(source: str | os.PathLike | BinaryIO) -> Capture:
-    """Open a capture; raises CaptureError only when it is not a capture or cannot be read."""
+def open_capture(source: str | os.PathLike | BinaryIO, limits: Limits = DEFAULT_LIMITS) -> Capture:
+    """Open a capture; raises CaptureError only when it is not a capture or cannot be read.
+    ``limits``: a gzip'ed capture inflates within its max_batch_bytes and max_file_ratio."""
+    inflate = (limits.max_batch_bytes, limits.max_file_ratio)
     if isinstance(source, (str, os.PathLike)):
         if os.fspath(source) == "-":
-            return _open_stream("<stdin>", sys.stdin.buffer, None, [])
-        return _open_path(os.fspath(source))
+            return _open_stream("<stdin>", sys.stdin.buffer, None, [], inflate)
+        return _open_path(os.fspath(source), inflate)
     name = getattr(source, "name", None)
-    return _open_stream(name if isinstance(name, str) else "<stream>", source, None, [])
+    return _open_stream(name if isinstance(name, str) else "<stream>", source, None, [], inflate)
 
 
-def _open_path(path: str) -> Capture:
+def _open_path(path: str, inflate: tuple[int, int]) -> Capture:
     try:
         f = open(path, "rb")
     except OSError as exc:
@@ -226,19 +275,19 @@ def _open_path(path: str) -> Capture:
         raise CaptureError(f"{path}: cannot read ({exc.strerror or exc}); check the file") from exc
     if mapped is None:
         # pipes and character devices are streamed (an empty file is reported there)
-        return _open_stream(path, f, None, [f])
+        return _open_stream(path, f, None, [f], inflate)
     head = mapped[:8]
     fmt = sniff_format(head)
     if fmt in ("pcap", "pcapng"):
         return Capture(path, fmt, whole=mapped, size=st.st_size, closers=[f, mapped])
     mapped.close()
     if fmt == "gzip":
-        return _open_stream(path, f, st.st_size, [f])
+        return _open_stream(path, f, st.st_size, [f], inflate)
     f.close()
     raise _not_a_capture(path, head)
 
 
-def _open_stream(name: str, raw: BinaryIO, size: int | None, closers: list) -> Capture:
+def _open_stream(name: str, raw: BinaryIO, size: int | None, closers: list, inflate: tuple[int, int]) -> Capture:
     try:
         reader = _Reader(raw)
         head = reader.read_head(8)
@@ -265,8 +314,10 @@ def _open_stream(name: str, raw: BinaryIO, size: int | None, closers: list) -> C
             for c in closers:
                 c.close()
             raise _not_a_capture(name_inside, head)
-    elif fmt is None:
-        for c in closers:
-            c.close()
-        raise _not_a_capture(name, head)
-    return Capture(name, fmt, stream=stream, reader=reader, size=size, closers=closers)
+    else:
+        inflate = None
+        if fmt is None:
+            for c in closers:
+                c.close()
+            raise _not_a_capture(name, head)
+    return Capture(name, fmt, stream=stream, reader=reader, size=size, closers=closers, inflate=inflate)

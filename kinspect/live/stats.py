@@ -60,10 +60,10 @@ class LiveStats:
                 self._exchange(record)
             elif kind == "orphan_response":
                 self.orphans += 1
-            elif kind == "notice":
-                self.notices[record.get("kind")] += 1
+            elif kind == "notice":  # one that counts the rest of its kind stands for them all
+                self.notices[record.get("kind")] += record.get("more", 1)
                 if record.get("kind") == "gap":
-                    self.tcp_gaps += 1
+                    self.tcp_gaps += record.get("more", 1)
 
     def _exchange(self, e: dict) -> None:
         api = e["api_name"]

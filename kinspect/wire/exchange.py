@@ -26,6 +26,11 @@ _I16 = struct.Struct(">h")
 MAX_PENDING = 100_000          # unanswered requests kept per connection
 HUNT_MAX_UNPAIRED = 16 << 20   # while resynchronising, an unpaired response frame larger than this is implausible
 SHOWN_TOKEN = 200              # characters of a raw SASL token in its notice's text (the token field has it all)
+# Notices of one kind a connection shows; the rest are counted, and one more notice at its close
+# says how many (``"more": N``): zeros on port 9092 are a frame of size 0 every 4 bytes
+NOTICES_SHOWN = 10
+# the field of a notice that says how many bytes it is about, summed in the notice that counts the rest
+_NOTICE_BYTES = {"gap": "missing", "resync": "length", "undecodable": "size", "sasl_token": "size"}
 
 
 def _problem(what: str, offset: int | None, severity: str = ERROR, side: str | None = None) -> dict:
@@ -148,12 +153,15 @@ class Connection:
 
     def __init__(self, label: str, *, max_frame: int, client_syn: bool, server_syn: bool,
                  decode_bodies: bool = True, show_secrets: bool = False, held: list | None = None,
-                 reserved: list | None = None):
+                 reserved: list | None = None, frames: list | None = None):
         """Exchanges come out with their bodies raw (under RAW); ``complete`` decodes them,
         redacting secrets unless ``show_secrets``. ``held``: [bytes of unanswered requests],
         shared by the connections of a session, which hold at most twice max_frame of them;
-        ``reserved`` likewise bounds the frames being collected (see FrameBuffer)."""
+        ``reserved`` likewise bounds the frames being collected (see FrameBuffer); ``frames``:
+        [frames and skipped stretches framed], counted for the session's work."""
         self.label = label
+        self.frames = [0] if frames is None else frames
+        self.folded: dict | None = None  # notice kind -> [notices, bytes of those not shown] (_shown)
         self.held = [0, 0] if held is None else held  # [bytes, the most there have been]
         self.max_frame = max_frame
         self.max_held = 2 * max_frame
@@ -196,7 +204,8 @@ class Connection:
         return self._frames(self.responses.gap(missing, ts), self._response, gap=("server", missing, ts))
 
     def close(self, ts: float) -> list:
-        """Both directions are over (or the capture is): flush and report unanswered requests."""
+        """Both directions are over (or the capture is): flush and report unanswered requests,
+        then how many notices of each kind were only counted."""
         out = self._frames(self.requests.flush(ts), self._request)
         if self._responses is not None:
             out += self._frames(self._responses.flush(ts), self._response)
@@ -208,6 +217,16 @@ class Connection:
                 self.held[0] -= exchange["request_size"]
                 out.append(exchange)
             self.pending.clear()
+        if self.folded is not None:
+            for kind, (n, size) in self.folded.items():
+                if n > NOTICES_SHOWN:
+                    more = n - NOTICES_SHOWN
+                    notice = self._notice(ts, kind, f"{more} more {kind} notices on this connection like the "
+                                          f"ones above ({n} in all; the first {NOTICES_SHOWN} are shown)", more=more)
+                    if kind in _NOTICE_BYTES:
+                        notice[_NOTICE_BYTES[kind]] = size
+                    out.append(notice)
+            self.folded = None
         return out
 
     def expire(self, before: float, timeout: float) -> list:
@@ -225,18 +244,35 @@ class Connection:
 
     def _frames(self, items: list, handle, gap=None) -> list:
         out: list = []
+        self.frames[0] += len(items)
         if gap is not None:
             side, missing, ts = gap
-            out.append(self._notice(ts, "gap", f"{missing} bytes lost from the {side} side "
-                                    "(segments missing from the capture)", missing=missing))
+            if self._shown("gap", missing):
+                out.append(self._notice(ts, "gap", f"{missing} bytes lost from the {side} side "
+                                        "(segments missing from the capture)", missing=missing))
         for item in items:
             if type(item) is Frame:
                 handle(item, out)
-            else:
+            elif self._shown("resync", item.length):
                 what = item.reason if not item.length else f"{item.reason} ({item.length} bytes)"
                 out.append(self._notice(item.ts, "resync", what, stream_offset=item.offset,
                                         length=item.length))
         return out
+
+    def _shown(self, kind: str, size: int) -> bool:
+        """Whether a notice of ``kind`` about ``size`` bytes is shown, or only counted (see NOTICES_SHOWN)."""
+        folded = self.folded
+        if folded is None:
+            folded = self.folded = {}
+        count = folded.get(kind)
+        if count is None:
+            folded[kind] = [1, 0]
+            return True
+        count[0] += 1
+        if count[0] <= NOTICES_SHOWN:
+            return True
+        count[1] += size
+        return False
 
     def _notice(self, ts: float, kind: str, what: str, **extra) -> dict:
         notice = {"type": "notice", "conn": self.label, "time": ts, "kind": kind, "what": what}
@@ -270,14 +306,16 @@ class Connection:
         payload = frame.payload
         if self.sasl is not None:
             if self.sasl.client_frame(payload):
-                out.append(self._sasl_token(frame, "client"))
+                if self._shown("sasl_token", frame.size):
+                    out.append(self._sasl_token(frame, "client"))
                 return
             if self.sasl.over:
                 self.sasl = None
         header = parse_request_header(payload)
         if header is None:
-            out.append(self._notice(frame.ts, "undecodable", "request header does not parse",
-                                    stream_offset=frame.offset, size=frame.size))
+            if self._shown("undecodable", frame.size):
+                out.append(self._notice(frame.ts, "undecodable", "request header does not parse",
+                                        stream_offset=frame.offset, size=frame.size))
             return
         api_key, api_version = header.api_key, header.api_version
         problems: list[dict] = []
@@ -344,11 +382,13 @@ class Connection:
     def _response(self, frame: Frame, out: list) -> None:
         payload = frame.payload
         if self.sasl is not None and self.sasl.server_frame(payload):
-            out.append(self._sasl_token(frame, "server"))
+            if self._shown("sasl_token", frame.size):
+                out.append(self._sasl_token(frame, "server"))
             return
         if len(payload) < 4:
-            out.append(self._notice(frame.ts, "undecodable", "response shorter than a correlation id",
-                                    stream_offset=frame.offset, size=frame.size))
+            if self._shown("undecodable", frame.size):
+                out.append(self._notice(frame.ts, "undecodable", "response shorter than a correlation id",
+                                        stream_offset=frame.offset, size=frame.size))
             return
         (correlation_id,) = struct.unpack_from(">i", payload)
         entry = self._unanswered(correlation_id)

@@ -62,6 +62,7 @@ class KafkaSession:
         # big frames being collected, on every connection
         self.held = [0, 0]
         self.reserved = [0, 0]
+        self.frames = [0]  # frames (and skipped stretches) of every connection: the work they cost
         self.undecided_bytes = 0  # held back by connections on other ports until they prove Kafka
         self.undecided_peak = 0
 
@@ -203,7 +204,7 @@ class KafkaSession:
     def _connect(self, client_flow) -> Connection:
         server_flow = _reverse(client_flow)
         conn = Connection(_label(client_flow), max_frame=self.max_frame, held=self.held,
-                          reserved=self.reserved,
+                          reserved=self.reserved, frames=self.frames,
                           client_syn=self.syn_seen.get(client_flow, False),
                           server_syn=self.syn_seen.get(server_flow, False),
                           decode_bodies=self.decode_bodies, show_secrets=self.show_secrets)

@@ -247,3 +247,50 @@ def test_mutated_captures_never_raise(realdata, name):
                     src, dst, sport, dport, seq, flags, payload, _ack = segment
                     reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload)
         reassembler.finish()
+
+
+# -- the outer gzip of a capture inflates within a bound of work (issue 30, item 9) -------------
+
+def test_a_gzip_bomb_of_empty_records_stops_early_and_names_the_option(tmp_path):
+    from kinspect.limits import Limits
+    from tests.hostile.inputs_wire import empty_records_gzip_bomb
+
+    path = empty_records_gzip_bomb(tmp_path, compressed=40_000)
+    records = (len(gzip.decompress(path.read_bytes())) - 24) // 16  # 8 MB: 524,287 records
+    limits = Limits(max_batch_bytes=1 << 20, max_file_ratio=100)
+    with open_capture(path, limits) as capture:
+        count = sum(1 for _ in capture.packets())
+        problems = capture.problems
+    assert [(p.path, p.check) for p in problems] == [("gzip", "decompress")]  # no record "cut short"
+    assert "raise it with --max-file-ratio" in problems[0].what and "128 bytes" in problems[0].what
+    read = problems[0].offset  # checked before each chunk is read: the last may pass it by a chunk
+    assert 0 < read < 40_000 and count <= ((1 << 20) + 100 * read) // (16 + 128) + CHUNK // 16
+    assert count < records // 4
+
+
+@pytest.mark.parametrize("ratio", [100, 10_000])
+def test_the_bound_is_the_option_given(tmp_path, ratio):
+    from kinspect.limits import Limits
+    from tests.hostile.inputs_wire import empty_records_gzip_bomb
+
+    path = empty_records_gzip_bomb(tmp_path, compressed=20_000)  # 144 bytes of work a record
+    records = (len(gzip.decompress(path.read_bytes())) - 24) // 16
+    with open_capture(path, Limits(max_batch_bytes=1 << 20, max_file_ratio=ratio)) as capture:
+        count = sum(1 for _ in capture.packets())
+        assert (capture.problems == []) == (ratio == 10_000)
+    assert (count == records) == (ratio == 10_000)
+
+
+def test_honest_gzipped_captures_inflate_within_the_bound_without_its_first_allowance(tmp_path):
+    """Every committed capture, gzip'ed, gives the same packets with no allowance but the ratio."""
+    from kinspect.limits import Limits
+
+    from tests.conftest import PCAPS
+
+    for path in sorted(PCAPS.glob("*.pcap*")):
+        packed = tmp_path / (path.name + ".gz")
+        packed.write_bytes(gzip.compress(path.read_bytes(), 9))
+        with open_capture(packed, Limits(max_batch_bytes=0)) as capture:
+            packets = list(capture.packets())
+            assert capture.problems == [], path.name
+        assert packets == read_all(path)[1], path.name

@@ -163,3 +163,66 @@ def test_unanswered_requests_are_written_out_past_twice_max_frame():
     assert "twice --max-frame" in early[0]["problems"][-1]["what"]
     assert conn.held[0] <= 2048 and len(conn.pending) == 4
     assert len(conn.close(11.0)) == 4 and conn.held[0] == 0
+
+
+# -- repeated notices fold into a count (issue 30, item 7) ---------------------------------------
+
+def _notices(records, kind):
+    return [r for r in records if r["type"] == "notice" and r["kind"] == kind]
+
+
+def _folded(records, kind):
+    """(notices shown one by one, the notice counting the rest) of ``kind``."""
+    notices = _notices(records, kind)
+    assert notices and "more" in notices[-1] and all("more" not in n for n in notices[:-1])
+    return notices[:-1], notices[-1]
+
+
+def test_frames_of_size_zero_fold_into_a_count_at_the_close():
+    """Zeros on port 9092 are a frame of size 0 every 4 bytes: 1,000 of them each way give ten
+    notices and one that counts the rest, not 2,000 notices."""
+    c = connection()
+    out = c.client_data(bytes(4000), 1.0) + c.server_data(bytes(4000), 2.0)
+    assert [n["what"] for n in out] == ["request header does not parse"] * exchange.NOTICES_SHOWN
+    closing = c.close(3.0)
+    shown, rest = _folded(out + closing, "undecodable")
+    assert len(shown) == 10 and len(closing) == 1
+    assert rest["more"] == 1990 and rest["size"] == 0 and rest["conn"] == c.label and rest["time"] == 3.0
+    assert rest["what"] == ("1990 more undecodable notices on this connection like the ones above "
+                            "(2000 in all; the first 10 are shown)")
+
+
+def test_gap_and_resync_notices_fold_and_keep_their_byte_counts():
+    c = connection()
+    out = []
+    for i in range(50):  # a frame begun, then lost past its end: a gap, and the stream hunts again
+        out += c.client_data(struct.pack(">i", 100) + b"abc", 1.0 + i)
+        out += c.client_gap(500, 1.0 + i)
+        out += c.client_data(b"\xff" * 7, 1.0 + i)  # nothing that looks like a request: skipped
+    out += c.close(99.0)
+    gaps, gap_rest = _folded(out, "gap")
+    assert len(gaps) == 10 and gap_rest["more"] == 40
+    assert sum(n["missing"] for n in gaps) + gap_rest["missing"] == 50 * 500
+    resyncs, resync_rest = _folded(out, "resync")
+    assert len(resyncs) == 10 and resync_rest["more"] + 10 > 50
+    assert sum(n["length"] for n in resyncs) + resync_rest["length"] == 50 * 14  # every byte, none framed
+    assert len(out) == 22
+
+
+def test_a_connection_with_few_notices_has_no_count():
+    c = connection()
+    out = c.client_data(bytes(4 * exchange.NOTICES_SHOWN), 1.0) + c.close(2.0)
+    assert len(_notices(out, "undecodable")) == exchange.NOTICES_SHOWN and not any("more" in r for r in out)
+
+
+def test_raw_sasl_tokens_fold_past_the_first_ten():
+    from kinspect.wire.encode import encode_body
+
+    c = connection()
+    c.client_data(encode_request(17, 0, 1, "app", {"mechanism": "GSSAPI"}), 1.0)
+    answer = struct.pack(">i", 1) + encode_body(17, 0, "response", {"error_code": 0, "mechanisms": ["GSSAPI"]})
+    c.server_data(struct.pack(">i", len(answer)) + answer, 1.5)
+    token = struct.pack(">i", 6) + b"\x60\x82\x01\x00\x00\x00"
+    out = c.client_data(token * 25, 2.0) + c.close(3.0)
+    tokens, rest = _folded(out, "sasl_token")
+    assert len(tokens) == 10 and rest["more"] == 15 and rest["size"] == 15 * 6
