@@ -524,3 +524,43 @@ def test_an_open_direction_holds_no_list_until_bytes_wait_behind_a_hole():
     assert c.r._streams[C2S].starts is None  # a list per direction costs every full GC pass
     c.send(C2S, 1100, b"behind a hole")
     assert c.r._streams[C2S].starts == [99]
+
+
+def test_a_longer_copy_of_a_buffered_segment_keeps_its_extra_bytes():
+    """Out of order, a segment is buffered; its retransmission at the same sequence number carries
+    more bytes (a sender that coalesced its queue). Its extra bytes are kept."""
+    c = Conn()
+    c.handshake()
+    assert c.send(C2S, 1006, b"fghij") == []
+    assert c.send(C2S, 1006, b"fghijklmno") == []  # the same start, five bytes more
+    assert c.send(C2S, 1006, b"fgh") == []  # a shorter copy takes nothing away
+    assert c.send(C2S, 1021, b"uvw") == []  # further on, after another hole
+    out = c.send(C2S, 1001, b"abcde", ts=42.0)
+    assert out == [StreamData(C2S, 42.0, b"abcdefghijklmno")]
+    out = c.send(C2S, 1016, b"pqrst", ts=43.0)
+    assert out == [StreamData(C2S, 43.0, b"pqrstuvw")]
+    assert c.r.finish() == [StreamEnd(C2S, 43.0, "capture_end"), StreamEnd(S2C, 2.0, "capture_end")]
+
+
+def test_a_longer_copy_of_a_buffered_segment_is_reassembled_as_tshark_does(tshark, tmp_path):
+    """The same segments in a capture file, with tshark's Follow TCP Stream as the oracle."""
+    from tests.hostile.packets import ACK as ACK_, PSH as PSH_, Connection, PcapWriter
+
+    stream = bytes(range(65, 91)) * 4  # 104 bytes
+    path = tmp_path / "longer-copy.pcap"
+    with PcapWriter(path) as out:
+        conn = Connection(out)
+        conn.handshake()
+        conn.client_segment(40, stream[40:60])    # buffered behind a hole
+        conn.client_segment(40, stream[40:90])    # its longer copy: 30 bytes more
+        conn.client_segment(100, stream[100:104])  # after another hole
+        conn.client_segment(0, stream[0:40])      # the first hole filled
+        conn.client_segment(90, stream[90:100])   # the second
+        conn.client_seq += len(stream)
+        conn.server_segment(b"", ACK_)
+        conn.close()
+    streams, ends = reassemble(path)
+    ours = {(format_addr(f[0], f[1]), format_addr(f[2], f[3])): b for f, b in streams.items() if b}
+    assert ours == {("10.0.0.1:40000", "10.0.0.2:9092"): stream}
+    assert {k: b for k, b in tshark_follow(path).items() if b} == ours
+    assert set(ends.values()) == {"fin"}
