@@ -245,3 +245,109 @@ def test_edges_fall_back_or_agree():
     assert decode(b"", 0, 0, 0, 0, None) == []
     with pytest.raises(TypeError):
         decode(bytearray(record(plain)), 0, 1, 0, 0, None)
+
+
+# -- varints at their edges: C against its Python twin, kafka-python as the oracle of values -------
+
+def _kafka_varint(value: int) -> bytes:
+    """kafka-python's own zigzag encoding (kafka.record.util), not kinspect's."""
+    from kafka.record.util import encode_varint
+
+    out = bytearray()
+    encode_varint(value, out.append)
+    return bytes(out)
+
+
+def _overlong(encoded: bytes, size: int) -> bytes:
+    """The same value in ``size`` bytes: continuation bits and zero groups after its last byte."""
+    return encoded[:-1] + bytes((encoded[-1] | 0x80,)) + b"\x80" * (size - len(encoded) - 1) + b"\x00"
+
+
+INT32_EDGES = [0, 1, -1, 63, -64, 64, -65, 8191, -8192, 8192, 2**31 - 1, -2**31]
+INT64_EDGES = INT32_EDGES + [2**31, -2**31 - 1, 2**62, 2**63 - 1, -2**63]
+
+
+def _varint_forms(value: int, max_bytes: int):
+    """(encoding, the value it holds or None where it is invalid for a field of max_bytes)."""
+    minimal = _kafka_varint(value)
+    yield minimal, value
+    for size in range(len(minimal) + 1, max_bytes + 2):  # overlong, up to one byte too long
+        yield _overlong(minimal, size), value if size <= max_bytes else None
+    for cut in range(1, len(minimal)):
+        yield minimal[:cut], None  # truncated: what follows is read as its next bytes
+    zigzag = (value << 1) ^ (value >> 63)
+    wider = zigzag | (1 << (32 if max_bytes == 5 else 64))  # a bit past the field's width
+    raw = bytearray()
+    while wider >= 0x80:
+        raw.append((wider & 0x7F) | 0x80)
+        wider >>= 7
+    yield bytes(raw + bytes((wider,))), None
+
+
+def _record_with(field: str, encoded: bytes) -> bytes:
+    """A record whose ``field`` is the varint ``encoded`` and every other field a small valid one."""
+    parts = {"timestamp_delta": varint(5), "offset_delta": varint(1), "key_length": varint(1),
+             "value_length": varint(2), "header_count": varint(1), "header_key_length": varint(1),
+             "header_value_length": varint(1)}
+    parts[field] = encoded
+    body = (b"\x00" + parts["timestamp_delta"] + parts["offset_delta"] + parts["key_length"] + b"k"
+            + parts["value_length"] + b"vv" + parts["header_count"] + parts["header_key_length"] + b"h"
+            + parts["header_value_length"] + b"x")
+    return record(body)
+
+
+# field -> (its most bytes, the value the record's other bytes need, or None where any fits)
+VARINT_FIELDS = {"timestamp_delta": (10, None), "offset_delta": (5, None), "key_length": (5, 1),
+                 "value_length": (5, 2), "header_count": (5, 1), "header_key_length": (5, 1),
+                 "header_value_length": (5, 1)}
+BASE_OFFSET, BASE_TIMESTAMP = 1_000, 1_700_000_000_000
+
+
+def _twins(data: bytes):
+    """C's records and the Python twin's (records, problems), checked to agree: C gives None
+    where Python finds a problem, and else Python's records, or None only where an offset or a
+    timestamp leaves 64 bits (C's fallback to Python, by design)."""
+    fast = decode(data, 0, len(data), BASE_OFFSET, BASE_TIMESTAMP, None)
+    records, _, _, problems = python_twin((data, 0, len(data), BASE_OFFSET, BASE_TIMESTAMP, None))
+    if problems:
+        assert fast is None, f"C decoded {data.hex()} but Python says {problems[0]}"
+    elif all(-2**63 <= r[k] < 2**63 for r in records for k in ("offset", "timestamp")):
+        assert fast == records, data.hex()
+    else:
+        assert fast is None or fast == records, data.hex()
+    return fast, records, problems
+
+
+@pytest.mark.parametrize("field", sorted(VARINT_FIELDS))
+def test_varints_at_their_edges_decode_alike_in_c_and_python(field):
+    max_bytes, needed = VARINT_FIELDS[field]
+    values = (INT64_EDGES if max_bytes == 10 else INT32_EDGES) + ([needed] if needed is not None else [])
+    decoded = rejected = 0
+    for value in values:
+        for encoded, holds in _varint_forms(value, max_bytes):
+            fast, records, problems = _twins(_record_with(field, encoded))
+            if problems:
+                rejected += 1
+                assert holds is None or (needed is not None and holds != needed), encoded.hex()
+                continue
+            decoded += 1
+            assert holds is not None, encoded.hex()  # nothing invalid decodes
+            [got] = records
+            if field == "timestamp_delta":
+                assert got["timestamp"] == BASE_TIMESTAMP + holds, encoded.hex()
+            elif field == "offset_delta":
+                assert got["offset"] == BASE_OFFSET + holds, encoded.hex()
+            else:
+                assert holds == needed and got["key"] == b"k" and got["value"] == b"vv"
+                assert got["headers"] == [{"key": "h", "value": b"x"}]
+    assert decoded and rejected
+
+
+def test_the_record_length_varint_at_its_edges():
+    plain = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(-1) + varint(0)
+    for encoded, holds in _varint_forms(len(plain), 5):
+        fast, records, problems = _twins(encoded + plain)
+        assert (fast is not None) == (holds == len(plain)) == (not problems), encoded.hex()
+    for value in INT32_EDGES:  # lengths that do not fit the bytes left, negative ones
+        if value != len(plain):
+            assert _twins(_kafka_varint(value) + plain)[2]
