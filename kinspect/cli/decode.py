@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -11,7 +12,9 @@ from kinspect.cli.exchanges import (filter_options, port_options, print_record, 
 from kinspect.cli.keylog import keylog_option, keylog_warnings, no_kafka_message
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
+from kinspect.capture.source import sniff_format
 from kinspect.cli.overlap import refuse_writing_over_inputs
+from kinspect.inputs import Tally, walk
 from kinspect.limits import Limits
 from kinspect.filters import ExchangeFilter
 from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
@@ -65,7 +68,19 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     write = None if out.interactive else out.stream.write  # piped text: plain lines (see print_record)
     for line in keylog_warnings(keylog):
         out.warn(line)
-    for source in captures:
+    tally = Tally()
+    for entry in walk(captures, _recognise, streams=True, unrecognised="not a capture"):
+        tally.add(entry)
+        source = str(entry.path)
+        if entry.unreadable is not None:
+            out.warn(f"kinspect: {path_text(source)}: {entry.unreadable}")
+            exit_code = max(exit_code, EXIT_UNREADABLE)
+            continue
+        if entry.skipped is not None:
+            if entry.named:
+                out.warn(f"kinspect: {path_text(source)}: {entry.skipped}: not a capture file")
+                exit_code = max(exit_code, EXIT_UNREADABLE)
+            continue
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
                         limits=limits, max_connections=max_connections, show_secrets=show_secrets,
                         keylog=keylog)
@@ -99,6 +114,26 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
             exit_code = max(exit_code, EXIT_PROBLEMS)
     if summary:
         print_summary(out, totals)
+    skipped = tally.skipped_line()
+    if verbose:
+        for path, why in tally.skipped_paths:
+            out.warn(f"kinspect: skipped {path_text(path)}: {why}")
+    if tally.read == 0 and tally.unreadable == 0:
+        out.warn(f"kinspect: no capture in {', '.join(path_text(p) for p in captures)}"
+                 + (f": {skipped}" if skipped else ": no files") + "; kinspect decode reads pcap and pcapng "
+                 "files (also gzip'ed)")
+        exit_code = max(exit_code, EXIT_UNREADABLE)
+    elif skipped and not verbose:
+        out.warn(f"kinspect: {skipped}; -v lists them")
     if strict and any_problems:
         exit_code = max(exit_code, EXIT_PROBLEMS)
     sys.exit(exit_code)
+
+
+def _recognise(path: Path, named: bool) -> str | None:
+    """'capture' when the file starts as a pcap, a pcapng or a gzip file does (named files are
+    decode's to judge: it reads them and says what they are not)."""
+    if named:
+        return "capture"
+    with open(path, "rb") as f:
+        return "capture" if sniff_format(f.read(4)) is not None else None

@@ -11,6 +11,7 @@ import click
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
+from kinspect.inputs import Tally, readable, walk
 from kinspect.limits import Limits
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
 from kinspect.records.stream import RecordStream
@@ -49,13 +50,17 @@ Exit codes: 0 no errors; 1 errors found (or warnings, with --strict); 2 usage er
 """
 
 PROGRESS_STEP = 1 << 20  # bytes between progress updates (and releases of walked pages)
+UNRECOGNISED = "not a file of a Kafka log dir"
 
 
 @click.command(epilog=EPILOG)
-@click.argument("paths", nargs=-1, required=True, metavar="FILE|DIR...",
-                type=click.Path(path_type=Path))
-@click.option("--records", is_flag=True, help="Each batch's records (offset, timestamp, sizes).")
-@click.option("--data", is_flag=True, help="Keys, values and headers too (implies --records).")
+@click.argument("paths", nargs=-1, metavar="FILE|DIR...", type=click.Path(path_type=Path, readable=False))
+@click.option("--files", "listed", multiple=True, metavar="FILE,...",
+              help="Files to dump, comma-separated, as kafka-dump-log takes them (the same as naming them).")
+@click.option("--records", "--deep-iteration", is_flag=True,
+              help="Each batch's records (offset, timestamp, sizes).")
+@click.option("--data", "--print-data-log", is_flag=True,
+              help="Keys, values and headers too (implies --records).")
 @click.option("--decode", "mode", type=click.Choice(MODES), default="auto", show_default=True,
               help="How --data shows keys and values.")
 @click.option("--format", "style", type=click.Choice(["table", "kafka", "kafka-exact"]),
@@ -71,6 +76,7 @@ PROGRESS_STEP = 1 << 20  # bytes between progress updates (and releases of walke
 @click.option("--no-checks", is_flag=True,
               help="Skip CRC and record checks: batch headers only (fastest).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@click.option("-v", "--verbose", is_flag=True, help="List the files of the directories that were skipped, and why.")
 @click.option("--show-secrets", is_flag=True,
               help="With --data: show the secrets of __cluster_metadata records (secret config values "
                    "such as a listener's sasl.jaas.config, SCRAM salts and keys), redacted by default as "
@@ -78,13 +84,16 @@ PROGRESS_STEP = 1 << 20  # bytes between progress updates (and releases of walke
                    "matches it byte for byte only with --show-secrets.")
 @limit_options
 @output_options
-def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict, show_secrets, out: Output,
+def dump(paths, listed, records, data, mode, style, kind, no_internal, no_checks, strict, verbose, show_secrets, out: Output,
          limits: Limits):
     """Dump Kafka log segments, indexes, snapshots and checkpoints (files or directories)."""
     exact = style == "kafka-exact"
     style = "kafka" if exact else style
     if style == "kafka" and out.as_json:
         raise click.UsageError("--format kafka and --json do not go together")
+    paths = [*paths, *(Path(name) for names in listed for name in names.split(",") if name)]
+    if not paths:
+        raise click.UsageError("name the files or directories to dump (FILE|DIR..., or --files FILE,...)")
     refuse_writing_over_inputs(paths, reads=lambda path: files.describe(path).kind is not None)
     records = records or data
     options = DumpOptions(records=records, data=data, internal=not no_internal,
@@ -94,46 +103,56 @@ def dump(paths, records, data, mode, style, kind, no_internal, no_checks, strict
                 else JsonRenderer(out, data, mode) if out.as_json
                 else TableRenderer(out, data, mode))
     exit_code = EXIT_OK
-    for path, explicit in _targets(paths, out):
-        if path is None:
+    tally = Tally()
+    for entry in walk(paths, lambda path, named: _kind(path, kind), unrecognised=UNRECOGNISED):
+        tally.add(entry)
+        path = entry.path
+        if entry.unreadable is not None:
+            out.warn(f"kinspect: {path_text(path)}: {entry.unreadable}")
             exit_code = max(exit_code, EXIT_UNREADABLE)
             continue
-        info = files.describe(path, kind)
-        if info.kind is None:
-            if explicit:
-                out.warn(f"kinspect: {path}: not a file of a Kafka log dir kinspect reads "
-                         f"(--type KIND reads it as one)")
+        if entry.skipped is not None:
+            if entry.named:
+                out.warn(f"kinspect: {path_text(path)}: {entry.skipped}: kinspect dump reads regular files")
                 exit_code = max(exit_code, EXIT_UNREADABLE)
             continue
+        if entry.kind is None:
+            out.warn(f"kinspect: {path_text(path)}: not a file of a Kafka log dir kinspect reads "
+                     f"(--type KIND reads it as one)")
+            exit_code = max(exit_code, EXIT_UNREADABLE)
+            continue
         try:
-            summary = _dump_one(path, info, options, renderer, out)
+            summary = _dump_one(path, files.describe(path, kind), options, renderer, out)
         except BrokenPipeError:  # the reader went away (| head): kinspect's main handles it
             raise
         except OSError as e:
-            out.warn(f"kinspect: {path}: {e.strerror or e}")
+            out.warn(f"kinspect: {path_text(path)}: {e.strerror or e}")
             exit_code = max(exit_code, EXIT_UNREADABLE)
             continue
         problems = summary["problem_counts"]
         if problems.get("error") or (strict and problems.get("warning")):
             exit_code = max(exit_code, EXIT_PROBLEMS)
     renderer.finish()
+    skipped = tally.skipped_line()
+    if verbose:
+        for path, why in tally.skipped_paths:
+            out.warn(f"kinspect: skipped {path_text(path)}: {why}")
+    if tally.read == 0 and exit_code == EXIT_OK:
+        out.warn(f"kinspect: nothing to dump in {', '.join(path_text(p) for p in paths)}"
+                 + (f": {skipped}" if skipped else ": no files")
+                 + "; kinspect dump reads a Kafka log dir's files (.log, .index, .timeindex, .snapshot, "
+                   ".txnindex, checkpoints)")
+        exit_code = EXIT_UNREADABLE
+    elif skipped and not verbose:
+        out.warn(f"kinspect: {skipped}; -v lists them")
     sys.exit(exit_code)
 
 
-def _targets(paths, out: Output):
-    """(file, named explicitly) for every FILE and every file under every DIR, sorted."""
-    for path in paths:
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file())
-            if not found:
-                out.warn(f"kinspect: {path}: no files in this directory")
-            for file in found:
-                yield file, False
-        elif path.exists():
-            yield path, True
-        else:
-            out.warn(f"kinspect: {path}: no such file or directory")
-            yield None, True
+def _kind(path: Path, kind: str | None) -> str | None:
+    """What dump reads ``path`` as (Kafka's file names say; --type overrides), after checking
+    that it can be read."""
+    readable(path)
+    return files.describe(path, kind).kind
 
 
 def _dump_one(path: Path, info: files.FileInfo, options: DumpOptions, renderer, out: Output

@@ -11,6 +11,7 @@ from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
+from kinspect.inputs import Tally, readable, walk
 from kinspect.storage import files
 from kinspect.groups import describe
 from kinspect.groups.partition import DEFAULT_PARTITIONS, java_string_hash, partition_for
@@ -18,7 +19,7 @@ from kinspect.groups.sources import (SourceUnreadable, read_capture, read_live, 
                                      read_segments)
 from kinspect.limits import Limits
 from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
-from kinspect.render.safe import escape, text_of
+from kinspect.render.safe import escape, path_text, text_of
 
 EPILOG = """\b
 Examples:
@@ -103,7 +104,7 @@ def show(args, log_dir, capture, bootstrap, partitions, members, state, history,
     if log_dir is None and len(segments) == 1 and segments[0].is_dir() \
             and not segments[0].name.startswith("__consumer_offsets-"):
         log_dir, segments = segments[0], []
-    segments = _expand(segments)
+    segments = _expand(segments, out)
     chosen = [name for name, given in (("--log-dir", log_dir), ("segment files", segments),
                                        ("--capture", capture), ("--bootstrap", bootstrap)) if given]
     if len(chosen) != 1:
@@ -188,15 +189,33 @@ def _split_args(args) -> tuple[str | None, list[Path]]:
     return group, paths
 
 
-def _expand(paths: list[Path]) -> list[Path]:
-    """Files as given; a __consumer_offsets-N directory stands for its .log segments."""
-    out = []
-    for path in paths:
-        if path.is_dir():
-            out += sorted(path.glob("*.log"))
-        else:
-            out.append(path)
-    return out
+def _expand(paths: list[Path], out: Output) -> list[Path]:
+    """Segment files as given; a directory (a __consumer_offsets-N partition) stands for the .log
+    segments found in it (inputs.walk: what is skipped is counted, what cannot be read ends the run
+    with exit 3)."""
+    found, tally = [], Tally()
+    for entry in walk(paths, _segment, unrecognised="not a .log segment"):
+        tally.add(entry)
+        if entry.unreadable is not None:
+            out.warn(f"kinspect: {path_text(entry.path)}: {entry.unreadable}")
+            sys.exit(EXIT_UNREADABLE)
+        if entry.skipped is None:
+            found.append(entry.path)
+        elif entry.named:
+            out.warn(f"kinspect: {path_text(entry.path)}: {entry.skipped}: name segment files")
+            sys.exit(EXIT_UNREADABLE)
+    if paths and not found:
+        out.warn(f"kinspect: no segment in {', '.join(path_text(p) for p in paths)}"
+                 + (f": {tally.skipped_line()}" if tally.skipped_line() else ""))
+        sys.exit(EXIT_UNREADABLE)
+    if tally.skipped_line():
+        out.warn(f"kinspect: {tally.skipped_line()}")
+    return found
+
+
+def _segment(path: Path, named: bool) -> str | None:
+    readable(path)
+    return "log" if named or files.describe(path).kind == "log" else None
 
 
 def _notices(out: Output, view) -> int:

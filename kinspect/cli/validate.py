@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import click
 from rich.text import Text
@@ -16,9 +17,11 @@ from kinspect.limits import Limits
 from kinspect.problems import ERROR, EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, INFO, WARNING
 from kinspect.render.junit import JUnitReport
 from kinspect.render.safe import escape, path_text
-from kinspect.validate import FileReport, Finding, classify, validate_paths
+from kinspect.inputs import Entry, Tally, readable, walk
+from kinspect.validate import FileReport, Finding, classify, validate_file
 
 SHOWN_PER_FILE = 200
+UNRECOGNISED = "not a capture, segment or record file"
 STYLES = {ERROR: "red", WARNING: "yellow", INFO: "dim"}
 
 EPILOG = """\b
@@ -77,9 +80,10 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, key
     hidden = 0
     for line in keylog_warnings(keylog):
         out.warn(line)
+    tally = Tally()
     try:
-        for event in validate_paths(paths, skip_unknown=skip_unknown, progress=progress,
-                                    max_output=limits, show_secrets=show_secrets, keylog=keylog):
+        for event in _events(paths, tally, skip_unknown=skip_unknown, progress=progress,
+                             max_output=limits, show_secrets=show_secrets, keylog=keylog):
             event.file = path_text(event.file)  # a name that is not UTF-8 is shown as \xNN
             if isinstance(event, Finding):
                 if junit is not None:
@@ -114,7 +118,41 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, key
     if not out.as_json:
         out.text(f"{files} file(s): {files - failed - unreadable} OK, {failed} with problems, "
                  f"{unreadable} unreadable")
+    skipped = tally.skipped_line()
+    if verbose:
+        for path, why in tally.skipped_paths:
+            out.warn(f"kinspect: skipped {path_text(path)}: {why}")
+    if files == 0:
+        out.warn(f"kinspect: nothing to validate in {', '.join(path_text(p) for p in paths)}"
+                 + (f": {skipped}" if skipped else ": no files") + "; kinspect validate reads pcap/pcapng "
+                 "captures, *.log segments and files of record batches")
+        sys.exit(EXIT_UNREADABLE)
+    if skipped:
+        out.warn(f"kinspect: {skipped}" + ("" if verbose else "; -v lists them"))
     sys.exit(EXIT_UNREADABLE if unreadable else EXIT_PROBLEMS if failed else EXIT_OK)
+
+
+def _events(paths, tally: Tally, *, skip_unknown: bool, **options) -> Iterator[Finding | FileReport]:
+    """validate_file's findings and report for every file inputs.walk finds (named files are
+    validate's to judge: one it does not read is unreadable, unless --skip-unknown)."""
+    for entry in walk(paths, _recognise, unrecognised=UNRECOGNISED):
+        tally.add(entry)
+        if entry.unreadable is not None:
+            report = FileReport(str(entry.path), "unknown")
+            report.unreadable = entry.unreadable
+            yield report
+        elif entry.skipped is not None:
+            continue
+        elif entry.named and entry.kind is None and skip_unknown:
+            tally.read -= 1
+            tally.add(Entry(entry.path, True, skipped=UNRECOGNISED))
+        else:
+            yield from validate_file(entry.path, entry.kind, **options)
+
+
+def _recognise(path: Path, named: bool) -> str | None:
+    readable(path)
+    return classify(path, explicit=named)
 
 
 def _print_file(out: Output, report: FileReport, shown: list[Finding], hidden: int,
