@@ -30,6 +30,15 @@ def prefer_installed_pyspark(path: list[str]) -> list[str]:
     return [p for p in path if not (p in zips and os.path.realpath(p) == os.path.realpath(own))]
 
 
+def without_working_directory(path: list[str], safe: bool) -> list[str]:
+    """``path`` without the working directory that ``python -m`` puts first on it when the
+    interpreter was started without its safe path (-P, PYTHONSAFEPATH, which job.SAFE_PATH sets
+    for every worker): nothing more is imported from there (a secrets.py, a pandas/)."""
+    if safe or not path or path[0] not in ("", os.getcwd()):
+        return path
+    return path[1:]
+
+
 def prepare() -> None:
     """The imports every worker needs."""
     import pandas  # noqa: F401
@@ -46,7 +55,7 @@ def run() -> None:
 
 def main(argv: list[str]) -> None:
     from kinspect.spark import warm
-    sys.path[:] = prefer_installed_pyspark(sys.path)
+    sys.path[:] = prefer_installed_pyspark(without_working_directory(sys.path, sys.flags.safe_path))
     if argv[1:2] == ["--warm"]:
         warm.serve(int(argv[2]), argv[3], prepare, run)
         return

@@ -21,8 +21,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from kinspect.render.safe import path_text
 from kinspect.spark import jvmcache
 from kinspect.spark.plan import Unit
+from kinspect.spark.requirements import SparkMissing, check_requirements  # noqa: F401 (SparkMissing: the CLI's)
 from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, FILE_TABLE, RECORD_COLUMNS, TASK, file_table
 from kinspect.spark.warm import Warm
 
@@ -44,42 +46,8 @@ appender.console.layout.alwaysWriteExceptions = false
 TASK_RETRIES = 2  # local[N] never retries a failed task; local[N, 2] does, as a cluster does
 
 
-class SparkMissing(Exception):
-    """pyspark, pyarrow, pandas (mapInArrow wants it) or Java is not there: the message says what to install."""
-
-
 class SettingRefused(ValueError):
     """A --conf the session cannot take (over Spark Connect: a static one, the server's own)."""
-
-
-# Spark Connect's client (pyspark.sql.connect) needs these; the spark extra installs them
-CONNECT_MODULES = {"grpc": "grpcio", "grpc_status": "grpcio-status", "google.rpc": "googleapis-common-protos"}
-
-
-def _installed(module: str) -> bool:
-    import importlib.util
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # a parent package is missing
-        return False
-
-
-def check_requirements(connect: bool = False) -> None:
-    """SparkMissing unless pyspark, pyarrow and a Java runtime (with ``connect``: Spark Connect's
-    client libraries instead of Java) can be found."""
-    import shutil
-    missing = [name for name in ("pyspark", "pyarrow", "pandas") if not _installed(name)]
-    if connect:
-        missing += [package for module, package in CONNECT_MODULES.items() if not _installed(module)]
-    if missing:
-        raise SparkMissing(f"{' and '.join(missing)} not installed: pip install 'kinspect[spark]'"
-                           + ("" if connect else " (and Java 17 or newer)"))
-    if connect:
-        return
-    java_home = os.environ.get("JAVA_HOME")
-    if not (java_home and os.access(os.path.join(java_home, "bin", "java"), os.X_OK)) and not shutil.which("java"):
-        raise SparkMissing("no Java runtime found: install Java 17 or newer (apt-get install openjdk-17-jre-headless) "
-                           "or set JAVA_HOME")
 
 
 def local_master(master: str) -> str:
@@ -109,6 +77,16 @@ FAST_START_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 # mode only: a cluster's executors may hold a packed environment or an installed kinspect older
 # than this module, and every task would fail there.
 DAEMON_MODULE = "kinspect.spark.daemon"
+
+# Every Python worker (local or on a cluster's executors) starts as `python -m ...`, which puts
+# its working directory first on sys.path: a secrets.py or a kinspect/ source tree there would be
+# imported, and run, instead of the installed modules. Python's safe path (-P) leaves it out.
+SAFE_PATH = {"spark.executorEnv.PYTHONSAFEPATH": "1"}
+
+# Spark 4's launcher puts "hive-jackson/*" first on the driver JVM's class path by default: a path
+# relative to the working directory, so a jar in ./hive-jackson/ there would be loaded before
+# Spark's own classes (its SparkSubmit, say) and run. No kinspect job needs Hive's Jackson jars.
+NO_RELATIVE_CLASS_PATH = {"spark.driver.defaultExtraClassPath": ""}
 
 # SQL settings of every session, classic or Connect (all of them runtime settings)
 SQL_CONF = {
@@ -166,6 +144,9 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
             shared, archive = jvmcache.flags(conf, FAST_START_JVM, create=jvm_archive)
         settings["spark.driver.extraJavaOptions"] = " ".join(flags + shared)
     settings.update(conf)
+    settings.update(SAFE_PATH)  # no --conf reopens it
+    if not submitted():
+        settings.update(NO_RELATIVE_CLASS_PATH)
     try:
         spark = _get_or_create(app, master, settings)
     except Exception:
@@ -262,10 +243,12 @@ _warm = None  # the warm.Warm of the daemon of that JVM's first job
 
 def _daemon_env(settings: dict) -> dict:
     """What Spark sets in its Python daemon's environment that the interpreter or its imports
-    read as they start (warm.startup_env): pyspark's hash seed, unbuffered output, and the
-    OpenMP threads of a task."""
-    threads = settings.get("spark.executorEnv.OMP_NUM_THREADS") or settings.get("spark.task.cpus", "1")
-    return {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"), "PYTHONUNBUFFERED": "YES",
+    read as they start (warm.startup_env): the spark.executorEnv.* variables (PYTHONSAFEPATH),
+    pyspark's hash seed, unbuffered output, and the OpenMP threads of a task."""
+    prefix = "spark.executorEnv."
+    threads = settings.get(prefix + "OMP_NUM_THREADS") or settings.get("spark.task.cpus", "1")
+    return {**{k[len(prefix):]: v for k, v in settings.items() if k.startswith(prefix)},
+            "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"), "PYTHONUNBUFFERED": "YES",
             "OMP_NUM_THREADS": str(threads)}
 
 
@@ -352,11 +335,24 @@ def parallelism(spark) -> int:
     return os.cpu_count() or 1
 
 
+_log4j_directory = None  # this process's own, for the driver JVM's log4j configuration
+
+
 def _log4j_file() -> str:
-    import tempfile
-    path = os.path.join(tempfile.gettempdir(), f"kinspect-log4j2-{os.getuid()}.properties")
-    with open(path, "w") as f:
-        f.write(LOG4J)
+    """LOG4J in a file of a directory made for this process (mkdtemp: a new name, mode 0700),
+    removed at exit. Never at a predictable path in a shared directory such as /tmp, where a
+    link another user planted would have this run write through it."""
+    global _log4j_directory
+    if _log4j_directory is None:
+        import atexit
+        import shutil
+        import tempfile
+        _log4j_directory = tempfile.mkdtemp(prefix="kinspect-log4j2-")
+        atexit.register(shutil.rmtree, _log4j_directory, ignore_errors=True)
+    path = os.path.join(_log4j_directory, "log4j2.properties")
+    if not os.path.exists(path):
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as f:
+            f.write(LOG4J)
     return path
 
 
@@ -456,7 +452,7 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
     redone = _not_whole(rows)
     if redone:
         rows = [r for r in rows if r["capture"] not in redone] + _decode_again(
-            spark, units, [i for i, u in enumerate(units) if u.files[0].path in redone and u.shards > 1],
+            spark, units, [i for i, u in enumerate(units) if path_text(u.files[0].path) in redone and u.shards > 1],
             out, fmt, options, keep)
     written = _write_files(spark, rows, out, fmt)
     written.redone = redone

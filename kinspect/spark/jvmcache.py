@@ -210,7 +210,7 @@ def finish(archive: Archive | None, say=None) -> None:
     if code != 0 or cache.own_file(archive.classes) is None:
         _unlink(archive.classes)
         return
-    subprocess.Popen([sys.executable, "-m", "kinspect.spark.jvmcache", archive.path, archive.classes, *command],
+    subprocess.Popen([sys.executable, "-P", "-m", "kinspect.spark.jvmcache", archive.path, archive.classes, *command],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True)
     if say is not None:

@@ -80,7 +80,7 @@ def build(output: str, python: str = sys.executable, log=lambda line: None) -> d
     with tempfile.TemporaryDirectory(prefix="kinspect-env-") as tmp:
         env = os.path.join(tmp, "env")
         log(f"creating a virtualenv with {python}")
-        _run("creating the virtualenv", [python, "-m", "venv", env])
+        _run("creating the virtualenv", [python, "-m", "venv", env], cwd=tmp)  # -m: nothing of the working directory
         env_python = os.path.join(env, "bin", "python")
         wanted = requirements()
         log("installing " + " ".join(wanted))
@@ -89,8 +89,30 @@ def build(output: str, python: str = sys.executable, log=lambda line: None) -> d
                              "-q", *wanted], env=clean, cwd=tmp)
         native = native_status(env_python)
         log(f"packing {env} into {output}")
+        _pack(venv_pack, env, output)
+    return native
+
+
+def _pack(venv_pack, env: str, output: str) -> None:
+    """``env`` packed into a new file of a new name beside ``output`` (mkstemp), then renamed to
+    ``output``: whatever ``output`` was (a link planted in a shared directory, say), it is replaced,
+    never written through."""
+    name = os.path.basename(output)
+    suffix = ".tar.gz" if name.endswith(".tar.gz") else os.path.splitext(name)[1]  # venv-pack's format
+    try:
+        fd, partial = tempfile.mkstemp(prefix=".kinspect-env-", suffix=suffix, dir=os.path.dirname(output))
+    except OSError as e:
+        raise PackageError(f"cannot write beside {output}: {e.strerror or e}") from e
+    os.close(fd)
+    try:
         try:
-            venv_pack.pack(prefix=env, output=output, force=True)
+            venv_pack.pack(prefix=env, output=partial, force=True)
         except Exception as e:  # venv-pack's own errors (VenvPackException) and I/O errors
             raise PackageError(f"venv-pack failed: {e}") from e
-    return native
+        try:
+            os.replace(partial, output)
+        except OSError as e:
+            raise PackageError(f"cannot write {output}: {e.strerror or e}") from e
+    finally:
+        if os.path.lexists(partial):
+            os.unlink(partial)

@@ -73,9 +73,12 @@ class Warm:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:  # there before any daemon
             listener.bind(address)
             listener.listen(1)
+            # its safe path (PYTHONSAFEPATH: -P) keeps the working directory off sys.path, as the
+            # daemon's does (job.SAFE_PATH); a daemon started without it is refused (its flags differ)
             process = subprocess.Popen([python, "-m", "kinspect.spark.daemon", "--warm", str(listener.fileno()), address],
                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                       env={**os.environ, **daemon_env}, pass_fds=[listener.fileno()])
+                                       env={**os.environ, **daemon_env, "PYTHONSAFEPATH": "1"},
+                                       pass_fds=[listener.fileno()], cwd=directory)
         warm = cls(process, directory, address)
         atexit.register(warm.close, wait=0)  # an exit without stop(): no directory left behind
         return warm
@@ -100,7 +103,11 @@ def _send(conn: socket.socket, payload: bytes, fds: list[int] | None = None) -> 
     message = _LENGTH.pack(len(payload)) + payload
     if fds:
         sent = socket.send_fds(conn, [message], fds)
-        conn.sendall(message[sent:])
+        if sent < len(message):
+            # Only what is left: a send of nothing more, once the warm process had read it all,
+            # answered "ok" and closed, failed (EPIPE), and both it and the daemon ran pyspark's
+            # daemon: the second one's port reached the user's terminal through the JVM's stderr.
+            conn.sendall(message[sent:])
     else:
         conn.sendall(message)
 

@@ -36,3 +36,24 @@ def test_another_sparks_zip_stays(tmp_path):
 def test_the_zip_stays_where_no_pyspark_is_installed_beside_it():
     path = [OWN_ZIP, _py4j_zip()]
     assert prefer_installed_pyspark(path) == path
+
+
+def test_a_daemon_started_without_the_safe_path_imports_nothing_more_from_its_directory(tmp_path):
+    """A daemon started as Spark starts it, but without PYTHONSAFEPATH (a --conf that dropped it, an
+    older driver): its working directory, which ``python -m`` put first on sys.path, is left out
+    before its imports, so a pandas.py there never runs."""
+    import select
+    import struct
+    import subprocess
+    marker = tmp_path / "imported"
+    (tmp_path / "pandas.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSAFEPATH", "KINSPECT_WARM_DAEMON")}
+    daemon = subprocess.Popen([sys.executable, "-m", "kinspect.spark.daemon", "pyspark.worker"], cwd=tmp_path,
+                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert select.select([daemon.stdout], [], [], 60)[0], "the daemon never wrote its port"
+        assert 0 < struct.unpack("!i", daemon.stdout.read(4))[0] < 65536
+    finally:
+        daemon.stdin.close()  # the JVM's way to end it
+        daemon.wait(60)
+    assert not marker.exists()

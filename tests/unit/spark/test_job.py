@@ -251,8 +251,17 @@ def _parent_facts(batches):
 def test_python_workers_are_forks_of_the_daemon_that_imported_the_decoder(spark_session):
     """The tasks' Python workers are forked by kinspect.spark.daemon (spark.python.daemon.module),
     which imported pyarrow and the decoder (its C accelerators) before it forked them."""
+    import sys
+
+    from pyspark import cloudpickle
+
     from kinspect.native import _packets
-    row = spark_session.range(1, numPartitions=1).mapInArrow(_parent_facts, "command string, maps string").first()
+    # by value: the workers never import from the working directory (job.SAFE_PATH), so not tests/
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        row = spark_session.range(1, numPartitions=1).mapInArrow(_parent_facts, "command string, maps string").first()
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     assert f"-m {job.DAEMON_MODULE} " in row["command"], row["command"]
     assert "/libarrow.so" in row["maps"]
     assert _packets.__file__ in row["maps"]

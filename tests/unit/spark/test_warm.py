@@ -16,7 +16,7 @@ import pytest
 
 from kinspect.spark import warm
 
-DAEMON_ENV = {"PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "YES", "OMP_NUM_THREADS": "1"}
+DAEMON_ENV = {"PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "YES", "OMP_NUM_THREADS": "1", "PYTHONSAFEPATH": "1"}
 WITHIN = 60  # seconds: the imports of a cold machine
 
 
@@ -79,6 +79,56 @@ def test_a_warm_process_started_unlike_the_daemon_refuses_and_the_daemon_runs_it
     assert _worker_parent(daemon) == daemon.pid
     assert process.process.wait(WITHIN) == 0  # refused, and gone
     _end(daemon)
+
+
+def test_the_warm_process_imports_nothing_from_the_drivers_working_directory(warm_process, tmp_path,
+                                                                            monkeypatch):
+    """Started from a directory that holds a pandas.py, even for a daemon whose variables lack
+    PYTHONSAFEPATH: the warm process imports the installed pandas (and then refuses that daemon,
+    whose flags differ from its own)."""
+    marker = tmp_path / "imported"
+    (tmp_path / "pandas.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    unsafe = {k: v for k, v in DAEMON_ENV.items() if k != "PYTHONSAFEPATH"}
+    process = warm_process(unsafe)
+    daemon = _daemon(process.address, unsafe)
+    assert _worker_parent(daemon) == daemon.pid
+    assert process.process.wait(WITHIN) == 0
+    _end(daemon)
+    assert not marker.exists()
+
+
+# A daemon as Spark starts it, but slow past its send of the streams: it goes on only once the warm
+# process has read everything, answered and closed the connection (what a loaded machine did in
+# 3 runs of 16)
+SLOW_DAEMON = """
+import select, socket, sys
+real = socket.send_fds
+def send_fds(sock, buffers, fds, *args):
+    sent = real(sock, buffers, fds, *args)
+    poller = select.poll()
+    poller.register(sock, select.POLLRDHUP)
+    poller.poll(60_000)
+    return sent
+socket.send_fds = send_fds
+from kinspect.spark import daemon
+sys.argv[:] = [daemon.__file__, "pyspark.worker"]
+daemon.main(sys.argv)
+"""
+
+
+def test_one_port_only_reaches_the_jvm_when_the_warm_process_answers_before_the_daemon_goes_on(warm_process):
+    """The JVM reads a port from the daemon's stdout, then copies the rest to its stderr: the
+    user's terminal. A daemon that failed a send of nothing after the warm process had closed ran
+    pyspark's daemon itself, as the warm process did: two ports, and 4 binary bytes on the terminal."""
+    process = warm_process()
+    daemon = subprocess.Popen([sys.executable, "-c", SLOW_DAEMON], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env={**os.environ, **DAEMON_ENV, warm.ENV: process.address})
+    assert _worker_parent(daemon) == process.process.pid
+    daemon.stdin.close()  # the JVM's way to end the daemon
+    assert daemon.stdout.read() == b""  # to the end of every writer: no second port
+    daemon.wait(WITHIN)
+    process.process.wait(WITHIN)
 
 
 def test_without_a_warm_process_the_daemon_runs_itself(tmp_path):
