@@ -36,7 +36,7 @@ from kinspect.wire.frames import Frame, FrameBuffer
 from kinspect.pipeline import DecodeRun
 
 REPO = Path(__file__).resolve().parents[2]
-REALDATA = REPO.parent / "shared" / "realdata"
+REALDATA = REPO / "tests" / "data" / "thirdparty"
 FIXTURE_DIRS = (REPO / "pcaps", REPO / "samples", REPO / "tests" / "unit" / "records" / "fixtures",
                 REALDATA)
 MAX_SEEDS = 300           # per corpus: more only slows the start of a short run

@@ -1,5 +1,5 @@
 """kinspect dump agrees with kafka-dump-log (kafka.tools.DumpLogSegments from the lab's Kafka
-jars), run live: on the broker-written log dirs of ../shared/realdata, on damaged copies of
+jars), run live: on the broker-written log dirs of tests/data/unlicensed, on damaged copies of
 them, and on the samples/ written by the lab's own broker.
 
 The comparison is line for line (--format kafka against kafka-dump-log's stdout, and its
@@ -18,7 +18,7 @@ import pytest
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
 from kinspect.storage.kafka_format import KafkaFormat
-from tests.conftest import REALDATA, SAMPLES
+from tests.conftest import KAFKAFUN, SAMPLES, SOC_STREAMING, UNLICENSED
 from tests.lab.kafka import KafkaTools, LabError
 
 DUMPED = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".checkpoint")
@@ -90,7 +90,7 @@ def _compare(kafka_dump_log, paths: list[Path], decoder: str | None, cwd: Path) 
 
 @pytest.mark.parametrize("name", ["kafkafun", "soc-streaming-detection"])
 def test_realdata_log_dirs_line_for_line(kafka_dump_log, name):
-    root = REALDATA / name
+    root = UNLICENSED / name
     groups = _groups(root)
     assert sum(len(paths) for paths in groups.values()) > 3
     for decoder, paths in groups.items():
@@ -115,8 +115,8 @@ def _copy(tmp_path: Path, source: Path, data: bytes | None = None) -> Path:
     return target
 
 
-SOC = REALDATA / "soc-streaming-detection" / "auth_events-0"
-FIRST = REALDATA / "kafkafun" / "first-1" / "00000000000000000000.log"
+SOC = SOC_STREAMING / "auth_events-0"
+FIRST = KAFKAFUN / "first-1" / "00000000000000000000.log"
 
 
 def test_truncated_tail(kafka_dump_log, tmp_path):

@@ -1,4 +1,4 @@
-"""kinspect's replay of a real broker's __consumer_offsets (../shared/realdata/kafkafun, Kafka
+"""kinspect's replay of a real broker's __consumer_offsets (tests/data/unlicensed/kafkafun, Kafka
 2.6) against kafka-dump-log --offsets-decoder run live on the same segments, record by record."""
 
 from __future__ import annotations
@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 
 from kinspect.groups.sources import read_segments
-from tests.conftest import REALDATA
+from tests.conftest import KAFKAFUN
 from tests.lab.kafka import KafkaTools, LabError
 from tests.unit.groups.oracles import check_history_against_dump, dump_log_records
-
-KAFKAFUN = REALDATA / "kafkafun"
 
 
 @pytest.fixture(scope="module")

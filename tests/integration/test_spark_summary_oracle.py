@@ -1,7 +1,7 @@
 """decode --summary's statistics (issue 14), checked against a plain computation over decode
 --json's exchanges: per API the count, versions, answered, unanswered (a request that expects a
 response and got none), nearest-rank latency p50/p99, max and bytes; errors by API, code and
-topic. Over every committed capture and ../shared/realdata's, each run on its own and all at
+topic. Over every committed capture and tests/data/thirdparty's, each run on its own and all at
 once (one summary over several files).
 """
 

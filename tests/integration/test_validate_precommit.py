@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REALDATA, REPO
+from tests.conftest import KAFKAFUN, REPO
 
 FIXTURES = REPO / "tests" / "unit" / "records" / "fixtures"
 
@@ -34,7 +34,7 @@ def project(tmp_path):
     good = (FIXTURES / "2_zstd_create.bin").read_bytes()
     (root / "fixtures" / "good.bin").write_bytes(good)
     (root / "fixtures" / "legacy.bin").write_bytes((FIXTURES / "0_snappy_create.bin").read_bytes())
-    segment = REALDATA / "kafkafun" / "first-0" / "00000000000000000000.log"
+    segment = KAFKAFUN / "first-0" / "00000000000000000000.log"
     (root / "fixtures" / "orders-0" / "00000000000000000000.log").write_bytes(segment.read_bytes())
     (root / "firmware.bin").write_bytes(bytes(range(256)) * 4)  # .bin, but not Kafka data
     (root / "server.log").write_text("2025-01-01 INFO started\n")  # .log, not a segment

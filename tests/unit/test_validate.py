@@ -2,7 +2,7 @@
 by the right check at the right byte, and the walk goes on past it.
 
 Seeds are real: kafka-clients' own writers (tests/unit/records/fixtures: every codec, both
-legacy magics, control batches), real brokers' segments (../shared/realdata, samples/) and
+legacy magics, control batches), real brokers' segments (tests/data/unlicensed, samples/) and
 real brokers' Fetch responses (kafka-rust 0.8/0.9, kafkajs). Each damage loop runs in-process.
 """
 
@@ -25,12 +25,12 @@ from kinspect.records import decode_records
 from kinspect.render.junit import JUnitReport
 from kinspect.validate import (FileReport, Finding, check_family, classify, classify_bytes,
                                validate_bytes, validate_file, validate_paths)
-from tests.conftest import PCAPS, REALDATA, SAMPLES
+from tests.conftest import KAFKAFUN, PCAPS, REALDATA, SAMPLES, SOC_STREAMING, UNLICENSED
 from tests.unit.records.conftest import FIXTURES, kafka_rust_fetch, kafkajs_fetch
 
 FRAME = struct.Struct(">qi")
-SOC_SEGMENT = REALDATA / "soc-streaming-detection" / "auth_events-0" / "00000000000000000000.log"
-OFFSETS_SEGMENT = REALDATA / "kafkafun" / "__consumer_offsets-39" / "00000000000000000000.log"
+SOC_SEGMENT = SOC_STREAMING / "auth_events-0" / "00000000000000000000.log"
+OFFSETS_SEGMENT = KAFKAFUN / "__consumer_offsets-39" / "00000000000000000000.log"
 V2_FIELDS = [("base_offset", 0, 8), ("length", 8, 12), ("leader_epoch", 12, 16), ("magic", 16, 17),
              ("crc", 17, 21), ("attributes", 21, 23), ("last_offset_delta", 23, 27),
              ("base_timestamp", 27, 35), ("max_timestamp", 35, 43), ("producer_id", 43, 51),
@@ -58,8 +58,10 @@ def first_units(data: bytes, count: int = 3) -> bytes:
 
 
 def _broker_seeds() -> dict[str, bytes]:
-    seeds = {"soc-segment": first_units(SOC_SEGMENT.read_bytes()),
-             "kafkafun-offsets": first_units(OFFSETS_SEGMENT.read_bytes())}
+    seeds = {}
+    if SOC_SEGMENT.is_file() and OFFSETS_SEGMENT.is_file():  # tests/data/unlicensed, when there
+        seeds = {"soc-segment": first_units(SOC_SEGMENT.read_bytes()),
+                 "kafkafun-offsets": first_units(OFFSETS_SEGMENT.read_bytes())}
     for name in ("fetch1.mytopic.1p.nocompression.kafka.0821", "fetch1.mytopic.1p.gzip.kafka.0821",
                  "fetch1.mytopic.1p.snappy.kafka.0822"):
         seeds[f"kafka-rust {name}"] = first_units(kafka_rust_fetch(name)[0][3])
@@ -191,7 +193,7 @@ def test_every_pristine_seed_passes():
 
 def test_real_directories_validate_clean_and_every_unit_is_counted():
     reports = {}
-    for event in validate_paths([REALDATA, FIXTURES, PCAPS]):
+    for event in validate_paths([REALDATA, UNLICENSED, FIXTURES, PCAPS]):
         if isinstance(event, FileReport):
             reports[event.file] = event
         else:

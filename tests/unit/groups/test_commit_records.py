@@ -3,12 +3,12 @@ import struct
 from kinspect.groups.commit_records import decode_commit
 from kinspect.storage.offsets_records import decode_offsets_record
 from kinspect.storage.segment import walk_segment
-from tests.conftest import REALDATA, SAMPLES
+from tests.conftest import KAFKAFUN, SAMPLES
 from tests.unit.groups.handmade import offset_key, offset_value
 
 
 def real_records():
-    logs = sorted(REALDATA.glob("kafkafun/__consumer_offsets-*/*.log"))
+    logs = sorted(KAFKAFUN.glob("__consumer_offsets-*/*.log"))
     logs += sorted(SAMPLES.glob("*/logs/__consumer_offsets-*/*.log"))
     for log in logs:
         for kind, unit, _ in walk_segment(log.read_bytes(), str(log)):

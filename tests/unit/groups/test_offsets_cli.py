@@ -6,9 +6,8 @@ from click.testing import CliRunner
 
 from kinspect.cli.offsets import offsets
 from kinspect.groups.partition import partition_for
-from tests.conftest import PCAPS, REALDATA
+from tests.conftest import KAFKAFUN, PCAPS
 
-KAFKAFUN = REALDATA / "kafkafun"
 
 
 def invoke(*args):

@@ -9,13 +9,12 @@ from kinspect.groups.replay import OffsetsReplay, derive_state
 from kinspect.groups.sources import read_segments
 from kinspect.storage.offsets_records import decode_offsets_record
 from kinspect.storage.segment import walk_segment
-from tests.conftest import REALDATA, SAMPLES
+from tests.conftest import KAFKAFUN, SAMPLES
 from tests.unit.groups.handmade import (batch, classic_value, group_key, marker, offset_key,
                                         offset_value, replay_bytes)
 from tests.unit.groups.oracles import (check_history_against_dump, committed_events,
                                        describe_offsets, dump_log_records)
 
-KAFKAFUN = REALDATA / "kafkafun"
 KAFKA4 = SAMPLES / "kafka-4.1.2"
 SEGMENT = "00000000000000000000.log"
 

@@ -6,12 +6,11 @@ import pytest
 from kinspect.groups import logdir
 from kinspect.groups.sources import SourceUnreadable, read_capture, read_log_dir, read_segments
 from kinspect.storage.segment import walk_segment
-from tests.conftest import PCAPS, REALDATA, SAMPLES
+from tests.conftest import KAFKAFUN, PCAPS, SAMPLES
 from tests.unit.groups.handmade import batch, offset_key, offset_value
 from tests.unit.groups.oracles import describe_blocks, describe_offsets
 from tests.unit.groups.test_replay import need
 
-KAFKAFUN = REALDATA / "kafkafun"
 KAFKA4 = SAMPLES / "kafka-4.1.2"
 EXPIRY = SAMPLES / "kafka-4.1.2-expiry"
 LEGACY = SAMPLES / "kafka-3.9.2-legacy"

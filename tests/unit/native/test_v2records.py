@@ -15,7 +15,7 @@ from kinspect import native
 from kinspect.pipeline import DecodeRun
 from kinspect.records import batch
 from kinspect.records.recordset import decode_records
-from tests.conftest import PCAPS, REALDATA, SAMPLES
+from tests.conftest import PCAPS, SAMPLES, UNLICENSED
 from tests.unit.records.conftest import FIXTURES
 
 decode = native.v2records.decode if native.v2records is not None else None
@@ -78,7 +78,7 @@ def differential(monkeypatch) -> Differential:
 
 
 CAPTURES = sorted(p.name for p in PCAPS.glob("*.pcap*"))
-SEGMENTS = sorted({*SAMPLES.rglob("*.log"), *REALDATA.rglob("*.log")})
+SEGMENTS = sorted({*SAMPLES.rglob("*.log"), *UNLICENSED.rglob("*.log")})  # the latter when there
 
 
 @pytest.mark.parametrize("name", CAPTURES)
@@ -93,7 +93,7 @@ def test_every_segment(differential):
     assert len(SEGMENTS) > 20
     for path in SEGMENTS:
         decode_records(path.read_bytes(), str(path), partial_ok=False)
-    assert len(differential.calls) > 1000
+    assert len(differential.calls) > 250  # samples/ alone hold 303 batches
 
 
 def test_java_written_fixtures(differential):

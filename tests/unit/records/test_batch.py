@@ -3,7 +3,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder as Aiokafk
 from kafka.record.default_records import DefaultRecordBatchBuilder as KafkaPythonBuilder
 
 from kinspect.records import decode_records
-from tests.conftest import REALDATA
+from tests.conftest import SOC_STREAMING
 from tests.unit.records.conftest import java_fixture, java_values, kafkajs_fetch, values_of
 from tests.unit.records.handmade import record, record_body, reseal, uvarint, v2_batch, varint
 
@@ -88,7 +88,7 @@ def test_kafkajs_snappy_batch_from_a_real_broker():
 
 
 def test_real_broker_segment_all_batches_valid():
-    data = (REALDATA / "soc-streaming-detection/auth_events-0/00000000000000000000.log").read_bytes()
+    data = (SOC_STREAMING / "auth_events-0/00000000000000000000.log").read_bytes()
     batches, problems = decode_records(data, checks=True, partial_ok=False)
     assert problems == []
     assert len(batches) == 2273 and all(b["crc_valid"] for b in batches)

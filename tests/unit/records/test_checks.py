@@ -8,7 +8,7 @@ import zstandard
 from kinspect.problems import ProblemCap
 from kinspect.records import decode_records
 from kinspect.records.checks import _offset_delta_order
-from tests.conftest import REALDATA
+from tests.conftest import KAFKAFUN, SOC_STREAMING
 from tests.unit.records.conftest import (KAFKA_RUST, KAFKAJS_FETCH, java_fixture, kafka_rust_fetch,
                                          kafkajs_fetch)
 from tests.unit.records.handmade import legacy_message, record, record_body, reseal, v2_batch
@@ -154,8 +154,7 @@ def test_kafkajs_fixture_with_nonstandard_producer_fields_is_not_flagged():
 
 
 def _real_record_sets():
-    for path in sorted((REALDATA / "kafkafun").glob("*/*.log")) + sorted(
-            (REALDATA / "soc-streaming-detection").glob("*/*.log")):
+    for path in sorted(KAFKAFUN.glob("*/*.log")) + sorted(SOC_STREAMING.glob("*/*.log")):
         yield path.parent.name, path.read_bytes()
     for name in sorted(p.name for p in KAFKA_RUST.glob("*.kafka.0*") if "invalid" not in p.name):
         for _, _, _, records in kafka_rust_fetch(name):

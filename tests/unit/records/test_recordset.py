@@ -5,7 +5,7 @@ import pytest
 
 from kinspect.problems import Problem
 from kinspect.records import decode_records, iter_batches
-from tests.conftest import REALDATA
+from tests.conftest import SOC_STREAMING
 from tests.unit.records.conftest import (FIXTURES, java_fixture, kafka_rust_fetch, kafkajs_fetch,
                                          values_of)
 
@@ -91,7 +91,7 @@ def test_iter_batches_streams_unit_by_unit():
 
 
 def test_a_memory_mapped_segment_streams_batch_by_batch():
-    path = REALDATA / "soc-streaming-detection/auth_events-0/00000000000000000000.log"
+    path = SOC_STREAMING / "auth_events-0/00000000000000000000.log"
     with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         count = 0
         for batch, problems in iter_batches(mapped, partial_ok=False):

@@ -1,4 +1,4 @@
-"""Material for the storage tests: broker-written log dirs (realdata, samples/) and helpers."""
+"""Material for the storage tests: broker-written log dirs (tests/data/unlicensed, samples/) and helpers."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import pytest
 
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
-from tests.conftest import REALDATA, SAMPLES
+from tests.conftest import KAFKAFUN, SAMPLES, SOC_STREAMING
 
-KAFKAFUN = REALDATA / "kafkafun"
-SOC = REALDATA / "soc-streaming-detection" / "auth_events-0"
+SOC = SOC_STREAMING / "auth_events-0"
 KAFKA4 = SAMPLES / "kafka-4.1.2" / "logs"
 LEGACY = SAMPLES / "kafka-3.9.2-legacy" / "logs"
 SEGMENT = "00000000000000000000.log"

@@ -36,7 +36,7 @@ def spec_messages(line: str, kind: str) -> dict[int, dict]:
 @pytest.fixture(scope="module")
 def requests_by_line():
     if not SPECS.is_dir():
-        pytest.fail(f"{SPECS} is missing: CI clones ../shared beside the repo")
+        pytest.fail(f"{SPECS} is missing: it is committed (tests/data/thirdparty)")
     return {line: spec_messages(line, "request") for line in LINES}
 
 
