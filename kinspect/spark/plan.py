@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import math
 import os
+import stat
 import statistics
 import zlib
 from dataclasses import dataclass
@@ -28,6 +29,15 @@ EXCHANGE_COST = 2048  # what decoding an exchange costs beyond its bytes, in byt
 class Input:
     path: str
     size: int
+    error: str | None = None  # why it cannot be read (a link loop, say): its files row says so, nothing is decoded
+
+
+@dataclass
+class Listing:
+    """What the inputs named: the files to decode, and the special files (FIFOs, sockets,
+    devices, links to directories) the walks passed over, as (path, what it is)."""
+    inputs: list[Input]
+    skipped: list[tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -44,28 +54,110 @@ class Unit:
 
 
 class NoInputs(Exception):
-    """An argument named nothing: a missing path, or a glob that matched no file."""
+    """An argument named nothing to decode: a missing path, a glob that matched no file, or a
+    special file (a FIFO would never end)."""
+
+
+# what a special file is, by its stat mode
+SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+           (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+
+
+def special_kind(mode: int) -> str:
+    """What a file of stat mode ``mode`` is, when it is no regular file ("a FIFO"); else ""."""
+    return next((kind for test, kind in SPECIAL if test(mode)), "" if stat.S_ISREG(mode) else "not a regular file")
+
+
+def find_inputs(args: list[str]) -> Listing:
+    """Files named by ``args`` (files, directories walked recursively, globs), with sizes; each
+    file once, in the order first named. A walk or glob passes over special files (skipped) and
+    hidden ones; an entry it cannot read (a link loop, a directory it may not enter) is an Input
+    with its error. NoInputs names the first argument that matched nothing, or a special file
+    named as an input."""
+    seen: dict[str, Input] = {}
+    skipped: list[tuple[str, str]] = []
+    for arg in args:
+        passed_over = len(skipped)
+        if os.path.isdir(arg):
+            found = _walk(arg, skipped)
+        elif os.path.lexists(arg):
+            found = [_entry(arg)]
+            if isinstance(found[0], str):
+                raise NoInputs(f"{arg}: {found[0]}, not a regular file: name capture files or directories")
+        else:
+            found = []
+            for path in sorted(glob.glob(arg, recursive=True)):
+                if os.path.isdir(path):
+                    continue  # a glob names files
+                entry = _entry(path)
+                if isinstance(entry, str):
+                    skipped.append((os.path.abspath(path), entry))
+                else:
+                    found.append(entry)
+        if not found and len(skipped) > passed_over:
+            raise NoInputs(f"{arg}: only special files ({skipped[-1][1]}, ...), no regular file")
+        if not found:
+            raise NoInputs(f"{arg}: " + ("a directory holding no file" if os.path.isdir(arg)
+                                          else "no such file, directory, or matching file"))
+        for entry in found:
+            if entry.path not in seen:
+                seen[entry.path] = entry
+    return Listing(list(seen.values()), skipped)
+
+
+def searched_directory(arg: str) -> str | None:
+    """The directory an input argument reads: itself when it is a directory, the part of a glob
+    before its first wildcard ("captures/*/x.pcap": captures), else None."""
+    if os.path.isdir(arg):
+        return arg
+    if os.path.lexists(arg) or not glob.has_magic(arg):
+        return None
+    fixed = []
+    for part in arg.split(os.sep):
+        if glob.has_magic(part):
+            break
+        fixed.append(part)
+    return os.sep.join(fixed) or (os.sep if arg.startswith(os.sep) else os.curdir)
 
 
 def list_inputs(args: list[str]) -> list[Input]:
-    """Files named by ``args`` (files, directories walked recursively, globs), with sizes; each
-    file once, in the order first named. NoInputs names the first argument that matched nothing."""
-    seen: dict[str, Input] = {}
-    for arg in args:
-        if os.path.isdir(arg):
-            paths = sorted(os.path.join(root, name) for root, dirs, names in os.walk(arg)
-                           for name in names if not name.startswith("."))
-        elif os.path.exists(arg):
-            paths = [arg]
-        else:
-            paths = sorted(p for p in glob.glob(arg, recursive=True) if os.path.isfile(p))
-        if not paths:
-            raise NoInputs(f"{arg}: no such file, directory, or matching file")
-        for path in paths:
-            path = os.path.abspath(path)
-            if path not in seen:
-                seen[path] = Input(path, os.path.getsize(path))
-    return list(seen.values())
+    """find_inputs' files."""
+    return find_inputs(args).inputs
+
+
+def _entry(path: str) -> Input | str:
+    """The Input of ``path`` (links followed), or what it is when it is a special file."""
+    path = os.path.abspath(path)
+    try:
+        st = os.stat(path)
+    except OSError as e:  # a link loop, a dangling link, a file gone meanwhile
+        return Input(path, 0, f"cannot read: {e.strerror or e}")
+    kind = special_kind(st.st_mode)
+    return kind if kind else Input(path, st.st_size)
+
+
+def _walk(top: str, skipped: list) -> list[Input]:
+    """Every file under ``top`` but hidden ones; special files go to ``skipped``; a directory that
+    cannot be listed is an Input with its error. Links to directories are not followed (a loop
+    would never end): they are skipped too."""
+    found: list[Input] = []
+
+    def unlisted(error: OSError) -> None:
+        found.append(Input(os.path.abspath(error.filename), 0, f"cannot list: {error.strerror or error}"))
+
+    for root, dirs, names in os.walk(top, onerror=unlisted):
+        for name in dirs:
+            if os.path.islink(os.path.join(root, name)):
+                skipped.append((os.path.abspath(os.path.join(root, name)), "a link to a directory"))
+        for name in names:
+            if name.startswith("."):
+                continue
+            entry = _entry(os.path.join(root, name))
+            if isinstance(entry, str):
+                skipped.append((os.path.abspath(os.path.join(root, name)), entry))
+            else:
+                found.append(entry)
+    return sorted(found, key=lambda f: f.path)
 
 
 def plan(inputs: list[Input], cores: int, target: int = TARGET_BYTES, factor: float = SPLIT_FACTOR) -> list[Unit]:

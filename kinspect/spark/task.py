@@ -11,6 +11,7 @@ task goes on with the next file.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Iterator
@@ -21,7 +22,8 @@ from kinspect import native
 from kinspect.capture.source import CaptureError
 from kinspect.parallel import keep_heap
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
-from kinspect.spark.plan import Input, Shard, Unit
+from kinspect.render.safe import path_text
+from kinspect.spark.plan import Input, Shard, Unit, special_kind
 from kinspect.spark.remote import is_uri, open_uri
 from kinspect.spark.rows import BATCH_ROWS, TASK, arrow_batches, exchange_row, record_rows
 
@@ -58,6 +60,11 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
     records = options.pop("records", records)
     filesystems = options.pop("filesystems", None)
     by_connection = options.pop("flows", False) and shards > 1
+    name = path_text(f.path)  # the tables' text is UTF-8: a name that is not is shown as \xNN
+    refused = f.error or _not_regular(f.path)
+    if refused:
+        yield _files_row(name, f.size, shard, shards, error=refused, seconds=time.perf_counter() - start)
+        return
     source = f.path
     if is_uri(f.path):
         try:
@@ -77,17 +84,17 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
                 problems += len(record["problems"])
                 if keep is not None and not keep(record):
                     continue
-                row = exchange_row(f.path, record)
+                row = exchange_row(name, record)
                 row["table"] = "exchanges"
                 yield row
                 if records:
-                    yield from record_rows(f.path, record)
+                    yield from record_rows(name, record)
             else:
                 problems += 1
     except (CaptureUnreadable, CaptureError) as e:
-        error = str(e)
+        error = path_text(str(e))
     except OSError as e:
-        error = f"{f.path}: {e.strerror or e}"
+        error = path_text(e.strerror or str(e))
     finally:
         if source is not f.path:
             source.close()
@@ -97,11 +104,29 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
     if by_connection:
         report = json.dumps(run.flows_report())
         problems -= sum(run.end_notices.values())  # rows.file_table counts them as one run would
-    yield {"table": "files", "capture": f.path, "file_bytes": f.size, "file_packets": run.packets,
-           "file_exchanges": exchanges, "file_problems": problems, "file_error": error,
-           "file_seconds": time.perf_counter() - start, "file_shard": shard, "file_shards": shards,
-           "file_native": all(native.status().values()), "file_python": sys.executable,
-           "file_flows": report}
+    yield _files_row(name, f.size, shard, shards, packets=run.packets, exchanges=exchanges, problems=problems,
+                     error=error, seconds=time.perf_counter() - start, flows=report)
+
+
+def _files_row(name: str, size: int, shard: int, shards: int, *, packets: int = 0, exchanges: int = 0,
+               problems: int = 0, error: str | None = None, seconds: float = 0.0, flows: str | None = None) -> dict:
+    return {"table": "files", "capture": name, "file_bytes": size, "file_packets": packets,
+            "file_exchanges": exchanges, "file_problems": problems, "file_error": error,
+            "file_seconds": seconds, "file_shard": shard, "file_shards": shards,
+            "file_native": all(native.status().values()), "file_python": path_text(sys.executable),
+            "file_flows": flows}
+
+
+def _not_regular(path: str) -> str | None:
+    """Why a local ``path`` is not decoded when it is no regular file (the driver listed a file
+    that has since become a FIFO, which would never end), else None."""
+    if is_uri(path):
+        return None
+    try:
+        kind = special_kind(os.stat(path).st_mode)
+    except OSError:
+        return None  # decoding it says why it cannot be read
+    return f"{kind}, not a regular file" if kind else None
 
 
 def unit_rows(unit: Unit, options: dict | None = None, keep=None) -> Iterator[dict]:

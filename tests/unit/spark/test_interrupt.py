@@ -5,6 +5,7 @@ left behind."""
 
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -58,11 +59,18 @@ def _spark(inputs, out) -> subprocess.Popen:
                             text=True, start_new_session=True)
 
 
-def test_ctrl_c_while_a_task_waits_on_its_input_stops_spark_quietly(tmp_path):
-    """A FIFO nobody writes to keeps its task waiting: Ctrl-C then ends the run with 130 and an
-    empty stderr (no py4j tracebacks, no Spark ERRORs), and the JVM and the workers end too."""
-    stalled = tmp_path / "stalled.pcap"
-    os.mkfifo(stalled)
+def _endless_capture(path) -> None:
+    """A pcap of 4 billion empty packets in a sparse file (no disk used): its task decodes for hours."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        f.truncate(64 << 30)
+
+
+def test_ctrl_c_while_a_task_runs_stops_spark_quietly(tmp_path):
+    """A capture whose task would run for hours: Ctrl-C then ends the run with 130 and an empty
+    stderr (no py4j tracebacks, no Spark ERRORs), and the JVM and the workers end too."""
+    stalled = tmp_path / "endless.pcap"
+    _endless_capture(stalled)
     run = _spark([stalled], tmp_path / "out")
     warm = _wait_for(lambda: [p for p, command in _children(run.pid) if "--warm" in command], "the warm daemon")[0]
     _wait_for(lambda: _children(warm), "a worker running the task")

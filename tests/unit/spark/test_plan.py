@@ -2,7 +2,8 @@ import os
 
 import pytest
 
-from kinspect.spark.plan import EXCHANGE_COST, Input, NoInputs, Shard, Unit, connection_shard, list_inputs, plan
+from kinspect.spark.plan import (EXCHANGE_COST, Input, NoInputs, Shard, Unit, connection_shard, find_inputs, list_inputs,
+                                 plan, searched_directory)
 
 MB = 1 << 20
 
@@ -19,6 +20,41 @@ def test_list_inputs_walks_directories_and_globs_once_each(tmp_path):
 def test_list_inputs_names_what_matched_nothing(tmp_path):
     with pytest.raises(NoInputs, match="nothing-here"):
         list_inputs([str(tmp_path / "nothing-here*")])
+
+
+def test_a_walk_skips_special_files_and_gives_unreadable_entries_their_error(tmp_path):
+    """A FIFO (read, it would never end), a socket and a link to a directory above are passed
+    over and listed; a link loop and a dangling link are inputs with their error; a name that is
+    not UTF-8 is an input like any other."""
+    from tests.hostile.inputs_spark import CAPTURES, ESCAPES, NOT_UTF8, special_entries_dir
+    top = special_entries_dir(tmp_path)
+    listing = find_inputs([str(top)])
+    assert sorted((os.path.basename(p), kind) for p, kind in listing.skipped) == \
+        [("a.sock", "a socket"), ("never-written.fifo", "a FIFO"), ("up", "a link to a directory")]
+    by_name = {os.fsencode(os.path.basename(f.path)): f for f in listing.inputs}
+    assert sorted(by_name) == sorted([*(c.name.encode() for c in CAPTURES), NOT_UTF8, ESCAPES.encode(),
+                                      b"dangling", b"loop"])
+    assert by_name[b"loop"].error == "cannot read: Too many levels of symbolic links"
+    assert by_name[b"dangling"].error == "cannot read: No such file or directory"
+    assert by_name[NOT_UTF8].error is None and by_name[NOT_UTF8].size == CAPTURES[0].stat().st_size
+
+
+def test_special_files_named_or_globbed_alone_are_refused(tmp_path):
+    os.mkfifo(tmp_path / "x.fifo")
+    with pytest.raises(NoInputs, match="x.fifo: a FIFO, not a regular file"):
+        find_inputs([str(tmp_path / "x.fifo")])
+    with pytest.raises(NoInputs, match="only special files"):
+        find_inputs([str(tmp_path / "*.fifo")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NoInputs, match="a directory holding no file"):
+        find_inputs([str(tmp_path / "empty")])
+
+
+def test_the_directory_a_glob_reads():
+    assert searched_directory("*.pcap") == "."
+    assert searched_directory("/srv/caps/*/broker-?.pcap") == "/srv/caps"
+    assert searched_directory("/*.pcap") == "/"
+    assert searched_directory("no-such-file") is None
 
 
 def test_small_files_pack_to_target_largest_first():
