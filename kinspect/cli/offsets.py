@@ -62,14 +62,20 @@ class _OffsetsGroup(click.Group):
         formatter.write_usage(ctx.command_path,
                               "[GROUP] [SEGMENT...] [OPTIONS] | partition-for GROUP")
 
+    def format_options(self, ctx, formatter):
+        """`kinspect offsets --help` lists show's options (what `kinspect offsets ...` runs)."""
+        show_command = self.commands["show"]
+        show_command.format_options(click.Context(show_command, info_name="show", parent=ctx), formatter)
+        self.format_commands(ctx, formatter)
+
 
 @click.group(cls=_OffsetsGroup, epilog=EPILOG)
 def offsets():
     """Committed offsets, members and state of consumer groups, from __consumer_offsets.
 
     `kinspect offsets [GROUP] --log-dir DIR` (or segment files, --capture, --bootstrap) shows
-    a table like kafka-consumer-groups --describe; without GROUP, every group found. See
-    `kinspect offsets show --help` for every option.
+    a table like kafka-consumer-groups --describe; without GROUP, every group found.
+    kafka-consumer-groups' --group, --describe, --list and --bootstrap-server are taken too.
     """
 
 
@@ -77,7 +83,13 @@ def offsets():
 @click.argument("args", nargs=-1, metavar="[GROUP] [SEGMENT...]")
 @click.option("--log-dir", type=click.Path(path_type=Path), help="A broker's data directory.")
 @click.option("--capture", help="A pcap/pcapng capture (file, .gz or -).")
-@click.option("--bootstrap", help="A live broker, HOST:PORT.")
+@click.option("--bootstrap", "--bootstrap-server", "bootstrap", help="A live broker, HOST:PORT.")
+@click.option("--group", "group_option", metavar="GROUP",
+              help="The group, as kafka-consumer-groups takes it (the same as GROUP).")
+@click.option("--describe", "describe_all", is_flag=True,
+              help="As kafka-consumer-groups --describe: the offsets of GROUP (of every group without one).")
+@click.option("--list", "list_groups", is_flag=True,
+              help="As kafka-consumer-groups --list: the groups found, with their state.")
 @click.option("--partitions", type=click.IntRange(1), default=None,
               help=f"Partitions of __consumer_offsets (offsets.topic.num.partitions; "
                    f"default {DEFAULT_PARTITIONS}) to find GROUP's partition in --log-dir.")
@@ -97,10 +109,17 @@ def offsets():
 @keylog_option()
 @limit_options
 @output_options
-def show(args, log_dir, capture, bootstrap, partitions, members, state, history, all_groups,
-         ports, timeout, show_secrets, keylog, out: Output, limits: Limits):
+def show(args, log_dir, capture, bootstrap, group_option, describe_all, list_groups, partitions, members, state,
+         history, all_groups, ports, timeout, show_secrets, keylog, out: Output, limits: Limits):
     """Committed offsets of GROUP (or of every group): log dir, segments, capture or broker."""
     group, segments = _split_args(args)
+    if group_option is not None:
+        if group is not None and group != group_option:
+            raise click.UsageError(f"two groups: {group!r} and --group {group_option!r}")
+        group = group_option
+    if list_groups and (group is not None or describe_all or all_groups):
+        raise click.UsageError("--list shows every group: not with GROUP, --describe or --all-groups")
+    all_groups = all_groups or (describe_all and group is None)
     if log_dir is None and len(segments) == 1 and segments[0].is_dir() \
             and not segments[0].name.startswith("__consumer_offsets-"):
         log_dir, segments = segments[0], []
@@ -152,7 +171,18 @@ def show(args, log_dir, capture, bootstrap, partitions, members, state, history,
     sys.exit(exit_code)
 
 
-@offsets.command("partition-for")
+PARTITION_FOR_EPILOG = """\b
+Examples:
+  kinspect offsets partition-for my-app                   the partition of 50 that holds my-app
+  kinspect offsets partition-for my-app other --partitions 200
+  kinspect offsets partition-for --json my-app | jq .partition
+
+\b
+Exit codes: 0 fine; 2 usage error.
+"""
+
+
+@offsets.command("partition-for", epilog=PARTITION_FOR_EPILOG)
 @click.argument("groups", nargs=-1, required=True, metavar="GROUP...")
 @click.option("--partitions", type=click.IntRange(1), default=DEFAULT_PARTITIONS,
               show_default=True, help="Partitions of __consumer_offsets.")
