@@ -196,7 +196,7 @@ class KeyLog:
                     more, counted = self._scan(memoryview(text)[:cut], done - len(partial), lines + 1, source, path)
                     added += more
                     lines += counted
-                partial = text[cut:][:MAX_LINE + 1]  # a last line may still be being written
+                partial = _held_line(text[cut:])  # a last line may still be being written
                 done += len(data)
             self._files[path] = (dev, ino, done, partial, lines, source)
             return added
@@ -360,6 +360,17 @@ def _last_break(text: bytes) -> int:
     """Where the last line break of ``text`` is (-1: none). A \\r at the very end is not one
     yet: a \\n may follow it in the next read."""
     return max(text.rfind(b"\n"), text.rfind(b"\r", 0, len(text) - 1))
+
+
+def _held_line(rest: bytes) -> bytes:
+    """The start of a line still being written, as much as its verdict needs: a line longer than
+    MAX_LINE is kept as MAX_LINE + 1 bytes that end the same way, blank, a comment or bad (and
+    a \r at its end, which a \n may follow)."""
+    if len(rest) <= MAX_LINE + 1:
+        return rest
+    cr = b"\r" if rest.endswith(b"\r") else b""
+    head = rest.lstrip()[:1]
+    return (head or b" ") * (MAX_LINE + 1) + cr
 
 
 def parse_line(line: bytes) -> tuple[str, bytes, bytes] | None:

@@ -272,8 +272,8 @@ class TlsLayer:
 
     def _records(self, d: _Dir, ts: float, data) -> list:
         conn = d.conn
+        conn.bytes += len(data)
         if d.dead is not None:
-            conn.bytes += len(data)
             return []
         reader = d.records
         out: list = []
@@ -285,7 +285,6 @@ class TlsLayer:
                 used, opened, other = d.keys.open_run(data, plain)
                 if not used:
                     break
-                conn.bytes += used
                 start = reader.offset
                 reader.offset = start + used
                 d.opened += opened
@@ -327,9 +326,6 @@ class TlsLayer:
     def _framed(self, d: _Dir, ts: float, records: list, plain: list, out: list) -> None:
         """Records framed by the direction's reader, each to where it goes."""
         conn = d.conn
-        if records:
-            _, _, fragment, offset = records[-1]
-            conn.bytes += offset + HEADER + len(fragment) - records[0][3]  # the whole records read
         i, count = 0, len(records)
         while i < count:
             ctype, version, fragment, offset = records[i]

@@ -71,7 +71,7 @@ class RecordReader:
         self.parts: list[bytes] = []  # the pieces of an unfinished record
         self.held = 0  # their bytes
         self.need = 0  # the bytes of the whole record, or of its header while that is cut (5)
-        self.offset = offset  # stream position of the first held byte
+        self.offset = offset  # stream position of the first held byte (with error: of the bad header)
         self.error: str | None = None
 
     def feed(self, data) -> list:
@@ -93,7 +93,7 @@ class RecordReader:
             self.error = (f"not a TLS record header at stream byte {base + bad}: "
                           f"{bytes(data[bad:bad + HEADER]).hex(' ')}")
             self.parts, self.held = [], 0
-            self.offset = base + end
+            self.offset = base + bad
             return records
         if pos < end:
             rest = bytes(data[pos:])

@@ -227,3 +227,18 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     [keylog] = found
     assert keylog.not_regular == [str(fifo)] and "not a regular file" in keylog.read_errors[0]
     assert keylog.refresh() == 0 and len(keylog.read_errors) == 1  # said once
+
+
+def test_a_long_line_cut_between_reads_has_the_verdict_it_has_whole(tmp_path, monkeypatch):
+    """A line longer than MAX_LINE still being written is held as MAX_LINE + 1 bytes that end the
+    same way (blank so far, a comment, or bad), not as its first bytes: its fields may come later."""
+    monkeypatch.setattr(kl, "CHUNK", 700)
+    lines = [b" " * 1500 + b"a b c", b" " * 1200 + b"# a long comment " * 10, b"\t" * 2000, b"x" * 3000,
+             f"CLIENT_RANDOM {CR} {'11' * 48}".encode()]
+    text = b"\n".join(lines) + b"\n"
+    path = tmp_path / "keys.log"
+    path.write_bytes(text)
+    keylog = KeyLog.from_files([path])
+    whole = KeyLog.from_text(text)
+    assert (keylog.bad_lines, keylog.lines) == (whole.bad_lines, whole.lines) == (2, 1)
+    assert keylog.first_bad == f"{path}:1: longer than 1024 bytes"

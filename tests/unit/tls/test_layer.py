@@ -184,6 +184,24 @@ def test_a_client_hello_in_one_byte_records_is_read_at_once(tmp_path, keyfile, m
     assert len(hello) > 200 and len(calls) < 12, calls
 
 
+def test_bytes_counted_are_those_seen_however_the_stream_is_cut(tmp_path, keyfile):
+    """A connection's bytes (in its notices) are the TLS bytes seen: the same fed whole or in
+    pieces, even when a direction stops at a header that cannot be a record."""
+    wire = converse(tmp_path, keyfile, REQUESTS, "1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")
+    broken = wire[:5] + [("client", b"\x63\x03\x03\x00\x02xy" + wire[5][1])] + wire[5:]
+    for conversation in (wire, broken):
+        counted = []
+        for cut in (None, 1, 5, 333):
+            events = feed(TlsLayer(KeyLog()), conversation, cut=cut)
+            [missing] = notices(events, "tls_no_keys")
+            counted.append(missing["bytes"])
+            assert missing["bytes"] == sum(len(d) for _, d in conversation)
+            if conversation is broken:
+                [stopped] = notices(events, "tls_stopped")
+                assert stopped["offset"] == sum(len(d) for s, d in wire[:5] if s == "client")
+        assert len(set(counted)) == 1
+
+
 def _records_of(wire, side: str):
     """(chunk index, position, content type, length) of every record ``side`` sent."""
     out = []

@@ -71,3 +71,14 @@ def test_a_record_in_one_byte_pieces_is_joined_once():
         reader.feed(b"")
         assert len(reader.parts) <= MAX_PARTS + 1
     assert reader.tail == stream[:-1]
+
+
+def test_a_bad_header_is_at_the_same_offset_however_the_bytes_come():
+    stream = STREAM + b"\x63\x03\x03\x00\x01x" + _records(b"later")
+    whole = RecordReader()
+    whole.feed(stream)
+    for size in (1, 7, 100):
+        reader = RecordReader()
+        for at in range(0, len(stream), size):
+            reader.feed(stream[at:at + size])
+        assert (reader.error, reader.offset) == (whole.error, whole.offset) == (whole.error, len(STREAM))
