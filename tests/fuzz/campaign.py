@@ -36,6 +36,7 @@ HARNESSES = {
     "fuzz_segment": "segment", "fuzz_index": "index", "fuzz_snapshot": "snapshot",
     "fuzz_txnindex": "txnindex", "fuzz_checkpoints": "checkpoints",
     "fuzz_coordinator": "coordinator", "fuzz_replay": "replay", "fuzz_tls": "tls",
+    "fuzz_keylog": "keylog", "fuzz_tls_handshake": "tls_handshake",
 }
 CRASH = ("=== Uncaught Python exception", "ERROR: libFuzzer: deadly signal",
          "ERROR: libFuzzer: fuzz target exited")

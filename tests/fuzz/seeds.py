@@ -671,12 +671,89 @@ def _sealed(suite, rng) -> bytes:
     return bytes(out)
 
 
+@lru_cache(maxsize=None)
+def _memtls_conversations() -> tuple:
+    """(key log, [(side, wire bytes)]) of real TLS from OpenSSL in memory (tests/unit/tls/memtls.py):
+    TLS 1.3 (fresh and resumed) and TLS 1.2 with AES-GCM and ChaCha20, each key log written by
+    both sides, as Python's SSLContext.keylog_filename does."""
+    return tuple(_conversations())
+
+
+def _conversations():
+    import tempfile
+
+    sys.path.insert(0, str(REPO))
+    from tests.unit.tls import memtls
+    from tests.unit.tls.memtls import converse
+
+    requests = [("client", b"request-%d " % i * 20) for i in range(3)] + [("server", b"response " * 100)]
+    memtls._ca.clear()  # its certificates in this directory, not in one another corpus removed
+    with tempfile.TemporaryDirectory() as work:
+        work = Path(work)
+        for n, (version, cipher) in enumerate([("1.3", None), ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+                                               ("1.2", "ECDHE-ECDSA-CHACHA20-POLY1305"),
+                                               ("1.2", "ECDHE-ECDSA-AES256-GCM-SHA384")]):
+            keyfile = work / f"keys-{n}.log"
+            out: dict = {}
+            first = converse(work, keyfile, requests, version, cipher=cipher, out=out)
+            yield keyfile.read_bytes(), first
+            again = converse(work, keyfile, requests, version, cipher=cipher, session=out["session"],
+                             contexts_used=out["contexts"])
+            yield keyfile.read_bytes(), again
+    memtls._ca.clear()
+
+
+def _keylog(max_len):
+    """fuzz_keylog: the key logs OpenSSL wrote (one connection, then two), as they are, with CRLF
+    line ends, cut in a line, among junk lines, in each mode (text, file in chunks, growing file)."""
+    junk = b"x\n# comment\nCLIENT_RANDOM zz zz\nNOT_A_LABEL " + b"ab" * 32 + b" " + b"cd" * 32 + b"\n\xff\n"
+    for text, _ in _memtls_conversations():
+        lines = text.splitlines(keepends=True)
+        for variant in (text, text.replace(b"\n", b"\r\n"), text[:len(text) // 2],
+                        b"".join(line + junk[:i * 7 % len(junk)] for i, line in enumerate(lines))):
+            yield bytes([0, 0]) + variant
+            yield bytes([1, 61]) + variant
+            yield bytes([2, 128]) + variant
+
+
+def _tls_handshake(max_len):
+    """fuzz_tls_handshake: from real conversations, each side's handshake messages (the plaintext
+    records' fragments) with the types it keeps, each side's TLS bytes, and the conversation with
+    its key log; cut in pieces of one byte, of a few, and of a record's size. And a ClientHello in
+    one-byte records (issue 30's hostile shape)."""
+    sys.path.insert(0, str(REPO))
+    from tests.hostile.inputs_tls import client_hello
+
+    sizes = [bytes([1, 1]), bytes([3, 1, 7, 200]), bytes([1, 0]), bytes([2, 5, 60])]
+    for text, wire in _memtls_conversations():
+        for side, mask in (("client", 0b000001), ("server", 0b000010), ("server", 0b111111)):
+            stream = b"".join(data for s, data in wire if s == side)
+            messages, pos = bytearray(), 0
+            while pos + 5 <= len(stream) and stream[pos] in (20, 22):  # up to the first protected record
+                length = int.from_bytes(stream[pos + 3:pos + 5], "big")
+                if stream[pos] == 22:
+                    messages += stream[pos + 5:pos + 5 + length]
+                pos += 5 + length
+            for size in sizes[:2]:
+                yield bytes([0]) + size + bytes([mask]) + bytes(messages)
+            yield bytes([1]) + sizes[2] + stream
+            yield bytes([1]) + sizes[3] + stream
+        for size in sizes:
+            yield bytes([2]) + size + formats.tls_conversation(text, wire)
+    hello = client_hello(bytes(range(32)), 300)
+    one_byte = b"".join(b"\x16\x03\x01\x00\x01" + hello[i:i + 1] for i in range(len(hello)))
+    yield bytes([0]) + sizes[0] + bytes([1]) + hello
+    yield bytes([1]) + sizes[1] + one_byte
+    yield bytes([2]) + sizes[3] + formats.tls_conversation(b"", [("client", one_byte)])
+
+
 CORPORA: dict[str, Callable[[int], Iterable[bytes]]] = {
     "pcap": _pcap, "pcapng": _pcapng, "source": _source, "captures": _captures, "link": _link,
     "tcp": _tcp, "frames": _frames, "headers": _headers, "messages": _messages,
     "session": _session, "records": _records, "legacy": _legacy, "codecs": _codecs,
     "segment": _segment, "index": _index, "snapshot": _snapshot, "txnindex": _txnindex,
     "checkpoints": _checkpoints, "coordinator": _coordinator, "replay": _replay, "tls": _tls,
+    "keylog": _keylog, "tls_handshake": _tls_handshake,
 }
 
 
