@@ -52,7 +52,8 @@ notices say how many bytes), and the relay never waits for it.
 \b
 Exit codes: 0 fine (Ctrl-C and SIGTERM stop it normally: no new connections, no new requests
 read from clients (each is read to the end of the request under way), the responses to those
-forwarded relayed for at most --drain-timeout, then the summary); 1 with --strict, an exchange had a problem;
+forwarded relayed for at most --drain-timeout, then the summary: what the decoder has not decoded
+by then is counted and left); 1 with --strict, an exchange had a problem;
 2 usage error (a port in use, an unreadable certificate); 4 internal error.
 """
 
@@ -124,7 +125,7 @@ def _contexts(listen_tls, upstream_tls, upstream_ca, upstream_cert):
 @click.option("--metrics-address", default="", help="Address the metrics endpoint binds (default: all).")
 @click.option("--duration", type=click.FloatRange(0, min_open=True), help="Stop after this many seconds.")
 @click.option("--drain-timeout", type=click.FloatRange(0), default=10.0, show_default=True,
-              help="Seconds to wait for in-flight requests when stopping.")
+              help="Seconds to wait for in-flight requests when stopping, and for the decoder's backlog.")
 @click.option("--decode-buffer-mb", type=click.IntRange(1, 4096), default=64, show_default=True,
               help="Bytes waiting for the decoder, MiB, past which it skips decoding (never relaying).")
 @click.option("--pending-timeout", type=click.FloatRange(0, min_open=True), default=PENDING_TIMEOUT,
@@ -192,10 +193,12 @@ def proxy(listen, upstream, advertised_host, broker_map, no_rewrite, listen_tls,
         sys.exit(EXIT_USAGE)
     c = relay.counters
     skipped = relay.tap.skipped_bytes if relay.tap is not None else 0
+    dropped = relay.tap.dropped if relay.tap is not None else 0
     out.warn(f"kinspect: {c.connections} connections relayed, {c.client_bytes} bytes from clients, "
              f"{c.server_bytes} bytes to clients; {c.rewritten} responses rewritten, {c.unchanged} that named "
              f"brokers relayed unchanged (not re-encodable), {relay.held.refused} not held (past --max-held-mb); "
-             f"decoding skipped {skipped} bytes")
+             f"decoding skipped {skipped} bytes" + (f", and {dropped} more waiting for the decoder when "
+                                                    f"--drain-timeout ended" if dropped else ""))
     sys.exit(code)
 
 
@@ -267,10 +270,13 @@ class _Decoder:
         snap = stats.snapshot()
         line = (f"decoded {sum(snap['requests'].values())} exchanges of {run.kafka_connections} connections in "
                 f"{time.monotonic() - started:.1f} s; {source.skipped} bytes not decoded (the decoder fell behind)")
+        if source.left:
+            line += f", {source.left} more not decoded when --drain-timeout ended"
         out.warn(f"kinspect: {line}")
         if out.as_json:
             out.record({"type": "notice", "conn": "", "time": time.time(), "kind": "proxy", "what": line,
-                        "connections": run.kafka_connections, "skipped_bytes": source.skipped})
+                        "connections": run.kafka_connections, "skipped_bytes": source.skipped,
+                        "left_bytes": source.left})
         out.flush()
         return EXIT_PROBLEMS if self.strict and any_problems else EXIT_OK
 

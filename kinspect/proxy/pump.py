@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
+from collections import deque
 
 from kinspect import native
 from kinspect.proxy.relay import Link, _never
@@ -96,6 +98,14 @@ class PumpedLink(Link):
             self.down += len(data)
         self.proxy.tap_data(self.conn, direction, data, ts)
 
+    def counted(self, direction: int, size: int) -> None:
+        """A copy past the deadline: its bytes counted, not followed, not decoded."""
+        if direction == CLIENT:
+            self.up += size
+        else:
+            self.down += size
+        self.proxy.tap_dropped(direction, size)
+
     def hand_over(self, ts: float, data: bytes) -> None:
         self.responses.wants_whole = self.wants
         try:
@@ -165,46 +175,98 @@ async def _connected(loop, host: str, port: int) -> socket.socket:
     raise error or OSError(f"no address for {host}")
 
 
+SLICE_SECONDS = 0.02  # time spent on the pump's events per turn of the event loop (see Pumps.dispatch)
+
+
 class Pumps:
-    """The pump of a Proxy: its accepting listeners and the dispatch of its events."""
+    """The pump of a Proxy: its accepting listeners and the dispatch of its events.
+
+    The pump queues up to 64 MiB of copies at once; following a client's tiny frames in them took
+    Python 0.3-1.5 s a MiB (a busy machine), all in one callback, and SIGTERM waited 10-17 s for
+    the loop to turn. They are handled for SLICE_SECONDS at a time instead (at least one event, a
+    read of at most 128 KiB), one slice a turn of the loop (the pump's eventfd is not watched while
+    a slice waits: it would run a second one), so that a signal, a new client or a response to
+    rewrite waits no longer than that. Once the time to
+    stop is past (``stop(late=True)``), what is left is only counted: its bytes were relayed, and
+    are not decoded."""
 
     def __init__(self, proxy):
         self.proxy = proxy
         self.pump = _relay.Pump(proxy.options.max_held)
-        proxy.loop.add_reader(self.pump.fileno(), self.dispatch)
+        self.pending: deque = deque()  # events taken from the pump, not yet handled
+        self.watching = False
+        self.scheduled = False  # the next slice is on the loop's next turn
+        self.ended = False
+        self.late = False
+        self._watch(True)
+
+    def _watch(self, on: bool) -> None:
+        if on and not self.watching and not self.ended:
+            self.proxy.loop.add_reader(self.pump.fileno(), self.dispatch)
+        elif not on and self.watching:
+            self.proxy.loop.remove_reader(self.pump.fileno())
+        self.watching = on
 
     def listen(self, node, sock: socket.socket) -> "Listener":
         return Listener(self.proxy, node, sock)
 
     def dispatch(self) -> None:
-        links = self.proxy.links
-        for kind, conn, direction, ts, data, n, api_key, api_version in self.pump.events():
-            if kind == REFUSED:
-                self.proxy.held.refused += 1
-                self.proxy.held.refused_bytes += n
-                self.proxy._not_held(n, (api_key, api_version))
-                continue
-            link = links.get(conn)
-            if link is None:
-                continue
-            if kind == DATA:
+        """Handles the pump's events, at most SLICE_BYTES of copies now; the rest on the loop's
+        next turn (before any newer event: the pump's eventfd is read only by events())."""
+        pending = self.pending
+        if not pending:
+            pending.extend(self.pump.events())
+        until = time.monotonic() + SLICE_SECONDS
+        while pending:
+            self._handle(*pending.popleft())
+            if not self.late and time.monotonic() >= until:
+                break
+        if pending:
+            self._watch(False)
+            if not self.scheduled and not self.ended:
+                self.scheduled = True
+                self.proxy.loop.call_soon(self._next_slice)
+        else:
+            self._watch(True)
+
+    def _next_slice(self) -> None:
+        self.scheduled = False
+        self.dispatch()
+
+    def _handle(self, kind, conn, direction, ts, data, n, api_key, api_version) -> None:
+        proxy = self.proxy
+        if kind == REFUSED:
+            proxy.held.refused += 1
+            proxy.held.refused_bytes += n
+            proxy._not_held(n, (api_key, api_version))
+            return
+        link = proxy.links.get(conn)
+        if link is None:
+            return
+        if kind == DATA:
+            if self.late:
+                link.counted(direction, len(data))
+            else:
                 link.copied(direction, ts, data)
-            elif kind == HOLD:
+        elif kind == HOLD:
+            if self.late:  # the pump is stopped: nothing is sent any more
+                link.counted(SERVER, len(data))
+            else:
                 link.hand_over(ts, data)
-            elif kind == EOF:
-                if link.closed_by is None:
-                    link.closed_by = "client (end of stream)" if direction == CLIENT else "broker (end of stream)"
-                link.ended_side(direction)
-            elif kind == ERROR:
-                link.broke(direction, n)
-            elif kind == DRAINED:
-                link.mark_stop()
-                link.stopped_reading = True
-                link.not_forwarded = n
-            elif kind == DRAINING:
-                link.mark_stop()
-            elif kind == CLOSED:
-                link.gone(n)
+        elif kind == EOF:
+            if link.closed_by is None:
+                link.closed_by = "client (end of stream)" if direction == CLIENT else "broker (end of stream)"
+            link.ended_side(direction)
+        elif kind == ERROR:
+            link.broke(direction, n)
+        elif kind == DRAINED:
+            link.mark_stop()
+            link.stopped_reading = True
+            link.not_forwarded = n
+        elif kind == DRAINING:
+            link.mark_stop()
+        elif kind == CLOSED:
+            link.gone(n)
 
     async def stopped(self, links: list, deadline: float) -> None:
         """Until every link in ``links`` has its state at the stop marked (or is gone)."""
@@ -215,10 +277,20 @@ class Pumps:
                 return
             await asyncio.sleep(0.001)
 
-    def stop(self) -> None:
-        self.proxy.loop.remove_reader(self.pump.fileno())
+    def stop(self, deadline: float) -> None:
+        """The pump stops; its last events are handled, those left at ``deadline`` (the loop's
+        time) only counted."""
+        self._watch(False)
+        self.ended = True
         self.pump.stop()
-        self.dispatch()
+        loop = self.proxy.loop
+        while True:
+            self.late = loop.time() >= deadline
+            self.dispatch()
+            if not self.pending:
+                self.pending.extend(self.pump.events())
+                if not self.pending:
+                    return
 
 
 ACCEPT_RETRY = 0.1  # seconds before accepting again after running out of descriptors

@@ -556,6 +556,15 @@ class Proxy:
         if self.tap is not None:
             self.tap.data(conn, direction, time.time() if ts is None else ts, data)
 
+    def tap_dropped(self, direction: int, size: int) -> None:
+        """Bytes relayed after the deadline, never handed to the decoder (the tap is closing)."""
+        if direction == CLIENT:
+            self.counters.client_bytes += size
+        else:
+            self.counters.server_bytes += size
+        if self.tap is not None:
+            self.tap.dropped += size
+
     def tap_end(self, conn: int, direction: int) -> None:
         if self.tap is not None:
             self.tap.end(conn, direction, time.time())
@@ -623,7 +632,7 @@ class Proxy:
         for task in list(self.tasks):
             task.cancel()
         if self.pumps is not None:
-            self.pumps.stop()
+            self.pumps.stop(deadline)
         self.log(f"drained in {report.seconds:.1f} s: {report.answered} responses relayed, {report.cut} requests "
                  f"cut (no response within --drain-timeout), {report.half_cut} cut half read; "
                  f"{report.not_forwarded} bytes of new requests not forwarded")

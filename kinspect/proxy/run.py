@@ -8,7 +8,11 @@ relay only relays. The soft limit of open files is raised to the hard one first,
 says how many clients and broker listeners it leaves room for (descriptors.py). Ctrl-C or SIGTERM (or ``duration``) stops accepting and reading new requests,
 drains the requests in flight for at most ``drain_timeout`` seconds (relay.Proxy.drain), closes
 every connection and the pipe, and waits for the decoder to finish its output; a second signal
-stops without waiting for in-flight requests.
+stops without waiting for in-flight requests. The decoder's backlog has the same deadline: at
+``drain_timeout`` after the stop, what the relay still queues for it is dropped (counted), and the
+decoder is told (tap.STOP_SIGNAL) to decode nothing more and finish; one that has not finished
+FINISH_GRACE seconds later is killed. A stream of zero-size frames from one client (60 MiB of
+zeros) kept the decoder busy for a minute after SIGTERM with --drain-timeout 2.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ import asyncio
 import multiprocessing
 import os
 import signal
+import time
 from typing import Callable
 
 from kinspect.proxy.descriptors import PER_CLIENT, Plan, open_descriptors, raise_limit
 from kinspect.proxy.relay import Options, Proxy
-from kinspect.proxy.tap import DEFAULT_LIMIT, PipeWriter, Tap
+from kinspect.proxy.tap import DEFAULT_LIMIT, STOP_SIGNAL, PipeWriter, Tap, stop_now
 
 
 def event_loop_factory():
@@ -38,6 +43,30 @@ def event_loop_factory():
 
 class Stopped(Exception):
     """The proxy could not start (a port in use, say): the message says what to do."""
+
+
+FINISH_GRACE = 5.0  # seconds the decoder has to write its output once told to stop
+
+
+class Ending:
+    """When the decoder's time is up (time.monotonic()): --drain-timeout after the stop, at once
+    after a second signal; None until the stop."""
+
+    def __init__(self):
+        self.deadline: float | None = None
+        self.sooner: asyncio.Event | None = None  # set when the deadline is brought forward
+
+    def begin(self, drain_timeout: float) -> None:
+        if self.deadline is None:
+            self.deadline = time.monotonic() + drain_timeout
+
+    def now(self) -> None:
+        self.deadline = time.monotonic()
+        if self.sooner is not None:
+            self.sooner.set()
+
+    def left(self) -> float:
+        return 0.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0.0)
 
 
 def run(options: Options, decoder: Callable[[int], int] | None, log: Callable[[str], None], *,
@@ -57,22 +86,48 @@ def run(options: Options, decoder: Callable[[int], int] | None, log: Callable[[s
     factory, _name = event_loop_factory()
     proxy = None
     owner = [write_fd]
+    ending = Ending()
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
-            hurry = (lambda: _hurry(child.pid)) if child is not None else None
+            hurry = stop = None
+            if child is not None:
+                hurry, stop = (lambda: _hurry(child.pid)), (lambda: _tell(child, STOP_SIGNAL))
             proxy = runner.run(_serve(options, owner, log, drain_timeout, duration, tap_limit, on_started, hurry,
-                                      limits))
+                                      limits, ending, stop))
     finally:
         if write_fd is not None and owner[0] is not None:
             os.close(write_fd)
         code = 0
         if child is not None:
-            child.join()
-            code = child.exitcode if child.exitcode is not None else 4
-            if code < 0:  # killed by a signal
-                log(f"the decoder process died (signal {-code}); its output stops short")
-                code = 4
+            code = _finish(child, ending, log)
     return code, proxy
+
+
+def _tell(child, sig: int) -> None:
+    try:
+        os.kill(child.pid, sig)
+    except (ProcessLookupError, TypeError):
+        pass
+
+
+def _finish(child, ending: Ending, log) -> int:
+    """The decoder's exit code, once it has finished: by the deadline on its own, else told to
+    stop then, else killed FINISH_GRACE seconds later."""
+    child.join(ending.left())
+    if child.is_alive():
+        _tell(child, STOP_SIGNAL)
+        child.join(FINISH_GRACE)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        log(f"the decoder did not finish within {FINISH_GRACE:g} s of --drain-timeout's end and was killed; "
+            f"its output stops short")
+        return 4
+    code = child.exitcode if child.exitcode is not None else 4
+    if code < 0:  # killed by a signal
+        log(f"the decoder process died (signal {-code}); its output stops short")
+        code = 4
+    return code
 
 
 DECODER_NICE = 10  # the decoder yields the CPU to the relay (and to the clients and brokers beside it)
@@ -86,6 +141,7 @@ def _child(decoder: Callable[[int], int], read_fd: int, write_fd: int) -> None:
         pass
     for sig in (signal.SIGINT, signal.SIGTERM):  # the relay decides when the stream ends
         signal.signal(sig, signal.SIG_IGN)
+    signal.signal(STOP_SIGNAL, stop_now)
     raise SystemExit(decoder(read_fd))
 
 
@@ -110,7 +166,8 @@ def _hurry(pid: int) -> None:
 
 
 async def _serve(options: Options, owner: list, log, drain_timeout: float, duration: float | None,
-                 tap_limit: int, on_started, hurry=None, limits=(-1, -1)) -> Proxy:
+                 tap_limit: int, on_started, hurry=None, limits=(-1, -1), ending: Ending | None = None,
+                 stop=None) -> Proxy:
     loop = asyncio.get_running_loop()
     tap = None
     if owner[0] is not None:
@@ -118,7 +175,8 @@ async def _serve(options: Options, owner: list, log, drain_timeout: float, durat
         owner[0] = None
         tap = Tap(pipe, loop.call_later, tap_limit)
     try:
-        return await _relay(options, tap, log, drain_timeout, duration, on_started, hurry, limits)
+        return await _relay(options, tap, log, drain_timeout, duration, on_started, hurry, limits,
+                            ending or Ending(), stop)
     except BaseException:
         # the decoder reads until the pipe ends and run() waits for it: whatever stopped the relay
         # (a log line to a closed stderr raises BrokenPipeError), the pipe must end here
@@ -128,8 +186,9 @@ async def _serve(options: Options, owner: list, log, drain_timeout: float, durat
 
 
 async def _relay(options: Options, tap, log, drain_timeout: float, duration: float | None, on_started,
-                 hurry, limits=(-1, -1)) -> Proxy:
+                 hurry, limits, ending: Ending, stop_decoder) -> Proxy:
     loop = asyncio.get_running_loop()
+    ending.sooner = asyncio.Event()
     proxy = Proxy(options, tap, log)
     try:
         await proxy.start()
@@ -143,12 +202,13 @@ async def _relay(options: Options, tap, log, drain_timeout: float, duration: flo
     signals = 0
 
     def on_signal():
-        nonlocal signals
+        nonlocal signals, drain_timeout
         signals += 1
         stop.set()
+        ending.begin(drain_timeout)
         if signals > 1:
-            nonlocal drain_timeout
             drain_timeout = 0.0
+            ending.now()
             for link in list(proxy.links.values()):
                 link.close()
 
@@ -161,15 +221,29 @@ async def _relay(options: Options, tap, log, drain_timeout: float, duration: flo
         await asyncio.wait_for(stop.wait(), duration) if duration is not None else await stop.wait()
     except asyncio.TimeoutError:
         pass
+    ending.begin(drain_timeout)
     await proxy.drain(drain_timeout)
     if hurry is not None:
         hurry()
     if tap is not None:
         tap.close()
-        await tap.transport.closed  # the decoder has every byte (its backlog is bounded by tap_limit)
+        await _until(tap.transport.closed, ending)  # the decoder has every byte, or its time is up
+        if not tap.transport.closed.done():
+            tap.dropped = tap.transport.abort()
+            if stop_decoder is not None:
+                stop_decoder()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.remove_signal_handler(sig)
     return proxy
+
+
+async def _until(done: asyncio.Future, ending: Ending) -> None:
+    """Until ``done``, the deadline, or a second signal, whichever comes first."""
+    sooner = asyncio.ensure_future(ending.sooner.wait())
+    try:
+        await asyncio.wait([done, sooner], timeout=ending.left(), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sooner.cancel()
 
 
 def _plan(options: Options, limits: tuple[int, int], log) -> Plan:

@@ -7,7 +7,11 @@ passes ``limit`` bytes the decoder has fallen behind: chunks are skipped (counte
 and the next chunk that fits is preceded by a gap of that many bytes, which the Kafka session
 reports as a notice and resynchronises after. The relay never waits for the decoder.
 
-``PipeSource`` is the other end: a StreamSource (pipeline.py) reading the pipe.
+``PipeSource`` is the other end: a StreamSource (pipeline.py) reading the pipe. When the relay
+stops, the decoder's backlog has until --drain-timeout's end: then the relay drops what it still
+queues (``PipeWriter.abort``, counted) and sends the decoder SIGUSR1 (``stop_now``), after which
+``PipeSource`` decodes nothing more, counts what is left in the pipe (``left``) and ends, so that
+the decoder finishes with what it has.
 
 Records on the pipe: kind (u8), connection id (u32), time (f64), length (u32), then ``length``
 bytes (the data; the missing byte count of a gap is the length field, with no bytes following).
@@ -19,6 +23,7 @@ import fcntl
 import itertools
 import os
 import select
+import signal
 import socket
 import struct
 import time
@@ -32,6 +37,7 @@ HEADER = struct.Struct("<BIdI")
 OPEN, CLIENT, SERVER, CLIENT_GAP, SERVER_GAP, CLIENT_END, SERVER_END = range(7)
 GAP = {CLIENT: CLIENT_GAP, SERVER: SERVER_GAP}
 END = {CLIENT: CLIENT_END, SERVER: SERVER_END}
+STOP_SIGNAL = signal.SIGUSR1  # the relay to the decoder: finish now with what you have
 DEFAULT_LIMIT = 64 << 20   # bytes waiting for the decoder before it skips
 FLUSH_BYTES = 256 << 10    # gathered copies written to the pipe at once
 FLUSH_AFTER = 0.002        # seconds fewer copies wait for more
@@ -109,9 +115,12 @@ class PipeWriter:
         if not self.queue:
             self._finish()
 
-    def abort(self) -> None:
-        """Close now, the backlog dropped: the relay stopped on an error."""
+    def abort(self) -> int:
+        """Close now, the backlog dropped (the relay stopped on an error, or the decoder's time is
+        up); returns how many bytes were dropped."""
+        dropped = self.size
         self._finish()
+        return dropped
 
     def _finish(self) -> None:
         if self.closed.done():
@@ -144,6 +153,7 @@ class Tap:
         self.skipped: dict[tuple[int, int], int] = {}  # (connection, direction) -> bytes not yet told
         self.skipped_bytes = 0     # in all
         self.skipped_chunks = 0
+        self.dropped = 0           # bytes queued for the decoder when its time was up (run.py), dropped
         self.closed = False
 
     def _put(self, piece: bytes) -> None:
@@ -215,10 +225,19 @@ def _flow(payload: bytes) -> tuple:
     return (bytes(client_ip), client_port, bytes(server_ip), server_port)
 
 
+_stopping = [False]  # STOP_SIGNAL came: PipeSource reads on only to count what is left
+
+
+def stop_now(signum=None, frame=None) -> None:
+    """STOP_SIGNAL's handler in the decoder's process (kinspect.proxy.run installs it)."""
+    _stopping[0] = True
+
+
 class PipeSource:
     """Decoder side: a StreamSource over the pipe's read end (a file descriptor, closed at the end)."""
 
     size = None
+    LEFT_WAIT = 0.1  # seconds the count of what is left waits for more before it ends
 
     def __init__(self, fd: int, tick_every: float = TICK_EVERY):
         self.fd = fd
@@ -226,6 +245,19 @@ class PipeSource:
         self.problems: list = []
         self.bytes_read = 0
         self.skipped = 0  # bytes the relay did not give to the decoder (the gaps' sum)
+        self.left = 0     # bytes of the pipe not decoded because the decoder was told to stop
+
+    def _count_left(self, buffered: int) -> None:
+        self.left += buffered
+        while True:
+            ready, _, _ = select.select([self.fd], [], [], self.LEFT_WAIT)
+            if not ready:
+                return
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                return
+            self.bytes_read += len(chunk)
+            self.left += len(chunk)
 
     def __enter__(self):
         return self
@@ -242,6 +274,9 @@ class PipeSource:
         at = 0
         size = HEADER.size
         while True:
+            if _stopping[0]:
+                self._count_left(len(buf) - at)
+                break
             ready, _, _ = select.select([self.fd], [], [], self.tick_every)
             if not ready:
                 yield (time.time(), TICK)
@@ -255,7 +290,7 @@ class PipeSource:
                 at = 0
             buf += chunk
             end = len(buf)
-            while end - at >= size:
+            while end - at >= size and not _stopping[0]:
                 kind, conn, ts, length = HEADER.unpack_from(buf, at)
                 if kind in (CLIENT_GAP, SERVER_GAP, CLIENT_END, SERVER_END):
                     at += size

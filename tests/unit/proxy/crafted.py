@@ -86,7 +86,9 @@ def metadata_brokers(frame: bytes) -> list[tuple[int, str, int]]:
 
 
 class CraftedBroker:
-    def __init__(self, brokers=(), host: str = "127.0.0.1", ssl=None, close_after_answer: bool = False):
+    def __init__(self, brokers=(), host: str = "127.0.0.1", ssl=None, close_after_answer: bool = False,
+                 sink: bool = False):
+        self.sink = sink  # read and count every byte, answer nothing (a flood is read at once)
         self.ssl = ssl  # an SSLContext: the broker speaks TLS
         self.close_after_answer = close_after_answer  # the broker ends each connection after one answer
         self.brokers = list(brokers)
@@ -128,6 +130,11 @@ class CraftedBroker:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         try:
+            while self.sink:
+                chunk = await reader.read(1 << 20)
+                if not chunk:
+                    return
+                self.received += len(chunk)
             while True:
                 (size,) = struct.unpack(">i", await reader.readexactly(4))
                 if size <= 0:  # not Kafka framing: read on, answer nothing

@@ -219,3 +219,49 @@ def test_copies_are_flushed_by_the_loops_own_timer():
         assert pipe.writes == [pipe.writes[0]] and pipe.writes[0].endswith(b"request")
 
     asyncio.run(main())
+
+
+def test_told_to_stop_the_source_decodes_nothing_more_and_counts_what_is_left(monkeypatch):
+    """tap.stop_now (the decoder's STOP_SIGNAL handler) after the first stream event: the source
+    ends, every byte still in the pipe counted in ``left``, none of them decoded."""
+    import kinspect.proxy.tap as tap_module
+
+    monkeypatch.setattr(tap_module, "_stopping", [False])
+    read_fd, write_fd = os.pipe()
+    tap = Tap(PipeTransport(write_fd), lambda delay, fn: None)
+    tap.open(1, 1.0, ("10.0.0.1", 40000), ("10.0.0.2", 9092))
+    for i in range(8):
+        tap.data(1, CLIENT, 1.0 + i, b"x" * 1000)
+    tap.flush()
+    os.close(write_fd)
+    source = PipeSource(read_fd)
+    events = []
+    for event in source.streams():
+        events.append(event)
+        tap_module.stop_now()
+    os.close(read_fd)
+    assert len(events) == 1  # the open, then nothing
+    header, endpoints = tap_module.HEADER.size, 2 * (1 + 4 + 2)
+    assert source.left == 8 * (header + 1000) and source.bytes_read == header + endpoints + source.left
+
+
+def test_aborting_the_pipe_says_how_many_bytes_it_dropped():
+    import asyncio
+
+    from kinspect.proxy.tap import PipeWriter
+
+    async def case():
+        read_fd, write_fd = os.pipe()
+        writer = PipeWriter(write_fd, asyncio.get_running_loop())
+        data = b"y" * (4 << 20)  # more than the pipe holds
+        writer.write(data)
+        queued = writer.get_write_buffer_size()
+        dropped = writer.abort()
+        in_pipe = 0
+        while chunk := os.read(read_fd, 1 << 20):
+            in_pipe += len(chunk)
+        os.close(read_fd)
+        return queued, dropped, in_pipe, writer.closed.done()
+
+    queued, dropped, in_pipe, closed = asyncio.run(case())
+    assert queued > 0 and dropped == queued and in_pipe + dropped == 4 << 20 and closed
