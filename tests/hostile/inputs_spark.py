@@ -4,7 +4,8 @@ Each function writes one input under ``root`` and returns its path:
 - ``special_entries_dir``: a directory of two real captures beside entries a walk meets in the
   wild: a FIFO no one writes (read, it would never end), a Unix socket, a link loop, a dangling
   link, a link to a directory above it (a walk that followed it would never end), a capture
-  whose name is not UTF-8, and one whose name holds terminal escape sequences.
+  whose name is not UTF-8, and one whose name holds terminal escape sequences (so do the FIFO's;
+  the dangling link's is not UTF-8).
 
 Run ``kinspect spark DIR --out OUT --master local[1]``: it must end (exit 3: the loop and the
 dangling link have files rows with their errors), within 20 s past Spark's start and 1 GiB,
@@ -22,7 +23,9 @@ from tests.conftest import PCAPS
 
 CAPTURES = (PCAPS / "librdkafka-mtu1500.pcap", PCAPS / "java-console-consumer.pcap")
 NOT_UTF8 = b"capture-\xff\xfe.pcap"
-ESCAPES = "\x1b[31mred\x1b]0;title\x07.pcap"  # colour, then a window title (OSC ... BEL)
+ESCAPES = "\x1b[31mred\x1b]0;title\x07"  # colour, then a window title (OSC ... BEL)
+FIFO = "never-written-" + ESCAPES
+DANGLING = b"dangling-\xff"
 
 
 def special_entries_dir(root: Path) -> Path:
@@ -31,11 +34,11 @@ def special_entries_dir(root: Path) -> Path:
     for capture in CAPTURES:
         shutil.copy(capture, top / capture.name)
     shutil.copy(CAPTURES[0], os.path.join(os.fsencode(top), NOT_UTF8))
-    shutil.copy(CAPTURES[0], top / ESCAPES)
-    os.mkfifo(top / "never-written.fifo")
+    shutil.copy(CAPTURES[0], top / (ESCAPES + ".pcap"))
+    os.mkfifo(top / FIFO)
     with socket.socket(socket.AF_UNIX) as listener:  # the socket file stays once it is closed
         listener.bind(str(top / "a.sock"))
     (top / "loop").symlink_to("loop")
-    (top / "dangling").symlink_to("no-such-file")
+    os.symlink("no-such-file", os.path.join(os.fsencode(top), DANGLING))
     (top / "up").symlink_to("..")
     return top

@@ -108,3 +108,111 @@ def test_nothing_is_written_through_a_link_planted_at_a_predictable_temporary_pa
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     assert victim.read_text() == "untouched"
     assert [p.name for p in shared.iterdir()] == [planted.name]
+
+
+def clean_text(done: subprocess.CompletedProcess) -> str:
+    """stderr, which must be UTF-8 text without control characters but its line ends (no escape
+    sequence from a file name, no port number from a daemon's handshake)."""
+    for stream in (done.stdout, done.stderr):
+        text = stream.decode("utf-8")
+        assert not [c for c in text if (c < " " and c not in "\n\t") or "\x7f" <= c < "\xa0"], text[-3000:]
+    return done.stderr.decode()
+
+
+def test_special_files_links_and_bad_names_in_an_input_directory(tmp_path):
+    """A FIFO, a socket, a link loop, a dangling link, a link to a directory above, a capture
+    whose name is not UTF-8 and one whose name holds terminal escapes: the job ends (the FIFO hung
+    it), the special files are named as skipped, the loop and the dangling link are files rows with
+    their errors (exit 3), and every capture is decoded, its name escaped on stderr."""
+    from kinspect.render.safe import escape
+    from tests.hostile.inputs_spark import CAPTURES, DANGLING, ESCAPES, FIFO, NOT_UTF8, special_entries_dir
+    top = special_entries_dir(tmp_path)
+    done = kinspect_spark(top, "--out", tmp_path / "out", "--master", "local[1]")
+    stderr = clean_text(done)
+    assert done.returncode == 3, stderr[-3000:]
+    assert "Traceback" not in stderr and "internal error" not in stderr
+    assert escape(FIFO) == "never-written-\\x1b[31mred\\x1b]0;title\\x07"
+    for name, kind in ((escape(FIFO), "a FIFO"), ("a.sock", "a socket"), ("up", "a link to a directory")):
+        assert f"kinspect: skipped {top}/{name}: {kind}, not a regular file" in stderr
+    dangling = f"{top}/dangling-\\xff"
+    assert f"kinspect: {top / 'loop'}: cannot read: Too many levels of symbolic links" in stderr
+    assert f"kinspect: {dangling}: cannot read: No such file or directory" in stderr
+    # librdkafka-mtu1500: 43 exchanges and 2 problems (3 copies); java-console-consumer: 45 and 0
+    assert stderr.splitlines()[-1] == (f"6 files ({3 * CAPTURES[0].stat().st_size + CAPTURES[1].stat().st_size:,} "
+                                       f"bytes), 174 exchanges, 6 problems, 2 unreadable, 3 special "
+                                       f"files skipped → {tmp_path / 'out'}")
+    rows = {row["path"]: row for row in files_table(tmp_path / "out")}
+    not_utf8 = str(top) + "/" + NOT_UTF8.decode("utf-8", "backslashreplace")
+    escaped = str(top / (ESCAPES + ".pcap"))  # data in the tables: as it is
+    assert not_utf8.endswith("capture-\\xff\\xfe.pcap")
+    assert {path: row["exchanges"] for path, row in rows.items()} == {
+        str(top / CAPTURES[0].name): 43, str(top / CAPTURES[1].name): 45, not_utf8: 43, escaped: 43,
+        str(top / "loop"): 0, dangling: 0}
+    assert sorted(path for path, row in rows.items() if row["error"]) == [dangling, str(top / "loop")]
+    exchanges = ds.dataset(tmp_path / "out" / "exchanges", format="parquet", partitioning="hive").to_table()
+    assert set(exchanges.column("capture").to_pylist()) == {str(top / CAPTURES[0].name), str(top / CAPTURES[1].name),
+                                                           not_utf8, escaped}
+
+
+def test_a_special_file_named_as_an_input_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "capture.pcap"
+    os.mkfifo(fifo)
+    done = kinspect_spark(fifo, "--out", tmp_path / "out")
+    assert done.returncode == 3
+    assert clean_text(done) == f"kinspect: {fifo}: a FIFO, not a regular file: name capture files or directories\n"
+
+
+def test_out_inside_the_directory_a_glob_or_a_directory_reads_is_refused(tmp_path):
+    captures = tmp_path / "captures"
+    captures.mkdir()
+    shutil.copy(CAPTURE, captures / CAPTURE.name)
+    for given in (captures / "*.pcap", captures):
+        done = kinspect_spark(given, "--out", captures / "tables")
+        assert done.returncode == 2, done.stderr
+        assert f"--out {captures / 'tables'} is inside {captures}, which the input {given} reads" in clean_text(done)
+    assert not (captures / "tables").exists()
+
+
+def _without_pyarrow(*args) -> list[str]:
+    """The CLI in a Python where importing pyarrow fails as it does where it is not installed."""
+    hide = ("import sys\n"
+            "class NoPyarrow:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'pyarrow':\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, NoPyarrow())\n"
+            "from kinspect.cli import main\n"
+            "sys.argv[:] = ['kinspect', 'spark', *sys.argv[1:]]\n"
+            "main()\n")
+    return [sys.executable, "-P", "-c", hide, *map(str, args)]
+
+
+def test_without_pyarrow_one_line_says_what_to_install(tmp_path):
+    done = subprocess.run(_without_pyarrow(CAPTURE, "--out", tmp_path / "out"), capture_output=True, timeout=WITHIN)
+    assert done.returncode == 4
+    assert clean_text(done) == ("kinspect: pyarrow not installed: pip install 'kinspect[spark]' "
+                                "(and Java 17 or newer)\n")
+
+
+def test_a_java_home_that_cannot_run_spark_is_one_line(tmp_path):
+    """JAVA_HOME naming nothing, an old Java, and a java that fails at once: each one line
+    (internal error, exit 4, before), and no JVM of its own left."""
+    env = {**os.environ, "JAVA_HOME": "/nonexistent"}
+    done = kinspect_spark(CAPTURE, "--out", tmp_path / "a", env=env)
+    assert done.returncode == 4
+    assert clean_text(done) == ("kinspect: JAVA_HOME=/nonexistent holds no bin/java: set JAVA_HOME to a Java 17+ "
+                                "installation (or unset it to use the java on PATH)\n")
+    old = tmp_path / "jdk8"
+    (old / "bin").mkdir(parents=True)
+    (old / "bin" / "java").write_text("#!/bin/sh\necho 'Error: an old java' >&2\nexit 1\n")
+    (old / "bin" / "java").chmod(0o755)
+    (old / "release").write_text('JAVA_VERSION="1.8.0_402"\n')
+    done = kinspect_spark(CAPTURE, "--out", tmp_path / "b", env={**env, "JAVA_HOME": str(old)})
+    assert done.returncode == 4
+    assert clean_text(done).startswith(f"kinspect: JAVA_HOME={old} is Java 8; this Spark needs Java 17 or newer")
+    (old / "release").write_text('JAVA_VERSION="17.0.15"\n')  # says 17, fails at once
+    done = kinspect_spark(CAPTURE, "--out", tmp_path / "c", env={**env, "JAVA_HOME": str(old)})
+    assert done.returncode == 4
+    lines = clean_text(done).splitlines()
+    assert "Error: an old java" in lines and lines[-1].startswith("kinspect: Spark's JVM ended before it started")
+    assert "internal error" not in done.stderr.decode() and "Traceback" not in done.stderr.decode()

@@ -26,16 +26,16 @@ def test_a_walk_skips_special_files_and_gives_unreadable_entries_their_error(tmp
     """A FIFO (read, it would never end), a socket and a link to a directory above are passed
     over and listed; a link loop and a dangling link are inputs with their error; a name that is
     not UTF-8 is an input like any other."""
-    from tests.hostile.inputs_spark import CAPTURES, ESCAPES, NOT_UTF8, special_entries_dir
+    from tests.hostile.inputs_spark import CAPTURES, DANGLING, ESCAPES, FIFO, NOT_UTF8, special_entries_dir
     top = special_entries_dir(tmp_path)
     listing = find_inputs([str(top)])
     assert sorted((os.path.basename(p), kind) for p, kind in listing.skipped) == \
-        [("a.sock", "a socket"), ("never-written.fifo", "a FIFO"), ("up", "a link to a directory")]
+        [("a.sock", "a socket"), (FIFO, "a FIFO"), ("up", "a link to a directory")]
     by_name = {os.fsencode(os.path.basename(f.path)): f for f in listing.inputs}
-    assert sorted(by_name) == sorted([*(c.name.encode() for c in CAPTURES), NOT_UTF8, ESCAPES.encode(),
-                                      b"dangling", b"loop"])
+    assert sorted(by_name) == sorted([*(c.name.encode() for c in CAPTURES), NOT_UTF8, (ESCAPES + ".pcap").encode(),
+                                      DANGLING, b"loop"])
     assert by_name[b"loop"].error == "cannot read: Too many levels of symbolic links"
-    assert by_name[b"dangling"].error == "cannot read: No such file or directory"
+    assert by_name[DANGLING].error == "cannot read: No such file or directory"
     assert by_name[NOT_UTF8].error is None and by_name[NOT_UTF8].size == CAPTURES[0].stat().st_size
 
 
