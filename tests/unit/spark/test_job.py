@@ -2,6 +2,7 @@
 
 import json
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
@@ -82,6 +83,25 @@ def test_records_table_equals_one_process_with_packed_and_sharded_files(tables):
     expected = Counter(tuple(r[c] for c in RECORD_COLUMNS) for capture in CAPTURES
                        for r in file_rows(Input(str(capture), 0), records=True) if r["table"] == "records")
     assert got == expected and sum(expected.values()) > 500
+
+
+TOMBSTONES = Path(__file__).parent / "data" / "tombstones.pcap"  # tests/integration/test_spark_records_lab.py
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_a_tombstones_value_size_is_null_and_an_empty_values_zero(spark_session, tmp_path, fmt):
+    """A real capture (Apache Kafka 4, confluent-kafka): a tombstone (null value), an empty value
+    and a 3-byte value with one header, produced in one batch and fetched back at offsets 0-2.
+    Literal values, from what the producer sent (its manifest), not from rows.py."""
+    out = tmp_path / "out"
+    job.write(spark_session, plan(list_inputs([str(TOMBSTONES)]), cores=2), str(out), fmt=fmt, records=True)
+    rows = job.read_records(spark_session, str(out), fmt).where("topic = 'lab-tombstones'").collect()
+    got = sorted((r["side"], r["correlation_id"], r["offset"], bytes(r["key"]), r["value_size"], r["header_count"])
+                 for r in rows)
+    produce = [r for r in got if r[0] == "request"]
+    fetched = {r[2:] for r in got if r[0] == "response"}
+    assert [r[3:] for r in produce] == [(b"tombstone", None, 0), (b"empty", 0, 0), (b"full", 3, 1)]
+    assert fetched == {(0, b"tombstone", None, 0), (1, b"empty", 0, 0), (2, b"full", 3, 1)}
 
 
 def test_jsonl_tables_hold_every_column(spark_session, tmp_path):
