@@ -66,7 +66,7 @@ class PumpedLink(Link):
                 raise OSError("it left the metadata")
             host, port = self.upstream
             server = await asyncio.wait_for(_connected(proxy.loop, host, port), proxy.options.connect_timeout)
-        except (OSError, asyncio.TimeoutError) as e:
+        except (OSError, asyncio.TimeoutError, ValueError, OverflowError) as e:  # UnicodeError too
             reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (getattr(e, "strerror", None) or str(e))
             proxy.log(f"#{self.conn} {self.label}: cannot connect to {self._target()}: {reason}; closing the client")
             self.closed_by = "proxy (broker unreachable)"

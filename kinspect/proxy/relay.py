@@ -176,7 +176,7 @@ class Link:
             await asyncio.wait_for(proxy.loop.create_connection(
                 lambda: self.server, host, port, ssl=options.upstream_ssl,
                 server_hostname=host if options.upstream_ssl is not None else None), options.connect_timeout)
-        except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
+        except (OSError, asyncio.TimeoutError, ssl.SSLError, ValueError, OverflowError) as e:  # UnicodeError too
             reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (getattr(e, "strerror", None) or str(e))
             proxy.log(f"#{self.conn} {self.label}: cannot connect to {self._target()}: {reason}; closing the client")
             self.closed_by = "proxy (broker unreachable)"
@@ -313,10 +313,14 @@ def _never(api_key: int, api_version: int) -> bool:
 
 def reachable(host, port) -> bool:
     """Whether a client could connect to this address a broker gave: a port from 1 to 65535, a
-    host name DNS could hold (at most 253 characters, IDNA-encodable, no NUL)."""
+    host name DNS could hold (at most 253 characters, labels of at most 63, IDNA-encodable, no
+    NUL). Connecting to any other raised from inside getaddrinfo or connect (UnicodeError,
+    OverflowError), not OSError: the link's task died with a traceback, its client left waiting."""
     if not isinstance(host, str) or not isinstance(port, int) or not 0 < port < 65536:
         return False
     if not 0 < len(host) <= 253 or "\0" in host:
+        return False
+    if ":" not in host and not all(0 < len(label) <= 63 for label in host.removesuffix(".").split(".")):
         return False
     if not host.isascii():
         try:

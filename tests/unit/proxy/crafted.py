@@ -2,8 +2,9 @@
 TCP server on loopback (its own thread and event loop) that reads Kafka request frames and
 answers each with a response built by kinspect's encoder: ApiVersions, Metadata naming whatever
 ``brokers`` holds at that moment (a test changes it between requests), and DescribeCluster naming
-``cluster_brokers`` (or ``brokers``). Any other request gets no answer (it is only read), and
-``received`` counts the bytes read.
+``cluster_brokers`` (or ``brokers``); or, for the API keys in ``raw``, the bytes it gives, and the
+connection's end. Any other request gets no answer (it is only read), and ``received`` counts the
+bytes read.
 
     with CraftedBroker(brokers=[(0, "127.0.0.1", 9092)]) as broker:
         broker.address        # (host, port) for --upstream
@@ -89,6 +90,8 @@ class CraftedBroker:
     def __init__(self, brokers=(), host: str = "127.0.0.1", ssl=None, close_after_answer: bool = False,
                  sink: bool = False):
         self.sink = sink  # read and count every byte, answer nothing (a flood is read at once)
+        # api key -> (api version, correlation id) -> the raw bytes to answer with, then close
+        self.raw: dict[int, object] = {}
         self.ssl = ssl  # an SSLContext: the broker speaks TLS
         self.close_after_answer = close_after_answer  # the broker ends each connection after one answer
         self.brokers = list(brokers)
@@ -145,6 +148,11 @@ class CraftedBroker:
                 header = parse_request_header(payload)
                 if header is None:
                     continue
+                raw = self.raw.get(header.api_key)
+                if raw is not None:
+                    writer.write(raw(header.api_version, header.correlation_id))
+                    await writer.drain()
+                    break
                 answer = self.answer(header.api_key, header.api_version, header.correlation_id)
                 if answer is not None:
                     writer.write(answer)
