@@ -50,11 +50,13 @@ any problem in an exchange); 2 usage error; 3 input unreadable; 4 kinspect could
               help="Processes decoding bodies for --json and --summary. Default: one, while the "
                    "work measured so far says that is faster (small captures); else workers for the "
                    "rest, one per CPU beyond the first (two on two CPUs). -j1: one process.")
+@click.option("-c", "--count", type=click.IntRange(1), default=None,
+              help="Stop after this many exchanges (after filters), as tcpdump -c and kcat -c do.")
 @secrets_option
 @keylog_option()
 @limit_options
 @output_options
-def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose, strict, max_frame, max_connections, jobs, show_secrets, keylog, out: Output, limits: Limits):
+def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose, strict, max_frame, max_connections, jobs, count, show_secrets, keylog, out: Output, limits: Limits):
     """Decode Kafka traffic in pcap/pcapng captures (a file, a .gz, or - for stdin).
 
     Every request is paired with its response by connection and correlation id, with latency,
@@ -69,6 +71,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     for line in keylog_warnings(keylog):
         out.warn(line)
     tally = Tally()
+    shown = kept = 0
     for entry in walk(captures, _recognise, streams=True, unrecognised="not a capture"):
         tally.add(entry)
         source = str(entry.path)
@@ -81,20 +84,32 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
                 out.warn(f"kinspect: {path_text(source)}: {entry.skipped}: not a capture file")
                 exit_code = max(exit_code, EXIT_UNREADABLE)
             continue
+        if count is not None and shown >= count:
+            break
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
                         limits=limits, max_connections=max_connections, show_secrets=show_secrets,
                         keylog=keylog)
         try:
             with out.progress(run.size) as bar:
-                for output, has_error in finished(run, keep, mode, jobs, bar.update,
-                                                  sink=out if mode == JSON else None):
+                # with --count, this process writes every line, so that it can count them
+                outputs = finished(run, keep, mode, 1 if count else jobs, bar.update,
+                                   sink=out if mode == JSON and not count else None)
+                for output, has_error in outputs:
                     any_problems |= has_error
                     if output is None:  # filtered out, or a JSON line already written
                         continue
+                    kept += 1
                     if mode == SUMMARY:
                         totals.add(output)
+                    elif mode == JSON:
+                        out.write_line(output)
                     else:
                         print_record(out, output, verbose, write)
+                    if count is not None and _is_exchange(output):
+                        shown += 1
+                        if shown >= count:
+                            outputs.close()
+                            break
         except CaptureUnreadable as e:
             out.warn(f"kinspect: {source}: {e}")
             exit_code = max(exit_code, EXIT_UNREADABLE)
@@ -125,6 +140,8 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
         exit_code = max(exit_code, EXIT_UNREADABLE)
     elif skipped and not verbose:
         out.warn(f"kinspect: {skipped}; -v lists them")
+    if keep.active and tally.read and kept == 0 and out.json_writes == 0:
+        out.warn(f"kinspect: no exchange matched the filters ({keep.describe()})")
     if strict and any_problems:
         exit_code = max(exit_code, EXIT_PROBLEMS)
     sys.exit(exit_code)
@@ -137,3 +154,9 @@ def _recognise(path: Path, named: bool) -> str | None:
         return "capture"
     with open(path, "rb") as f:
         return "capture" if sniff_format(f.read(4)) is not None else None
+
+
+def _is_exchange(output) -> bool:
+    if isinstance(output, (bytes, bytearray, memoryview)):
+        return bytes(output[:18]) == b'{"type":"exchange"'
+    return output.get("type") == "exchange"

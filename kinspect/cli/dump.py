@@ -191,10 +191,18 @@ def _dump_one(path: Path, info: files.FileInfo, options: DumpOptions, renderer, 
 # -- renderers -----------------------------------------------------------------------------------
 
 class JsonRenderer:
+    """JSON Lines; every line of a file carries the file's topic and partition (after "file"), as
+    kcat -J's messages do, so that a line read alone says where it came from."""
+
     def __init__(self, out: Output, data: bool, mode: str):
         self.out, self.data, self.mode = out, data, mode
+        self.where = {"topic": None, "partition": None}
 
     def event(self, event: dict) -> None:
+        if event["type"] == "file":
+            self.where = {"topic": event.get("topic"), "partition": event.get("partition")}
+        elif "file" in event:
+            event = {"type": event.pop("type"), "file": event.pop("file"), **self.where, **event}
         records = event.get("records")
         if records and event["type"] == "batch":
             if not self.data:  # the hot path of big segments: records written as text

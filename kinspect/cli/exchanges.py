@@ -23,8 +23,8 @@ def _apis(ctx, param, values):
 
 
 def filter_options(command):
-    """--api, --client-id, --topic, --errors, --min-latency-ms: the command gets ``keep``, an
-    ExchangeFilter."""
+    """--api, --client-id, --topic, --errors, --min-latency-ms, --conn, --correlation-id: the command
+    gets ``keep``, an ExchangeFilter."""
     options = [
         click.option("--api", "api_keys", multiple=True, callback=_apis,
                      help="Only these APIs (name or key; repeatable)."),
@@ -34,12 +34,18 @@ def filter_options(command):
         click.option("--errors", "errors_only", is_flag=True,
                      help="Only exchanges with error codes or decode problems."),
         click.option("--min-latency-ms", type=float, help="Only exchanges at least this slow."),
+        click.option("--conn", "conns", multiple=True, metavar="ADDRESS",
+                     help="Only these connections: HOST:PORT, HOST or :PORT of either end, or the whole "
+                          "CLIENT-BROKER text as shown (glob patterns; repeatable)."),
+        click.option("--correlation-id", "correlation_ids", multiple=True, type=int, metavar="N",
+                     help="Only exchanges with this correlation id (repeatable; with --conn for one exchange)."),
     ]
 
     @functools.wraps(command)
-    def wrapped(*args, api_keys, client_ids, topics, errors_only, min_latency_ms, **kwargs):
-        return command(*args, keep=ExchangeFilter(api_keys, client_ids, topics, errors_only, min_latency_ms),
-                       **kwargs)
+    def wrapped(*args, api_keys, client_ids, topics, errors_only, min_latency_ms, conns, correlation_ids,
+                **kwargs):
+        return command(*args, keep=ExchangeFilter(api_keys, client_ids, topics, errors_only, min_latency_ms,
+                                                  conns, correlation_ids), **kwargs)
 
     for option in reversed(options):
         wrapped = option(wrapped)

@@ -83,6 +83,7 @@ class Output:
         self.stream = stream or sys.stdout
         self._console = self._err = None
         self._bar = None
+        self.json_writes = 0  # calls that wrote JSON lines (record, write_line, write_lines)
 
     @property
     def console(self):
@@ -107,6 +108,7 @@ class Output:
 
     def record(self, record: dict) -> None:
         self._clear_bar()
+        self.json_writes += 1
         binary = getattr(self.stream, "buffer", None)
         if binary is not None:
             self.stream.flush()
@@ -119,6 +121,7 @@ class Output:
     def write_line(self, line: bytes) -> None:
         """A JSON line already encoded with its newline (jsonl.dumpb(..., newline=True)), as it is."""
         self._clear_bar()
+        self.json_writes += 1
         binary = getattr(self.stream, "buffer", None)
         if binary is not None:
             binary.write(line)
@@ -130,6 +133,7 @@ class Output:
         is not joined into one more copy first (parallel._flush). Text streams without a binary
         buffer get them one by one."""
         self._clear_bar()
+        self.json_writes += 1
         binary = getattr(self.stream, "buffer", None)
         try:
             fd = binary.fileno() if binary is not None else None

@@ -99,6 +99,44 @@ def test_filters():
     assert json_lines(run("--json", "--topic", "no-such-topic", DEMO).stdout) == []
 
 
+def test_conn_and_correlation_id_pick_exchanges():
+    """Checked against the unfiltered output: the same exchanges, none missing, none extra."""
+    every = [r for r in json_lines(run("--json", DEMO).stdout) if r["type"] == "exchange"]
+    conn = every[5]["conn"]
+    client, broker = conn.split("-")
+    for pattern in (conn, client, ":" + client.rsplit(":", 1)[1], conn.split(":")[0][:5] + "*-*"):
+        picked = [r for r in json_lines(run("--json", "--conn", pattern, DEMO).stdout)]
+        expected = [r for r in every if r["conn"] == conn or (pattern.endswith("*-*"))]
+        assert [(r["conn"], r["correlation_id"]) for r in picked if r["type"] == "exchange"] == \
+            [(r["conn"], r["correlation_id"]) for r in expected], pattern
+    one = json_lines(run("--json", "--conn", conn, "--correlation-id", every[5]["correlation_id"], DEMO).stdout)
+    assert one == [every[5]]
+    by_id = json_lines(run("--json", "--correlation-id", "2", "--correlation-id", "3", DEMO).stdout)
+    assert by_id == [r for r in every if r["correlation_id"] in (2, 3)] and by_id
+
+
+@pytest.mark.parametrize("mode", [[], ["--json"], ["--summary", "--json"], ["-v"]])
+def test_count_stops_after_n_exchanges(mode):
+    every = json_lines(run("--json", "--api", "Produce", DEMO).stdout)
+    result = run(*mode, "-c", "3", "--api", "Produce", DEMO)
+    assert result.exit_code == 0, result.output
+    if mode == ["--json"]:
+        assert json_lines(result.stdout) == every[:3]
+    elif mode == ["--summary", "--json"]:
+        rows = [r for r in json_lines(result.stdout) if r.get("api_name") == "Produce"]
+        assert rows[0]["count"] == 3
+    else:
+        assert result.stdout.count(" Produce v") == 3
+
+
+def test_a_filter_that_matches_nothing_says_so():
+    for mode in ([], ["--json"]):
+        result = run(*mode, "--api", "Fetch", "--topic", "no-such-topic", DEMO)
+        assert result.exit_code == 0 and result.stdout == ""
+        assert "no exchange matched the filters (--api Fetch --topic no-such-topic)" in result.stderr
+    assert "matched" not in run("--api", "Fetch", DEMO).stderr
+
+
 def test_unknown_api_is_a_usage_error():
     result = run("--api", "Bogus", DEMO)
     assert result.exit_code == 2

@@ -69,7 +69,7 @@ def test_unreadable_and_unknown_files_exit_3(tmp_path):
     code, _, err = run(tmp_path / "notes.txt")
     assert code == 3 and "--type KIND" in err
     code, _, err = run(tmp_path / "missing.log")
-    assert code == 3 and "no such file" in err
+    assert code == 3 and "no such file" in err.lower()
     code, _, _ = run("--type", "log", tmp_path / "notes.txt")
     assert code == 1  # read as a segment: 5 bytes of damage
 
