@@ -127,8 +127,6 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
     options = {"ports": set(ports) | {9092}, "heuristic": not no_heuristic, "show_secrets": show_secrets}
     for line in keylog_warnings(keylog):
         click.echo(line, err=True)
-    if keylog is not None:  # read here, once; the tasks get its secrets (they may not see the files)
-        options["keylog"] = portable_keylog(keylog)
     if package is not None and not os.path.exists(package):
         _build_package(package)
     with Interrupts() as interrupts:  # Ctrl-C: exit 130, without Py4J's tracebacks
@@ -147,6 +145,8 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
             sys.exit(EXIT_UNFINISHED)
         interrupts.stop_spark_on_sigint(session)
         local = remote is None and job.master_of(session).startswith("local")
+        if keylog is not None:  # read here, once
+            options["keylog"] = job.shipped_keylog(keylog, local)
         try:
             if uris:
                 try:
@@ -265,8 +265,3 @@ def _write(session, units, out, fmt, options, keep, records):
 def _first_line(error: Exception) -> str:
     text = str(error).strip().splitlines()
     return text[0] if text else type(error).__name__
-
-
-def portable_keylog(keylog):
-    """The key log's secrets without its files: a task on another node cannot re-read them."""
-    return keylog.portable()

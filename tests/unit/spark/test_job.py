@@ -104,6 +104,34 @@ def test_a_tombstones_value_size_is_null_and_an_empty_values_zero(spark_session,
     assert fetched == {(0, b"tombstone", None, 0), (1, b"empty", 0, 0), (2, b"full", 3, 1)}
 
 
+def test_local_tasks_get_the_key_logs_index_not_its_secrets(tmp_path):
+    """Local tasks get the driver's index of the key-log file (no secret in it, a fraction of its
+    size) and read a connection's lines from the file; a cluster's executors, which may not see
+    the file, get every secret. Every task used to get every secret (issue 30 item 4)."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    from kinspect.tls.keylog import KeyLog
+    lines = [f"CLIENT_TRAFFIC_SECRET_0 {os.urandom(32).hex()} {os.urandom(32).hex()}" for _ in range(20_000)]
+    path = tmp_path / "keys.log"
+    path.write_text("\n".join(lines) + "\n")
+    _, random, secret = lines[-1].split()
+    keylog = KeyLog.from_files([path])
+    shipped = pickle.dumps(job.shipped_keylog(keylog, local=True))
+    assert secret.encode() not in shipped and bytes.fromhex(secret) not in shipped
+    assert len(shipped) < path.stat().st_size // 4
+    worker = ("import pickle, sys\n"
+              "keylog = pickle.load(sys.stdin.buffer)\n"
+              "print(keylog.get(bytes.fromhex(sys.argv[1]))['CLIENT_TRAFFIC_SECRET_0'].hex())\n")
+    found = subprocess.run([sys.executable, "-c", worker, random], input=shipped, capture_output=True, timeout=60)
+    assert found.stdout.decode().strip() == secret, found.stderr
+    anywhere = pickle.loads(pickle.dumps(job.shipped_keylog(keylog, local=False)))
+    path.unlink()
+    assert anywhere.get(bytes.fromhex(random)) == {"CLIENT_TRAFFIC_SECRET_0": bytes.fromhex(secret)}
+
+
 def test_jsonl_tables_hold_every_column(spark_session, tmp_path):
     capture = PCAPS / "librdkafka-produce-consume.pcapng"
     units = plan(list_inputs([str(capture)]), cores=2)
