@@ -1,6 +1,6 @@
 """Generate kinspect/wire/_schemas.py from Apache Kafka's JSON message definitions.
 
-    python tools/gen_schemas.py [SPECS_DIR]      (default: ../shared/kafka-message-specs)
+    python tools/gen_schemas.py [SPECS_DIR]      (default: tests/data/thirdparty/kafka-message-specs)
 
 Reads kafka-3.9.0/clients and kafka-4.2-snapshot/clients. For each (api key, kind, version)
 the 4.2 definition wins when 4.2's validVersions holds the version, else 3.9's. Each message
@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SPECS = REPO.parent / "shared" / "kafka-message-specs"
+DEFAULT_SPECS = REPO / "tests" / "data" / "thirdparty" / "kafka-message-specs"
 OUTPUT = REPO / "kinspect" / "wire" / "_schemas.py"
 RECORDS_OUTPUT = REPO / "kinspect" / "storage" / "_record_schemas.py"
 
