@@ -33,4 +33,4 @@ def test_every_real_commit_record_agrees_with_kafka_dump_log(dumped):
         view = read_segments([log], history=True)
         compared += check_history_against_dump(dump_log_records(section), view.history)
         assert view.problems == []
-    assert compared == 1521  # every offset commit in the data (see realdata/SOURCES.md)
+    assert compared == 1521  # every offset commit in the data (tests/data/thirdparty/SOURCES.md)
