@@ -13,8 +13,8 @@ Each source yields ``(ts, linktype, data, number)`` packets and, when nothing ca
 (received, dropped) as far as the backend lets them be known: rings and tcpdump every second,
 dumpcap when it stops (its closing line; with several interfaces, its pcapng interface
 statistics blocks too). ``stop()`` may be called from a
-signal handler. Errors that stop a capture before it starts are ``LiveError`` with the exit code
-and a one-line message that says what to do.
+signal handler. Errors that stop a capture before it starts are ``LiveError``: a one-line message
+that says what to do, and whether what was asked is impossible (the CLI chooses the exit code).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from kinspect.capture.pcap import PcapParser
 from kinspect.capture.pcapng import PcapngParser
 from kinspect.capture.source import sniff_format
 from kinspect.capture.tcp import TICK
-from kinspect.problems import EXIT_UNREADABLE, EXIT_USAGE, Problem
+from kinspect.problems import Problem
 
 BACKENDS = ("auto", "ring", "dumpcap", "tcpdump")
 DUMPCAP_DELAY_NOTE = ("dumpcap hands packets over up to 250 ms late at low rates (its libpcap buffer timeout); "
@@ -57,11 +57,13 @@ BAD_FILTER = re.compile(r"syntax error|can't parse filter|Invalid capture filter
 
 
 class LiveError(Exception):
-    """The capture could not start: ``exit_code`` (usage 2, unreadable 3) and what to do."""
+    """The capture could not start, and what to do. ``asked``: what was asked cannot be done (no
+    such interface, a filter that does not compile, an unknown backend); otherwise the machine
+    cannot do it now (permissions, a tool missing, a tool that failed)."""
 
-    def __init__(self, message: str, exit_code: int = EXIT_UNREADABLE):
+    def __init__(self, message: str, asked: bool = False):
         super().__init__(message)
-        self.exit_code = exit_code
+        self.asked = asked
 
 
 def permission_message(interfaces: list[str], detail: str = "") -> str:
@@ -92,7 +94,7 @@ def check_interfaces(interfaces: list[str]) -> None:
     missing = [name for name in interfaces if name not in known]
     if missing:
         raise LiveError(f"no interface named {', '.join(repr(m) for m in missing)}; the interfaces here are: "
-                        f"{', '.join(list_interfaces())}", EXIT_USAGE)
+                        f"{', '.join(list_interfaces())}", asked=True)
 
 
 def build_filter(ports, heuristic: bool, user_filter: str | None) -> str:
@@ -113,7 +115,7 @@ def open_live(interfaces: list[str], backend: str = "auto", bpf: str = "tcp", bu
         try:
             return RingSource(interfaces, bpf, buffer_mb)
         except ValueError as e:  # the filter does not compile
-            raise LiveError(f"the capture filter {bpf!r} does not compile: {e}", EXIT_USAGE) from None
+            raise LiveError(f"the capture filter {bpf!r} does not compile: {e}", asked=True) from None
         except RingError as e:
             if backend == "ring":
                 if e.errno in (errno.EPERM, errno.EACCES):
@@ -128,14 +130,14 @@ def open_live(interfaces: list[str], backend: str = "auto", bpf: str = "tcp", bu
             raise LiveError(permission_message(interfaces, "tcpdump captures one interface only"))
         return PipeSource(tools[0], interfaces, bpf, buffer_mb)
     if backend not in ("dumpcap", "tcpdump"):
-        raise LiveError(f"unknown backend {backend!r}; one of {', '.join(BACKENDS)}", EXIT_USAGE)
+        raise LiveError(f"unknown backend {backend!r}; one of {', '.join(BACKENDS)}", asked=True)
     if shutil.which(backend) is None:
         other = "tcpdump" if backend == "dumpcap" else "dumpcap"
         raise LiveError(f"{backend} is not installed (apt-get install {'tshark' if backend == 'dumpcap' else 'tcpdump'})"
                         f"; or use --backend ring or --backend {other}")
     if backend == "tcpdump" and len(interfaces) > 1:
         raise LiveError("tcpdump captures one interface at a time: give one, or 'any', or use --backend dumpcap "
-                        "or ring", EXIT_USAGE)
+                        "or ring", asked=True)
     return PipeSource(backend, interfaces, bpf, buffer_mb)
 
 
@@ -247,9 +249,9 @@ class PipeSource:
             raise LiveError(permission_message(self.interfaces, f"{self.backend}: {said[:160]}"))
         if NO_DEVICE.search(said):
             check_interfaces(self.interfaces)  # names the existing ones if it can tell
-            raise LiveError(f"{self.backend} cannot open {', '.join(self.interfaces)}: {said[:200]}", EXIT_USAGE)
+            raise LiveError(f"{self.backend} cannot open {', '.join(self.interfaces)}: {said[:200]}", asked=True)
         if BAD_FILTER.search(said):
-            raise LiveError(f"the capture filter does not compile: {said[:200]}", EXIT_USAGE)
+            raise LiveError(f"the capture filter does not compile: {said[:200]}", asked=True)
         raise LiveError(f"{self.backend} exited {self.process.returncode} before capturing: {said[:300]}")
 
     def stop(self) -> None:

@@ -88,11 +88,9 @@ class RingError(OSError):
 def compile_bpf(expression: str, linktype: int = DLT_RAW):
     """A libpcap-compiled BPF program (scapy's compile_filter: no root needed); ValueError
     with libpcap's message when the expression does not compile."""
-    try:
-        from scapy.arch.common import compile_filter
-        from scapy.error import Scapy_Exception
-    except ImportError as e:  # pragma: no cover - scapy is a dependency of sniff
-        raise ValueError(f"compiling BPF needs scapy ({e}); pip install 'kinspect[live]'") from None
+    from scapy.arch.common import compile_filter  # a dependency of kinspect: main() says so if missing
+    from scapy.error import Scapy_Exception
+
     try:
         return compile_filter(expression, linktype=linktype)
     except Scapy_Exception as e:

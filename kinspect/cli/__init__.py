@@ -11,7 +11,7 @@ import click
 
 from kinspect import __version__
 from kinspect.cli import codecache
-from kinspect.problems import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNFINISHED, EXIT_USAGE
+from kinspect.problems import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNFINISHED, EXIT_UNREADABLE, EXIT_USAGE
 from kinspect.render.safe import escape
 
 EPILOG = """\b
@@ -123,6 +123,11 @@ def main() -> None:
     except (_ReaderGone, BrokenPipeError):  # nothing more to say to a reader that left
         _quiet_stdout()
         code = EXIT_OK
+    except ModuleNotFoundError as e:
+        if os.environ.get("KINSPECT_DEBUG") or not e.name or e.name.split(".")[0] == "kinspect":
+            raise
+        print(f"kinspect: {missing_package(e.name)}", file=sys.stderr)
+        code = EXIT_UNREADABLE
     except Exception as e:
         if os.environ.get("KINSPECT_DEBUG"):
             raise
@@ -135,6 +140,21 @@ def main() -> None:
     if cli.resolved in QUICK_EXIT and not profiled:
         _leave(code)
     sys.exit(code)
+
+
+# The extra that brings each optional package (pyproject.toml's optional-dependencies); the packages
+# every install has are named with the plain install.
+EXTRAS = {"pyspark": "spark", "pyarrow": "spark", "pandas": "spark", "venv_pack": "spark", "py4j": "spark",
+          "fastavro": "schemas", "google": "schemas", "grpc_tools": "schemas"}
+
+
+def missing_package(module: str) -> str:
+    """What to install when ``module`` could not be imported: one line."""
+    top = module.split(".")[0]
+    extra = EXTRAS.get(top)
+    install = f"pip install 'kinspect[{extra}]'" if extra else "pip install --force-reinstall kinspect"
+    return (f"this needs the Python package {top!r}, which is not installed where kinspect runs "
+            f"({sys.executable}): {install}")
 
 
 def _leave(code: int) -> None:

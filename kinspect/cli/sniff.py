@@ -23,7 +23,7 @@ from kinspect.filters import ExchangeFilter
 from kinspect.limits import Budget, Limits
 from kinspect.parallel import JSON, RECORD, SUMMARY, finish
 from kinspect.pipeline import DecodeRun
-from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, EXIT_USAGE
 from kinspect.summary import Summary
 
 PENDING_TIMEOUT = 60.0   # Kafka's request.timeout.ms is 30 s; a JoinGroup may wait longer
@@ -110,7 +110,7 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
         if written is not None:
             written.close()
         out.warn(f"kinspect: {e}")
-        sys.exit(e.exit_code)
+        sys.exit(EXIT_USAGE if e.asked else EXIT_UNREADABLE)
     if written is not None:
         from kinspect.capture.write import Recording
         source = Recording(source, written)

@@ -130,3 +130,20 @@ def test_a_profiled_run_ends_as_python_does_so_the_profile_is_written(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "kinspect", "decode",
                            "--json", DEMO], capture_output=True)
     assert proc.returncode == 0 and out.stat().st_size > 0
+
+
+@pytest.mark.parametrize("missing, argv, install", [
+    ("scapy", ["sniff", "lo", "--duration", "1"], "pip install --force-reinstall kinspect"),
+    ("rich", ["decode", "--summary", str(PCAPS / "librdkafka-mtu1500.pcap")], "pip install --force-reinstall kinspect"),
+])
+def test_a_missing_package_is_one_line_saying_what_to_install(tmp_path, missing, argv, install):
+    """Not "internal error: ModuleNotFoundError ... (please report)" with exit 4."""
+    program = ("import sys; sys.modules[sys.argv[1]] = None; from kinspect.cli import main; "
+               "sys.argv = ['kinspect', *sys.argv[2:]]; main()")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    proc = subprocess.run([sys.executable, "-c", program, missing, *argv], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("kinspect: ") and repr(missing) in lines[-1] and install in lines[-1]
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
