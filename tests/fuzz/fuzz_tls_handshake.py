@@ -42,6 +42,7 @@ def _pieces(data: bytes, sizes: list[int]) -> list[bytes]:
 def _read(keep, pieces, runs: bool) -> tuple:
     reader = handshake.HandshakeReader(keep)
     got, i = [], 0
+    most = handshake.MAX_MESSAGE + 4 + max(map(len, pieces), default=0)
     while i < len(pieces):
         room = reader.room()
         if not runs or not room or len(pieces[i]) > room:
@@ -54,7 +55,7 @@ def _read(keep, pieces, runs: bool) -> tuple:
                 size += len(pieces[i])
                 i += 1
             reader.take(run, size)
-        if reader.held > handshake.MAX_MESSAGE + 4 + max(map(len, pieces)):
+        if reader.held > most:
             raise harness.Finding(f"the reader holds {reader.held} bytes")
     return got, reader.error
 
