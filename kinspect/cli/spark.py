@@ -96,7 +96,6 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
     decode --json's exchanges.
     """
     refuse_writing_over_inputs(inputs, {"--out": out})
-    _refuse_out_inside_inputs(inputs, out)
     conf = _settings(confs)
     if remote is not None and master is not None:
         raise click.UsageError("--master and --remote: choose one (a Connect server has its own master)")
@@ -115,6 +114,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
     except NoInputs as e:
         click.echo(f"kinspect: {shown(str(e))}", err=True)
         sys.exit(EXIT_UNREADABLE)
+    _refuse_out_inside_inputs(inputs, out)  # once each input is known to name something
     files = listing.inputs
     _say_skipped(listing.skipped)
     from kinspect.spark.requirements import SparkMissing, check_requirements
