@@ -1,0 +1,221 @@
+"""Protobuf payloads, decoded with no generated code.
+
+    reader = compile_proto("orders.proto", text, {"common.proto": common_text})
+    name, value = reader.read(payload, [1, 0])   # the message the indexes name; proto3 JSON
+
+A schema's .proto text (and the texts it imports, by the names its references give) becomes a
+FileDescriptorSet through grpcio-tools' protoc, run in process on a private temporary directory;
+the well-known types (google/protobuf/*.proto) come from grpcio-tools' own include directory. A
+schema given as a serialized FileDescriptorProto (base64, what a registry answers for
+format=serialized) is used as it is. Messages are built by message_factory in a DescriptorPool of
+the schema's own, and shown in the proto3 JSON mapping with the original field names
+(json_format.MessageToDict). protobuf's parser bounds recursion itself (100 levels).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+import shutil
+import tempfile
+import threading
+
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.protobuf.message import DecodeError
+
+MAX_PROTO_TEXT = 4 << 20
+_LOCK = threading.Lock()  # protoc writes to fd 2, redirected while it runs
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
+
+
+class ProtoError(ValueError):
+    def __init__(self, what: str, offset: int | None = None):
+        super().__init__(what)
+        self.offset = offset
+
+
+class ProtoReader:
+    def __init__(self, file: descriptor_pb2.FileDescriptorProto, pool: descriptor_pool.DescriptorPool):
+        self.file_name = file.name
+        self.package = file.package
+        self.top = [m.name for m in file.message_type]
+        self.pool = pool
+        self._classes: dict[tuple[int, ...], tuple[str, type]] = {}
+
+    def message_name(self, indexes: list[int]) -> str:
+        """The full name of the message the message-index list names (Confluent's rule: the
+        first index picks a top-level message of the file, each next one a nested message)."""
+        return self._message(indexes)[0]
+
+    def _message(self, indexes: list[int]) -> tuple[str, type]:
+        key = tuple(indexes)
+        found = self._classes.get(key)
+        if found is not None:
+            return found
+        file = self.pool.FindFileByName(self.file_name)
+        types = list(file.message_types_by_name.values())
+        desc = None
+        for index in indexes:
+            if not 0 <= index < len(types):
+                raise ProtoError(f"message index {list(indexes)} names no message of {self.file_name}")
+            desc = types[index]
+            types = list(desc.nested_types)
+        if desc is None:
+            raise ProtoError(f"{self.file_name} defines no message")
+        found = (desc.full_name, message_factory.GetMessageClass(desc))
+        if len(self._classes) < 1024:
+            self._classes[key] = found
+        return found
+
+    def read(self, payload: bytes, indexes: list[int]) -> tuple[str, dict]:
+        name, cls = self._message(indexes)
+        message = cls()
+        try:
+            message.ParseFromString(payload)
+        except (DecodeError, RuntimeError, ValueError, RecursionError) as e:
+            raise ProtoError(f"does not read as {name}: {e}"[:300], 0) from None
+        try:
+            return name, json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                                   descriptor_pool=self.pool)
+        except (ValueError, TypeError, RecursionError, json_format.Error) as e:
+            raise ProtoError(f"{name} has no JSON form: {e}"[:300], 0) from None
+
+
+def _serialized(text: str) -> descriptor_pb2.FileDescriptorProto | None:
+    """A base64 FileDescriptorProto (format=serialized), or None for .proto text."""
+    stripped = text.strip()
+    if not stripped or any(c.isspace() for c in stripped) or ";" in stripped:
+        return None
+    try:
+        raw = base64.b64decode(stripped, validate=True)
+        file = descriptor_pb2.FileDescriptorProto.FromString(raw)
+    except (binascii.Error, ValueError, DecodeError):
+        return None
+    return file if file.name or file.message_type else None
+
+
+def _include_dir() -> str:
+    import grpc_tools
+    return os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+
+
+def compile_files(main: str, texts: dict[str, str]) -> list[descriptor_pb2.FileDescriptorProto]:
+    """protoc over texts (import name -> .proto text); the files in dependency order."""
+    from grpc_tools import _protoc_compiler
+    for name, text in texts.items():
+        if not _SAFE_NAME.match(name) or ".." in name.split("/") or len(text) > MAX_PROTO_TEXT:
+            raise ProtoError(f"cannot compile a .proto named {name!r}")
+    work = tempfile.mkdtemp(prefix="kinspect-proto-")
+    try:
+        for name, text in texts.items():
+            path = os.path.join(work, "src", name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+                f.write(text)
+        out = os.path.join(work, "set.pb")
+        errors = os.path.join(work, "errors.txt")
+        argv = ["protoc", f"-I{os.path.join(work, 'src')}", f"-I{_include_dir()}",
+                f"--descriptor_set_out={out}", "--include_imports", main]
+        with _LOCK:
+            code = _with_stderr(errors, lambda: _protoc_compiler.run_main([a.encode() for a in argv]))
+        if code != 0 or not os.path.exists(out):
+            with open(errors, encoding="utf-8", errors="replace") as f:
+                said = " ".join(line.strip() for line in f.read().splitlines()[:3])
+            said = said.replace(os.path.join(work, "src") + os.sep, "")
+            raise ProtoError(f"protoc: {said or 'failed'}"[:300])
+        with open(out, "rb") as f:
+            return list(descriptor_pb2.FileDescriptorSet.FromString(f.read()).file)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _with_stderr(path: str, run):
+    """run() with fd 2 sent to path (protoc's messages)."""
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.dup2(target, 2)
+        return run()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def compile_proto(name: str, text: str, imports: dict[str, str]) -> ProtoReader:
+    """A reader for a schema's text, its imports given by name (text or serialized)."""
+    main = _serialized(text)
+    files: list[descriptor_pb2.FileDescriptorProto]
+    if main is None and all(_serialized(t) is None for t in imports.values()):
+        texts = dict(imports)
+        texts[name] = text
+        files = compile_files(name, texts)
+        main = next((f for f in files if f.name == name), files[-1] if files else None)
+        if main is None:
+            raise ProtoError("protoc produced no file")
+    else:
+        files = []
+        for dep_name, dep_text in imports.items():
+            dep = _serialized(dep_text)
+            files += [dep] if dep is not None else [f for f in compile_files(dep_name, {**imports})
+                                                   if f.name == dep_name]
+        if main is None:
+            files += [f for f in compile_files(name, {**imports, name: text}) if f.name == name]
+            main = files[-1]
+        else:
+            files.append(main)
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+    try:
+        _add(pool, files, main, added)
+    except (TypeError, KeyError, ValueError) as e:
+        raise ProtoError(f"descriptor does not build: {e}"[:300]) from None
+    return ProtoReader(main, pool)
+
+
+def _add(pool, files, file, added: set) -> None:
+    """file and what it imports, dependencies first; well-known types from the default pool."""
+    stack = [(file, False)]
+    by_name = {f.name: f for f in files}
+    visiting: set[str] = set()
+    while stack:
+        item, ready = stack.pop()
+        if item.name in added:
+            continue
+        if ready:
+            pool.Add(item)
+            added.add(item.name)
+            visiting.discard(item.name)
+            continue
+        if item.name in visiting:
+            raise ProtoError(f"imports loop through {item.name}")
+        visiting.add(item.name)
+        stack.append((item, True))
+        for dep in item.dependency:
+            if dep in added:
+                continue
+            if dep in visiting:
+                raise ProtoError(f"imports loop through {dep}")
+            found = by_name.get(dep) or _well_known(dep)
+            if found is None:
+                raise ProtoError(f"{item.name} imports {dep}, which no reference gives")
+            stack.append((found, False))
+
+
+def _well_known(name: str) -> descriptor_pb2.FileDescriptorProto | None:
+    if not name.startswith("google/protobuf/"):
+        return None
+    try:
+        found = descriptor_pool.Default().FindFileByName(name)
+    except KeyError:
+        module = "google.protobuf." + name.rsplit("/", 1)[1].removesuffix(".proto") + "_pb2"
+        try:
+            __import__(module)
+            found = descriptor_pool.Default().FindFileByName(name)
+        except (ImportError, KeyError):
+            return None
+    proto = descriptor_pb2.FileDescriptorProto()
+    found.CopyToProto(proto)
+    return proto

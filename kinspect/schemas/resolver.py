@@ -1,0 +1,241 @@
+"""Schemas: framed keys and values decoded against the schemas found, compiled once per run.
+
+    schemas = Schemas(store)                       # a SchemaStore, filled by sources.load
+    found = schemas.decode(value, headers, is_key=False)
+    if found is not None:
+        decoded, about = found                     # about: {"id", "format", "subject", "message"}
+
+decode returns None for a value no schema framing marks (it stays as it is). For a framed value:
+- decoded and ``about`` when the schema is known and the payload reads as it;
+- the value's bytes unchanged (RAW) and ``about`` with ``"error"`` and ``"offset"`` (the byte in
+  the key or value) when the schema is known and the payload does not read as it, or the schema
+  does not compile (``"error"`` says so, once per schema in the notices);
+- the value's bytes (RAW) and ``about`` with ``"found": False`` when no source knows the id: one
+  notice per unknown id says where schemas were looked for.
+A payload starting 0x00 + id (or 0x01 + GUID) is taken as framed when its schema is known, or,
+unknown, when some source gave schemas at all: a binary key that merely starts with 0x00 is
+left alone when nothing says schemas are in use. Headers that carry an id always frame.
+"""
+
+from __future__ import annotations
+
+import json
+
+from kinspect.problems import ERROR, WARNING, Problem
+from kinspect.schemas.framing import Frame, FramingError, detect, message_indexes
+from kinspect.schemas.registry import SchemaStore, StoredSchema
+
+RAW = object()  # decode's first element when the value stays bytes
+MAX_REFERENCE_DEPTH = 32
+MAX_NOTICES = 50
+
+
+class Schemas:
+    def __init__(self, store: SchemaStore | None = None, *, looked_in: list[str] | None = None,
+                 fallback=None):
+        """looked_in: the sources, for the unknown-id notice; fallback(id) -> StoredSchema or
+        None, asked for ids the store does not hold (an HTTP registry)."""
+        self.store = store if store is not None else SchemaStore()
+        self.looked_in = looked_in or []
+        self.fallback = fallback
+        self._compiled: dict[tuple, object] = {}
+        self._failed: dict[tuple, str] = {}
+        self._unknown: set = set()
+        self.notices: list[Problem] = []
+        self.decoded = self.failed = 0
+
+    # -- the API ---------------------------------------------------------------------------
+
+    def decode(self, value, headers=None, is_key: bool = False):
+        if value is None:
+            return None
+        frame = detect(value, headers, is_key)
+        if frame is None:
+            return None
+        schema = self._schema(frame)
+        if schema is None:
+            if frame.where == "payload" and not self._plausible(value):
+                return None
+            return RAW, self._unknown_id(frame)
+        about = {"id": schema.id, "format": schema.format, "subject": schema.subject}
+        if frame.guid is not None:
+            about["guid"] = _guid_text(frame.guid)
+        if frame.where != "payload":
+            about["from"] = frame.where
+        reader = self._reader(schema)
+        if isinstance(reader, str):
+            about["error"] = reader
+            self.failed += 1
+            return RAW, about
+        try:
+            decoded = self._read(schema, reader, frame, value, about)
+        except _Failed as e:
+            about["error"], about["offset"] = str(e), e.offset
+            self.failed += 1
+            return RAW, about
+        self.decoded += 1
+        return decoded, about
+
+    def problems(self) -> list[Problem]:
+        """The notices so far (unknown ids, schemas that do not compile), each once."""
+        return list(self.notices) + list(getattr(self.fallback, "notices", None) or ())
+
+    # -- the parts -------------------------------------------------------------------------
+
+    def _plausible(self, value) -> bool:
+        return len(self.store) > 0 or self.fallback is not None
+
+    def _schema(self, frame: Frame) -> StoredSchema | None:
+        if frame.guid is not None:
+            return self.store.by_guid(frame.guid)
+        found = self.store.by_id(frame.id)
+        if found is None and self.fallback is not None and frame.id not in self._unknown:
+            found = self.fallback(frame.id, self.store)
+            if found is not None:
+                self.store.add(found)
+        return found
+
+    def _unknown_id(self, frame: Frame) -> dict:
+        about = {"id": frame.id, "found": False} if frame.guid is None else {
+            "guid": _guid_text(frame.guid), "found": False}
+        if frame.where != "payload":
+            about["from"] = frame.where
+        key = frame.id if frame.guid is None else frame.guid
+        if key not in self._unknown:
+            self._unknown.add(key)
+            where = ", ".join(self.looked_in) or "no source (--schemas SOURCE names one)"
+            name = f"schema id {frame.id}" if frame.guid is None else f"schema GUID {about['guid']}"
+            self._notice(Problem(f"{name} is in no schema source: looked in {where}; its values "
+                                 f"stay bytes", "", None, WARNING, "schema_unknown"))
+        return about
+
+    def _notice(self, problem: Problem) -> None:
+        if len(self.notices) < MAX_NOTICES:
+            self.notices.append(problem)
+
+    def _reader(self, schema: StoredSchema):
+        key = (schema.context, schema.id, schema.text)
+        reader = self._compiled.get(key)
+        if reader is not None:
+            return reader
+        failed = self._failed.get(key)
+        if failed is not None:
+            return failed
+        try:
+            reader = _compile(self.store, schema)
+        except _Failed as e:
+            why = str(e)
+            self._failed[key] = why
+            self._notice(Problem(f"schema id {schema.id} ({schema.subject} v{schema.version}, "
+                                 f"{schema.format}) does not compile: {why}; its values stay bytes",
+                                 "", None, ERROR, "schema_invalid"))
+            return why
+        self._compiled[key] = reader
+        return reader
+
+    def _read(self, schema: StoredSchema, reader, frame: Frame, value, about: dict):
+        data = bytes(value)
+        start = frame.start
+        if schema.format == "protobuf":
+            source = frame.header if frame.header is not None else data
+            try:
+                indexes, after = message_indexes(source, frame.index_at)
+            except FramingError as e:
+                raise _Failed(str(e), e.offset if frame.header is None else None) from None
+            if frame.header is None:
+                start = after
+            try:
+                name, decoded = reader.read(data[start:], indexes)
+            except ValueError as e:
+                raise _Failed(str(e), start + (getattr(e, "offset", None) or 0)) from None
+            about["message"] = name
+            return decoded
+        if schema.format == "avro":
+            try:
+                return reader.read(data[start:])
+            except ValueError as e:
+                offset = getattr(e, "offset", None)
+                raise _Failed(str(e), start + (offset or 0)) from None
+        try:
+            return json.loads(data[start:])
+        except (ValueError, RecursionError) as e:
+            raise _Failed(f"payload is not JSON: {e}"[:200], start + getattr(e, "pos", 0)) from None
+
+
+class _Failed(ValueError):
+    def __init__(self, what: str, offset: int | None = None):
+        super().__init__(what)
+        self.offset = offset
+
+
+def _guid_text(guid: bytes) -> str:
+    h = guid.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _references(store: SchemaStore, schema: StoredSchema) -> list[tuple[dict, StoredSchema]]:
+    """Every schema the references reach, dependencies first (each once); loops and missing
+    references raise _Failed."""
+    order: list[tuple[dict, StoredSchema]] = []
+    done: set = set()
+    path: list = []
+
+    def visit(node: StoredSchema, depth: int) -> None:
+        if depth > MAX_REFERENCE_DEPTH:
+            raise _Failed(f"references nest deeper than {MAX_REFERENCE_DEPTH}")
+        for ref in node.references:
+            subject, version = ref.get("subject"), ref.get("version")
+            if not isinstance(subject, str) or not isinstance(version, int):
+                raise _Failed(f"reference {ref!r} names no subject and version")
+            target = store.version(subject, version)
+            if target is None:
+                raise _Failed(f"reference {ref.get('name')!r} → {subject} v{version} is in no source")
+            key = (target.subject, target.version)
+            if key in path:
+                raise _Failed(f"references loop through {subject} v{target.version}")
+            if key in done:
+                continue
+            path.append(key)
+            visit(target, depth + 1)
+            path.pop()
+            done.add(key)
+            order.append((ref, target))
+
+    path.append((schema.subject, schema.version))
+    visit(schema, 0)
+    return order
+
+
+def _compile(store: SchemaStore, schema: StoredSchema):
+    refs = _references(store, schema)
+    if schema.format == "avro":
+        from kinspect.schemas.avro import compile_avro
+        named: dict = {}
+        try:
+            for _, target in refs:
+                if target.format != "avro":
+                    raise _Failed(f"an Avro schema references a {target.format} schema")
+                _, named = compile_avro(target.text, named)
+            reader, _ = compile_avro(schema.text, named)
+        except ValueError as e:
+            raise _Failed(str(e)) from None
+        return reader
+    if schema.format == "protobuf":
+        from kinspect.schemas.protobuf import compile_proto
+        imports = {ref.get("name") or f"{t.subject}.proto": t.text for ref, t in refs}
+        try:
+            return compile_proto(_proto_name(schema), schema.text, imports)
+        except ValueError as e:
+            raise _Failed(str(e)) from None
+    if schema.format == "json":
+        try:
+            json.loads(schema.text)
+        except (ValueError, RecursionError) as e:
+            raise _Failed(f"JSON Schema is not JSON: {e}"[:200]) from None
+        return True
+    raise _Failed(f"schema type {schema.schema_type!r} is not one kinspect decodes")
+
+
+def _proto_name(schema: StoredSchema) -> str:
+    safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in schema.subject) or "schema"
+    return f"kinspect_schema_{schema.id}_{safe}.proto"
