@@ -20,6 +20,7 @@ within count/EXACT_LATENCIES of the exact one.
 
 from __future__ import annotations
 
+from kinspect.render.safe import escape
 from kinspect.spark.job import is_connect, on_disk
 
 EXACT_LATENCIES = 1_000_000
@@ -147,10 +148,12 @@ def render(rows: dict[str, list[dict]]) -> str:
 
 
 def _cell(value) -> str:
+    """A value as the table shows it: text from the capture (a client id, a topic) with its
+    control characters escaped (render.safe.escape), so no escape sequence reaches a terminal."""
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.3f}"
     if isinstance(value, list):
-        return ",".join(map(str, value))
-    return str(value)
+        return escape(",".join(map(str, value)))
+    return escape(str(value))

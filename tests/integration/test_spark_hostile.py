@@ -216,3 +216,14 @@ def test_a_java_home_that_cannot_run_spark_is_one_line(tmp_path):
     lines = clean_text(done).splitlines()
     assert "Error: an old java" in lines and lines[-1].startswith("kinspect: Spark's JVM ended before it started")
     assert "internal error" not in done.stderr.decode() and "Traceback" not in done.stderr.decode()
+
+
+def test_the_summary_shows_what_the_capture_names_escaped(tmp_path):
+    """A client id and topic names holding terminal escape sequences, and strings that are not
+    UTF-8 (tests/hostile/inputs.py): the summary on stdout escapes them."""
+    from tests.hostile import inputs
+    captures = [inputs.escapes_capture(tmp_path), inputs.non_utf8_strings_capture(tmp_path)]
+    done = kinspect_spark(*captures, "--out", tmp_path / "out", "--master", "local[1]", "--records", "--summary")
+    clean_text(done)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    assert "c\\x1b]0;owned\\x07\\x1b[2J" in done.stdout.decode()
