@@ -21,7 +21,8 @@ The API (the TLS layer, the pipeline, the CLI and Spark use only this):
 
 - ``KeyLog.from_files(paths)``, ``KeyLog.from_text(text, source)``, ``KeyLog()``;
 - ``get(client_random)`` → {label: secret bytes} or None (the last line of a label wins);
-- ``add_text(text, source, first_line)`` → secrets added (a Decryption Secrets Block's text);
+- ``add_text(text, source, first_line)`` → secrets added (a Decryption Secrets Block's text; kept
+  by reference, or only its secrets' lines when it is mostly other lines);
 - ``refresh()`` → secrets added: what the files gained since the last read (a client writing
   keys while ``sniff`` runs; a file replaced or cut short is read anew from its start);
 - ``items()``: (client random, {label: secret}) of every connection, by client random;
@@ -62,6 +63,7 @@ MAX_CANDIDATES = 64  # lines of one client random read again, the last ones (5 l
 MAX_READ = 1024  # lines read again for one lookup (others may share the random's key)
 MAX_HANDLES = 64  # key-log files kept open; the oldest are opened again by name when needed
 CHUNK = 8 << 20  # bytes of a file read at a time
+KEPT_BYTES = 512  # a text of more bytes a secret than this is not kept whole: only its secrets' lines
 AT_BITS = 40  # an entry's position: source << 40 | byte offset
 NOT_REGULAR = "not a regular file (a FIFO, a socket or a device); give a key-log file"
 _USED = tuple(sorted(label.encode() for label in USED))
@@ -89,6 +91,7 @@ class KeyLog:
         # path -> (device, inode, bytes consumed, partial last line, lines consumed, source)
         self._files: dict[str, tuple[int, int, int, bytes, int, int]] = {}
         self._handles: dict[int, object] = {}  # source → its file, open (never pickled)
+        self._pending = b""  # entries a scan left for its caller
 
     @classmethod
     def from_files(cls, paths) -> "KeyLog":
@@ -110,20 +113,31 @@ class KeyLog:
     # -- reading ------------------------------------------------------------------------------
 
     def add_text(self, text: str | bytes, source: str = "<text>", first_line: int = 1) -> int:
-        """Index the secrets of ``text`` (kept, by reference, when it holds any); returns how
-        many. ``source`` and ``first_line`` name the lines in ``first_bad``."""
+        """Index the secrets of ``text``; returns how many. The text is kept when it holds any:
+        by reference, or only its secrets' lines when they are a small part of it (junk around a
+        few secrets would be held whole). ``source`` and ``first_line`` name the lines in
+        ``first_bad``."""
         if isinstance(text, str):
             text = text.encode("utf-8", "replace")
         elif type(text) is not bytes:
             text = bytes(text)
         number = len(self._sources)
-        added, _ = self._scan(text, 0, first_line, number, source)
-        if added:
-            self._sources.append(text)
+        added, _ = self._scan(text, 0, first_line, number, source, keep=False)
+        if not added:
+            return 0
+        entries, self._pending = self._pending, b""
+        if len(text) > KEPT_BYTES * added:  # mostly other lines: only the secrets' are kept
+            text = _secret_lines(text, entries)
+            scan = _native.keylog_scan if _native is not None else scan_py
+            entries = scan(text, 0, 1, number, MAX_LINE, _USED, _UNUSED, added)[0]
+        self._sources.append(text)
+        self._add_run(entries)
         return added
 
-    def _scan(self, text, base: int, first_line: int, source: int, name: str) -> tuple[int, int]:
-        """Index the lines of ``text`` (from byte ``base`` of source ``source``): (added, lines)."""
+    def _scan(self, text, base: int, first_line: int, source: int, name: str, keep: bool = True) -> tuple[int, int]:
+        """Index the lines of ``text`` (from byte ``base`` of source ``source``): (added, lines).
+        ``keep=False``: the entries are left in ``_pending`` for the caller."""
+        self._pending = b""
         if source >> (64 - AT_BITS):
             self.dropped += text.count(b"\n")  # sources beyond counting: not indexed
             return 0, 0
@@ -138,8 +152,10 @@ class KeyLog:
             if self.first_bad is None:
                 number, start, stop = first
                 self.first_bad = f"{name}:{number}: {why_bad(bytes(text[start:stop]))}"
-        if added:
+        if added and keep:
             self._add_run(entries)
+        elif added:
+            self._pending = entries
         return added, lines
 
     def _add_run(self, run: bytes) -> None:
@@ -319,14 +335,14 @@ class KeyLog:
     # -- pickling (Spark): no open files; the index in this host's byte order ---------------------
 
     def __getstate__(self) -> dict:
-        state = {name: getattr(self, name) for name in self.__dict__ if name != "_handles"}
+        state = {name: getattr(self, name) for name in self.__dict__ if name not in ("_handles", "_pending")}
         state["byteorder"] = sys.byteorder
         return state
 
     def __setstate__(self, state: dict) -> None:
         order = state.pop("byteorder", sys.byteorder)
         self.__dict__.update(state)
-        self._handles = {}
+        self._handles, self._pending = {}, b""
         if order != sys.byteorder:
             runs = []
             for run in self._runs:
@@ -360,6 +376,16 @@ def _last_break(text: bytes) -> int:
     """Where the last line break of ``text`` is (-1: none). A \\r at the very end is not one
     yet: a \\n may follow it in the next read."""
     return max(text.rfind(b"\n"), text.rfind(b"\r", 0, len(text) - 1))
+
+
+def _secret_lines(text: bytes, entries: bytes) -> bytes:
+    """The lines of ``text`` that ``entries`` index, in their order, one a line."""
+    starts = sorted(at & _AT_MASK for at in memoryview(entries).cast("Q")[1::2])
+    lines = []
+    for start in starts:
+        line = text[start:start + MAX_LINE + 1]
+        lines.append(line[:_first_break(line)])
+    return b"\n".join(lines) + b"\n"
 
 
 def _held_line(rest: bytes) -> bytes:

@@ -242,3 +242,20 @@ def test_a_long_line_cut_between_reads_has_the_verdict_it_has_whole(tmp_path, mo
     whole = KeyLog.from_text(text)
     assert (keylog.bad_lines, keylog.lines) == (whole.bad_lines, whole.lines) == (2, 1)
     assert keylog.first_bad == f"{path}:1: longer than 1024 bytes"
+
+
+def test_a_text_of_junk_around_a_secret_is_not_kept_whole():
+    """A Decryption Secrets Block of 64 MiB of junk and one secret (a 66 KB .pcapng.gz) would keep
+    the 64 MiB alive with the key log, once per capture: only the secrets' lines are kept."""
+    junk = b"x\n" * 1_000_000
+    text = junk + f"CLIENT_RANDOM {CR} {'11' * 48}\n".encode() + junk + _tls13_lines("02" * 32, "33" * 32).encode()
+    keylog = KeyLog()
+    assert keylog.add_text(text, "pcapng decryption secrets block") == 5
+    assert keylog.bad_lines == 2_000_000 and keylog.first_bad.startswith("pcapng decryption secrets block:1: ")
+    [kept] = keylog._sources
+    assert len(kept) < 1024
+    assert keylog.get(bytes.fromhex(CR)) == {kl.MASTER: bytes.fromhex("11" * 48)}
+    assert keylog.get(bytes.fromhex("02" * 32))[kl.SERVER_AP] == bytes.fromhex("33" * 32)
+    mostly_secrets = _many(10)
+    keylog.add_text(mostly_secrets)
+    assert keylog._sources[1] is mostly_secrets  # kept as it is, by reference
