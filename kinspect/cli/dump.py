@@ -30,6 +30,7 @@ Examples:
   kinspect dump --records --data orders-0/                  every file of a partition
   kinspect dump --data __consumer_offsets-12/00000000000000000000.log
   kinspect dump --json --records logs/ | jq 'select(.type == "batch")'
+  kinspect dump --data orders-0/ --schemas /var/lib/kafka     Avro/Protobuf values decoded
   kinspect dump --format kafka --data 00000000000000000000.log > mine.txt
   diff mine.txt <(kafka-dump-log.sh --print-data-log --offsets-decoder --files ...)
 
@@ -77,6 +78,16 @@ UNRECOGNISED = "not a file of a Kafka log dir"
               help="Skip CRC and record checks: batch headers only (fastest).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="List the files of the directories that were skipped, and why.")
+@click.option("--schemas", "schema_sources", multiple=True, metavar="SOURCE",
+              help="With --data: decode Avro, Protobuf and JSON Schema keys and values framed with a "
+                   "schema id, with the schemas of SOURCE: a broker log dir or its _schemas-N "
+                   "directory, a capture, a directory of .avsc/.proto/.json files named by id, or an "
+                   "http(s):// registry. Repeatable. The _schemas topic of the dumped log dir is "
+                   "read without it.")
+@click.option("--schemas-topic", default="_schemas", show_default=True, metavar="NAME",
+              help="The registry's topic (kafkastore.topic), in log dirs and captures.")
+@click.option("--raw-values", is_flag=True,
+              help="With --data: keys and values as their bytes, even when a schema decodes them.")
 @click.option("--show-secrets", is_flag=True,
               help="With --data: show the secrets of __cluster_metadata records (secret config values "
                    "such as a listener's sasl.jaas.config, SCRAM salts and keys), redacted by default as "
@@ -84,8 +95,8 @@ UNRECOGNISED = "not a file of a Kafka log dir"
                    "matches it byte for byte only with --show-secrets.")
 @limit_options
 @output_options
-def dump(paths, listed, records, data, mode, style, kind, no_internal, no_checks, strict, verbose, show_secrets, out: Output,
-         limits: Limits):
+def dump(paths, listed, records, data, mode, style, kind, no_internal, no_checks, strict, verbose,
+         schema_sources, schemas_topic, raw_values, show_secrets, out: Output, limits: Limits):
     """Dump Kafka log segments, indexes, snapshots and checkpoints (files or directories)."""
     exact = style == "kafka-exact"
     style = "kafka" if exact else style
@@ -96,13 +107,17 @@ def dump(paths, listed, records, data, mode, style, kind, no_internal, no_checks
         raise click.UsageError("name the files or directories to dump (FILE|DIR..., or --files FILE,...)")
     refuse_writing_over_inputs(paths, reads=lambda path: files.describe(path).kind is not None)
     records = records or data
+    exit_code = EXIT_OK
+    schemas = None
+    if data and not raw_values and style != "kafka":
+        schemas, exit_code = _open_schemas(schema_sources, schemas_topic, paths, limits, out)
     options = DumpOptions(records=records, data=data, internal=not no_internal,
                           checks=not no_checks, shallow=no_checks and not records
-                          and style != "kafka", limits=limits, show_secrets=show_secrets)
+                          and style != "kafka", limits=limits, show_secrets=show_secrets,
+                          values=None if schemas is None else _schema_values(schemas, show_secrets))
     renderer = (KafkaRenderer(out, records, data, not no_internal, exact) if style == "kafka"
                 else JsonRenderer(out, data, mode) if out.as_json
                 else TableRenderer(out, data, mode))
-    exit_code = EXIT_OK
     tally = Tally()
     for entry in walk(paths, lambda path, named: _kind(path, kind), unrecognised=UNRECOGNISED):
         tally.add(entry)
@@ -133,6 +148,11 @@ def dump(paths, listed, records, data, mode, style, kind, no_internal, no_checks
         if problems.get("error") or (strict and problems.get("warning")):
             exit_code = max(exit_code, EXIT_PROBLEMS)
     renderer.finish()
+    if schemas is not None:
+        for problem in schemas.problems():
+            if out.as_json:
+                out.record({"type": "notice", **problem.to_dict()})
+            out.warn(f"kinspect: {problem.what}")
     skipped = tally.skipped_line()
     if verbose:
         for path, why in tally.skipped_paths:
@@ -146,6 +166,26 @@ def dump(paths, listed, records, data, mode, style, kind, no_internal, no_checks
     elif skipped and not verbose:
         out.warn(f"kinspect: {skipped}; -v lists them")
     sys.exit(exit_code)
+
+
+def _open_schemas(sources, topic: str, paths: list[Path], limits: Limits, out: Output):
+    """The schemas of --schemas SOURCE and of the _schemas partitions beside what is dumped:
+    (Schemas, the exit code so far)."""
+    from kinspect.schemas.load import open_sources
+    near = []
+    for path in paths:
+        directory = path if path.is_dir() else path.parent
+        near += [directory, directory.parent]
+    with out.progress(None, "reading schemas"):
+        schemas, problems = open_sources(sources, topic, log_dirs=near, limits=limits)
+    for problem in problems:
+        out.warn(f"kinspect: {problem.what}")
+    return schemas, EXIT_UNREADABLE if problems else EXIT_OK
+
+
+def _schema_values(schemas, show_secrets: bool):
+    from kinspect.schemas.records import apply_record
+    return lambda record: apply_record(record, schemas, show_secrets)
 
 
 def _kind(path: Path, kind: str | None) -> str | None:

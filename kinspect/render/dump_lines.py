@@ -136,7 +136,8 @@ class TableFormat:
             value = "tombstone" if view["tombstone"] else _compact(view["value"])
             return f"{text}  {name} {_compact(view['key'])} → {value}"
         headers = " ".join(f"{h['key']}={_compact(h['value'])}" for h in view["headers"])
-        return (f"{text}  key={_compact(view['key'])} value={_compact(view['value'])}"
+        return (f"{text}  key={_compact(view['key'])}{_schema_note(view.get('key_schema'))} "
+                f"value={_compact(view['value'])}{_schema_note(view.get('value_schema'))}"
                 + (f"  headers {headers}" if headers else ""))
 
     def _damage(self, e: dict) -> None:
@@ -252,6 +253,21 @@ def _second(seconds: int) -> str | None:
     except (OverflowError, OSError, ValueError):
         return None
     return moment.strftime("%Y-%m-%dT%H:%M:%S.")
+
+
+def _schema_note(about) -> str:
+    """(avro id 3 orders-value), (protobuf id 4 lab.Order), (schema id 9 unknown), or the error."""
+    if about is None:
+        return ""
+    name = f"id {about['id']}" if about.get("id") is not None else f"GUID {about.get('guid')}"
+    if about.get("found") is False:
+        return f" (schema {name} unknown)"
+    detail = about.get("message") or about.get("subject")
+    note = f"{about.get('format')} {name}" + (f" {detail}" if detail else "")
+    if "error" in about:
+        at = f" at byte {about['offset']}" if about.get("offset") is not None else ""
+        return f" ({note}: {about['error']}{at})"
+    return f" ({note})"
 
 
 def _size(n: int) -> str:

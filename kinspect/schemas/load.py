@@ -43,15 +43,17 @@ def open_sources(sources, topic: str = DEFAULT_TOPIC, *, log_dirs=(), limits=Non
     looked_in: list[str] = []
     problems: list[Problem] = []
     registries: list[HttpRegistry] = []
-    for path in log_dirs:
+    seen: set = set()
+    for path in dict.fromkeys(Path(p) for p in log_dirs):
         try:
-            if Path(path).is_dir() and read_log_dir(Path(path), store, topic, limits):
+            if path.is_dir() and read_log_dir(path, store, topic, limits, seen):
                 looked_in.append(f"{topic} in {path}")
         except (SourceError, OSError):
             pass
     for source in sources:
         try:
-            described = _read_one(str(source), store, topic, limits, registries, capture_options or {})
+            described = _read_one(str(source), store, topic, limits, registries, capture_options or {},
+                                  seen)
         except (SourceError, OSError) as e:
             problems.append(Problem(f"--schemas {source}: {getattr(e, 'strerror', None) or e}",
                                     str(source), None, ERROR, "schema_source"))
@@ -61,7 +63,7 @@ def open_sources(sources, topic: str = DEFAULT_TOPIC, *, log_dirs=(), limits=Non
     return Schemas(store, looked_in=looked_in, fallback=fallback), problems
 
 
-def _read_one(source: str, store, topic, limits, registries, capture_options) -> str:
+def _read_one(source: str, store, topic, limits, registries, capture_options, seen) -> str:
     if source.startswith(("http://", "https://")):
         registries.append(HttpRegistry(source))
         return f"the registry at {source}"
@@ -70,7 +72,7 @@ def _read_one(source: str, store, topic, limits, registries, capture_options) ->
         raise SourceError("no such file or directory")
     if path.is_dir():
         if schema_partitions(path, topic):
-            count = read_log_dir(path, store, topic, limits)
+            count = read_log_dir(path, store, topic, limits, seen)
             return f"{topic} ({count} partition{'s' if count != 1 else ''}) in {source}"
         if any(p.suffix in EXTENSIONS for p in path.rglob("*")):
             count = read_schema_files(path, store)

@@ -6,8 +6,8 @@ A decoded value replaces "value" (or "key"), and "value_schema" ("key_schema") s
 {"id", "format", "subject", "message" for Protobuf}. A framed value that stays bytes (unknown id,
 or a payload that does not read) keeps "value" as bytes, with the schema object saying why
 ("found": false, or "error" and "offset"). A value no framing marks is left alone. Field values
-whose name says they are secret (wire.secrets.secret_name: *password, *secret*, sasl.jaas.config
-...) are redacted unless show_secrets.
+whose name says they are secret (wire.secrets.secret_name: *.password, *secret*, sasl.jaas.config
+..., and any name ending in "password") are redacted unless show_secrets.
 """
 
 from __future__ import annotations
@@ -37,13 +37,19 @@ def apply_record(record: dict, schemas, show_secrets: bool = False) -> bool:
     return framed
 
 
+def _secret_field(name) -> bool:
+    """Kafka's rule for config names (wire.secrets.secret_name), and field names ending in
+    password (api_password, dbPassword)."""
+    return secrets.secret_name(name) or (isinstance(name, str) and name.lower().endswith("password"))
+
+
 def redact(value, depth: int = 0):
     """Secret-named fields of a decoded value, redacted in place (the value returned)."""
     if depth > MAX_REDACT_DEPTH:
         return value
     if isinstance(value, dict):
         for name, item in value.items():
-            if secrets.secret_name(name) and item is not None and not isinstance(item, (dict, list)):
+            if _secret_field(name) and item is not None and not isinstance(item, (dict, list)):
                 value[name] = secrets.whole(item if isinstance(item, (str, bytes)) else str(item))
             else:
                 redact(item, depth + 1)

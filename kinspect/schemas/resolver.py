@@ -123,8 +123,13 @@ class Schemas:
             return failed
         try:
             reader = _compile(self.store, schema)
+        except ImportError as e:
+            reader = None
+            why = f"{e.name or e} is not installed (pip install 'kinspect[schemas]')"
         except _Failed as e:
+            reader = None
             why = str(e)
+        if reader is None:
             self._failed[key] = why
             self._notice(Problem(f"schema id {schema.id} ({schema.subject} v{schema.version}, "
                                  f"{schema.format}) does not compile: {why}; its values stay bytes",

@@ -66,10 +66,16 @@ def segments(partition_dir: Path) -> list[Path]:
 
 
 def read_log_dir(path: Path, store: SchemaStore, topic: str = DEFAULT_TOPIC,
-                 limits=None) -> int:
-    """Replays every `topic`-N partition found; returns how many partitions were read."""
+                 limits=None, seen: set | None = None) -> int:
+    """Replays every `topic`-N partition found (but those in seen, which it adds to); returns
+    how many partitions were found."""
     partitions = schema_partitions(path, topic)
+    seen = set() if seen is None else seen
     for partition in partitions:
+        real = partition.resolve()
+        if real in seen:
+            continue
+        seen.add(real)
         for segment in segments(partition):
             read_segment(segment, store, limits)
     return len(partitions)

@@ -56,6 +56,8 @@ class DumpOptions:
     max_output: int = DEFAULT_MAX_OUTPUT
     limits: Limits | None = None  # the bounds of kinspect.limits (None: the defaults, max_output per batch)
     show_secrets: bool = False   # KRaft metadata records' secrets shown, not redacted
+    values: Callable[[dict], object] | None = None  # with data: each record of a topic not decoded
+    # by type, changed in place (kinspect.schemas.records.apply_record: schema-framed values)
 
 
 def dump_file(display: str, buf, info: FileInfo, options: DumpOptions,
@@ -133,8 +135,9 @@ def _dump_segment(display, buf, info, options, companion, counts) -> Iterator[di
         if deep and (options.records or options.data):
             hide = (options.data and not options.show_secrets
                     and info.records_topic == "__cluster_metadata")
+            values = options.values if options.data and decoder is None else None
             event["records"] = _records(buf, item, event, decoder if options.data else None,
-                                        display, problems, options.max_output, hide)
+                                        display, problems, options.max_output, hide, values)
         if info.kind == "kraft_snapshot":
             ends[1:] = [(event["position"], event.get("control", {}).get("type"))]
         event["problems"] = counts.add(problems)
@@ -189,15 +192,17 @@ def _first_legacy(unit: dict) -> int:
 
 
 def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list[Problem],
-             max_output: int, hide: bool = False):
+             max_output: int, hide: bool = False, values=None):
     """The unit's record dicts (its own, fresh per batch) with sizes, sequences, CRCs of
     legacy messages and, with a decoder, the decoded internal record; hide: KRaft metadata
-    records' secrets redacted. A batch too big to hold (a RecordStream) gets the same fields on
+    records' secrets redacted; values: applied to each record after its sizes (schema-framed
+    keys and values decoded). A batch too big to hold (a RecordStream) gets the same fields on
     each record as it is streamed out."""
     records = unit["records"]
     base_sequence, base_offset = event.get("base_sequence"), event.get("base_offset")
     decode = decoder is not None and not event.get("is_control")
     hide = hide and not event.get("is_control")
+    values = None if event.get("is_control") else values
     number = -1
 
     def sizes(record: dict) -> dict:
@@ -224,6 +229,7 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
             records = records.with_stored_crc().mapped(_no_timestamp_as_minus_one)
         records = records.mapped(sizes)
         records = records.mapped(decoded) if decode else records
+        records = records.mapped(_applied(values)) if values is not None else records
         return records.mapped(_hide_metadata_secrets) if hide else records
     for record in records:
         sizes(record)
@@ -232,10 +238,20 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
     if decode:
         for record in records:
             decoded(record)
+    if values is not None:
+        for record in records:
+            values(record)
     if hide:
         for record in records:
             _hide_metadata_secrets(record)
     return records
+
+
+def _applied(values):
+    def apply(record: dict) -> dict:
+        values(record)
+        return record
+    return apply
 
 
 def _hide_metadata_secrets(record: dict) -> dict:

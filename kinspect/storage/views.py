@@ -3,6 +3,10 @@
 auto: an internal topic's records as their decoded structs; otherwise a JSON object or array
 when the bytes are one, text when they are UTF-8, else {"b64": ...}. text: UTF-8 with
 replacement characters; hex: lower-case hex; json: parsed JSON, else text.
+
+A key or value decoded with its schema (kinspect.schemas: the record has "key_schema" or
+"value_schema") is shown decoded in every mode, the schema object beside it; one that stayed
+bytes (unknown id, a payload that does not read) is shown by the mode, the object saying why.
 """
 
 from __future__ import annotations
@@ -54,7 +58,20 @@ def record_view(record: dict, data: bool, mode: str) -> dict:
             out["key"] = show(record["key"], mode)
             out["value"] = decoded
     else:
-        out["key"], out["value"] = show(record["key"], mode), show(record["value"], mode)
+        out["key"], out["value"] = _shown(record, "key", mode), _shown(record, "value", mode)
+        for field in ("key_schema", "value_schema"):
+            if field in record:
+                out[field] = record[field]
     out["headers"] = [{"key": h["key"], "value": show(h["value"], mode)}
                       for h in record["headers"]]
     return out
+
+
+def decoded_with_schema(about) -> bool:
+    return about is not None and "error" not in about and about.get("found", True)
+
+
+def _shown(record: dict, field: str, mode: str):
+    if decoded_with_schema(record.get(field + "_schema")):
+        return record[field]
+    return show(record[field], mode)
