@@ -41,7 +41,9 @@ QUICK_EXIT = frozenset({"decode", "dump", "validate"})
 # Each subcommand's module, imported only when that command runs (or when --help lists them):
 # importing them all took a tenth of a second of every run.
 COMMANDS = {
+    "clients": "kinspect.cli.clients",
     "decode": "kinspect.cli.decode",
+    "doctor": "kinspect.cli.doctor",
     "dump": "kinspect.cli.dump",
     "offsets": "kinspect.cli.offsets",
     "proxy": "kinspect.cli.proxy",

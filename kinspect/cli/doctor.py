@@ -1,0 +1,269 @@
+"""kinspect doctor: captures and a log dir → the problems they show, explained."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import click
+
+from kinspect.cli.exchanges import port_options, secrets_option, stream_bound_options
+from kinspect.cli.keylog import keylog_option, keylog_warnings, no_kafka_message
+from kinspect.cli.limits import limit_options
+from kinspect.cli.output import Output, output_options
+from kinspect.cli.overlap import refuse_writing_over_inputs
+from kinspect.capture.source import sniff_format
+from kinspect.doctor.finding import ERROR, INFO, RANK, SEVERITIES, WARNING, iso
+from kinspect.doctor.options import DEFAULTS, Thresholds
+from kinspect.doctor.run import CHECKS, Doctor
+from kinspect.doctor.source import capture_records
+from kinspect.inputs import Tally, walk
+from kinspect.limits import Limits
+from kinspect.parallel import WorkerDied
+from kinspect.pipeline import CaptureUnreadable, DecodeRun
+from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
+from kinspect.render.safe import escape, path_text, text_of
+
+EPILOG = """\b
+Examples:
+  kinspect doctor capture.pcapng
+  kinspect doctor capture.pcapng --log-dir /var/lib/kafka/data
+  kinspect doctor --log-dir /var/lib/kafka/data          hanging transactions, from the files alone
+  kinspect doctor --json capture.pcapng | jq 'select(.severity != "info")'
+  kinspect doctor --check lag --max-lag 100 capture.pcapng
+  kinspect doctor --keylog sslkeys.log tls-capture.pcapng
+  kinspect decode --conn 10.0.0.5:51234-10.0.0.9:9092 --correlation-id 812 -v capture.pcapng
+                                                         (an exchange a finding names)
+
+\b
+Checks: rebalance, lag, removed_api_versions, hanging_transaction, producer_sequence,
+throttle, errors, slow (--check picks some; the README describes each and its fields).
+
+\b
+Exit codes: 0 no finding at warning or error; 1 findings at warning or above (or a capture
+damaged, or without Kafka traffic); 2 usage error; 3 input unreadable; 4 kinspect could not
+finish; 130 interrupted.
+"""
+
+
+def threshold_options(command):
+    """The checks' thresholds, each an option with its default; the command gets ``thresholds``."""
+    d = DEFAULTS
+    options = [
+        click.option("--max-rebalances", type=click.IntRange(1), default=d.rebalances, show_default=True,
+                     help="rebalance: rebalances of one group that make a warning (fewer: info; a member "
+                          "timing out is a warning whatever the count)."),
+        click.option("--max-lag", type=click.IntRange(1), default=d.lag, show_default=True,
+                     help="lag: records behind the log end that make a warning."),
+        click.option("--max-lag-seconds", type=click.FloatRange(0, min_open=True), default=d.lag_seconds,
+                     show_default=True, help="lag: seconds behind (record timestamps) that make a warning."),
+        click.option("--vanished-after", type=click.FloatRange(0), default=d.vanished_s, show_default=True,
+                     help="hanging_transaction: seconds a producer with an open transaction was silent "
+                          "before the capture ended to count as gone."),
+        click.option("--slow-ms", type=click.FloatRange(0, min_open=True), default=d.slow_ms,
+                     show_default=True, help="slow: latency beyond the wait a request asked for."),
+        click.option("--min-throttle-ms", type=click.IntRange(1), default=d.throttle_ms, show_default=True,
+                     help="throttle: total throttle of a client and API that makes a warning."),
+        click.option("--max-state", type=click.IntRange(1), default=d.max_state, show_default=True,
+                     help="Groups, producers, connections or clients each check keeps; past it the least "
+                          "recently seen are dropped, with a notice."),
+    ]
+
+    @functools.wraps(command)
+    def wrapped(*args, max_rebalances, max_lag, max_lag_seconds, vanished_after, slow_ms, min_throttle_ms,
+                max_state, **kwargs):
+        thresholds = Thresholds(rebalances=max_rebalances, lag=max_lag, lag_seconds=max_lag_seconds,
+                                vanished_s=vanished_after, slow_ms=slow_ms, throttle_ms=min_throttle_ms,
+                                max_state=max_state)
+        return command(*args, thresholds=thresholds, **kwargs)
+
+    for option in reversed(options):
+        wrapped = option(wrapped)
+    return wrapped
+
+
+@click.command(epilog=EPILOG)
+@click.argument("captures", nargs=-1, metavar="[CAPTURE...]")
+@click.option("--log-dir", type=click.Path(path_type=Path),
+              help="A broker's data directory: open and hanging transactions (joining "
+                   "__transaction_state, producer snapshots and control records).")
+@click.option("--check", "checks", multiple=True, type=click.Choice(sorted(CHECKS)),
+              help="Run only these checks (repeatable). Default: all.")
+@click.option("--series", is_flag=True, help="--json: also a lag_series line per group partition "
+                                             "(its lag over the capture), findings or not.")
+@threshold_options
+@port_options
+@stream_bound_options
+@secrets_option
+@keylog_option()
+@limit_options
+@output_options
+def doctor(captures, log_dir, checks, series, thresholds: Thresholds, ports, no_heuristic, max_frame,
+           max_connections, show_secrets, keylog, out: Output, limits: Limits):
+    """Find what is wrong in Kafka traffic and a broker's log dir, and explain it.
+
+    Reads captures (pcap/pcapng, .gz, or - for stdin), a broker log dir (--log-dir), or both,
+    and runs the checks over every exchange: rebalances, consumer lag, API versions Kafka 4
+    removed, hanging transactions, producer sequence errors, throttling, errors and slow
+    exchanges. Each finding names the exchanges to look at with kinspect decode.
+    """
+    if not captures and log_dir is None:
+        raise click.UsageError("give a capture, --log-dir DIR, or both")
+    if keylog is not None and not captures:
+        raise click.UsageError("--keylog goes with a capture")
+    refuse_writing_over_inputs([*captures, log_dir, *(keylog.paths if keylog is not None else ())])
+    for line in keylog_warnings(keylog):
+        out.warn(line)
+    engine = Doctor(thresholds, only=tuple(checks))
+    exit_code = EXIT_OK
+    if captures:
+        settings = dict(ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
+                        limits=limits, max_connections=max_connections, show_secrets=show_secrets,
+                        keylog=keylog)
+        exit_code = read_captures(captures, out, settings, engine.exchange)
+    extra, notices = [], []
+    if log_dir is not None and (not checks or "hanging_transaction" in checks):
+        extra, notices, problems = _log_dir(log_dir, thresholds, limits, out)
+        for problem in problems:
+            out.warn(f"kinspect: {problem.severity}: {problem}")
+    findings, bound_notices = engine.finish(extra)
+    notices += bound_notices
+    if out.as_json:
+        for found in findings:
+            out.record(found)
+        if series and engine.check("lag") is not None:
+            for row in engine.check("lag").rows():
+                out.record({"type": "lag_series", **{k: v for k, v in row.items() if k != "evidence"}})
+        for notice in notices:
+            out.record(notice)
+    else:
+        _report(out, findings, engine)
+        for notice in notices:
+            out.warn(f"kinspect: {notice['what']}")
+    if any(RANK[f["severity"]] >= RANK[WARNING] for f in findings):
+        exit_code = max(exit_code, EXIT_PROBLEMS)
+    sys.exit(exit_code)
+
+
+def read_captures(captures, out: Output, settings: dict, consume) -> int:
+    """Every capture's finished records to ``consume``, as decode reads them (files, .gz,
+    directories, -); what cannot be read is said on stderr. The exit code so far."""
+    exit_code = EXIT_OK
+    tally = Tally()
+    many = len(captures) > 1
+    for entry in walk(captures, _recognise, streams=True, unrecognised="not a capture"):
+        tally.add(entry)
+        source = str(entry.path)
+        if entry.unreadable is not None:
+            out.warn(f"kinspect: {path_text(source)}: {entry.unreadable}")
+            exit_code = max(exit_code, EXIT_UNREADABLE)
+            continue
+        if entry.skipped is not None:
+            if entry.named:
+                out.warn(f"kinspect: {path_text(source)}: {entry.skipped}: not a capture file")
+                exit_code = max(exit_code, EXIT_UNREADABLE)
+            continue
+        many = many or entry.path != Path(captures[0])
+        run = DecodeRun(source, **settings)
+        try:
+            with out.progress(run.size) as bar:
+                for record in capture_records(run, bar.update, path_text(source) if many else None):
+                    consume(record)
+        except CaptureUnreadable as e:
+            out.warn(f"kinspect: {path_text(source)}: {e}")
+            exit_code = max(exit_code, EXIT_UNREADABLE)
+            continue
+        except WorkerDied as e:
+            out.warn(f"kinspect: {path_text(source)}: {e}")
+            sys.exit(EXIT_UNFINISHED)
+        for problem in run.capture_problems:
+            out.warn(f"kinspect: {path_text(source)}: {problem}")
+            exit_code = max(exit_code, EXIT_PROBLEMS)
+        if run.kafka_connections == 0:
+            out.warn(no_kafka_message(path_text(source), run))
+            exit_code = max(exit_code, EXIT_PROBLEMS)
+    if tally.read == 0 and tally.unreadable == 0:
+        skipped = tally.skipped_line()
+        out.warn(f"kinspect: no capture in {', '.join(path_text(p) for p in captures)}"
+                 + (f": {skipped}" if skipped else ": no files"))
+        exit_code = max(exit_code, EXIT_UNREADABLE)
+    return exit_code
+
+
+def _recognise(path: Path, named: bool) -> str | None:
+    if named:
+        return "capture"
+    with open(path, "rb") as f:
+        return "capture" if sniff_format(f.read(4)) is not None else None
+
+
+def _log_dir(log_dir: Path, thresholds: Thresholds, limits: Limits, out: Output):
+    from kinspect.doctor.logdir import LogDirUnreadable, read_transactions
+
+    try:
+        return read_transactions(log_dir, thresholds, limits)
+    except LogDirUnreadable as e:
+        out.warn(f"kinspect: {path_text(str(e))}")
+        sys.exit(EXIT_UNREADABLE)
+
+
+# -- the text report ---------------------------------------------------------------------------
+
+HEADINGS = {ERROR: "Errors", WARNING: "Warnings", INFO: "Info"}
+STYLES = {ERROR: "bold red", WARNING: "bold yellow", INFO: "cyan"}
+HIDDEN = {"type", "check", "severity", "summary", "evidence"}
+
+
+def _report(out: Output, findings: list[dict], engine: Doctor) -> None:
+    if not findings:
+        out.text(f"No findings in {engine.exchanges} exchanges.")
+        return
+    for severity in SEVERITIES:
+        chosen = [f for f in findings if f["severity"] == severity]
+        if not chosen:
+            continue
+        _line(out, f"{HEADINGS[severity]} ({len(chosen)})", STYLES[severity])
+        for found in chosen:
+            _line(out, f"  [{found['check']}] {found['summary']}", "bold" if severity != INFO else None)
+            for key, value in found.items():
+                if key not in HIDDEN and value not in (None, [], {}, ""):
+                    out.text(f"      {key}: {_fact(key, value)}")
+            for seen in found["evidence"]:
+                capture = f" {seen['capture']}" if seen.get("capture") else ""
+                out.text(f"      evidence: {iso(seen['time']) or '-'}  kinspect decode --conn {seen['conn']} "
+                         f"--correlation-id {seen['correlation_id']}{capture}")
+    counts = ", ".join(f"{sum(1 for f in findings if f['severity'] == s)} {s}" for s in SEVERITIES)
+    out.text(f"{len(findings)} findings ({counts}) in {engine.exchanges} exchanges.")
+
+
+def _line(out: Output, text: str, style: str | None) -> None:
+    if style and out.interactive:
+        from rich.text import Text
+
+        out.text(Text(escape(text), style=style))
+    else:
+        out.text(text)
+
+
+FACTS_LISTED = 10
+
+
+def _fact(key: str, value) -> str:
+    if key in ("open_since", "committed_at", "log_end_at") and isinstance(value, (int, float)):
+        return iso(value) or str(value)
+    if isinstance(value, list):
+        shown = [_compact(v) for v in value[:FACTS_LISTED]]
+        more = f" (+{len(value) - FACTS_LISTED} more)" if len(value) > FACTS_LISTED else ""
+        return "; ".join(shown) + more
+    return _compact(value)
+
+
+def _compact(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_compact(v)}" for k, v in value.items() if v is not None) or "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return ",".join(_compact(v) for v in value)
+    return text_of(value)

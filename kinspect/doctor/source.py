@@ -1,0 +1,23 @@
+"""A capture's finished exchanges, through the one finishing step that decode uses (bodies
+decoded, topic ids named, secrets redacted; record batches packed where they can be)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from kinspect.parallel import RECORD, finished
+
+
+def _every(record: dict) -> bool:
+    return True
+
+
+def capture_records(run, progress: Callable[[int], None] | None = None,
+                    capture: str | None = None) -> Iterator[dict]:
+    """Every record of a pipeline.DecodeRun, finished, in order; with ``capture``, exchanges
+    carry it (findings' evidence names the file)."""
+    for output, _ in finished(run, _every, RECORD, 1, progress):
+        if output is not None:
+            if capture is not None:
+                output["capture"] = capture
+            yield output
