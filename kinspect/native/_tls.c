@@ -354,7 +354,7 @@ is_hex(const unsigned char *p, Py_ssize_t n)
     return !(bad & 16);
 }
 
-/* a client random's key (the twin of kinspect/tls/keylog.py's random_key): its four 8-byte
+/* a client random's key (the twin of kinspect/tls/keylines.py's random_key): its four 8-byte
  * words (big-endian) mixed in turn, from its 64 hex digits at p (is_hex said they are) */
 static uint64_t
 random_key(const unsigned char *p)
@@ -424,7 +424,7 @@ entry_order(const void *a, const void *b)
 
 /* keylog_scan(text, base, first_line, source, max_line, used, unused, room)
  *   -> (entries, lines, added, unused, bad, dropped, first_bad): the twin of
- * kinspect/tls/keylog.py's scan_py.
+ * kinspect/tls/keylines.py's scan_py.
  * The lines of text (bytes.splitlines' line breaks: \n, \r, \r\n), each one of:
  * - blank, or a comment (its first field starts with #): passed over;
  * - a secret: at most max_line bytes, three whitespace-separated fields, the label one of
@@ -546,7 +546,7 @@ done:
     return result;
 }
 
-/* keylog_merge(a, b) -> bytes: the twin of kinspect/tls/keylog.py's merge_py. Two runs of
+/* keylog_merge(a, b) -> bytes: the twin of kinspect/tls/keylines.py's merge_py. Two runs of
  * entries (native uint64 pairs, each run sorted, no entry in both) as one sorted run. */
 static PyObject *
 keylog_merge(PyObject *module, PyObject *const *args, Py_ssize_t nargs)

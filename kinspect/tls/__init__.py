@@ -1,7 +1,7 @@
 """TLS between TCP reassembly and the Kafka session: a connection's ciphertext streams become
 plaintext streams when an NSS key log holds its secrets (layer.py), sans-I/O throughout.
 
-keylog.py reads the key log, records.py frames TLS records, handshake.py reads the hellos,
+keylog.py reads and indexes the key log (keylines.py: its lines), records.py frames TLS records, handshake.py reads the hellos,
 keys.py derives the record keys (TLS 1.2 PRF, TLS 1.3 HKDF) and opens records, layer.py
 routes the stream events. Nothing here knows Kafka, and nothing in wire/ knows TLS.
 """

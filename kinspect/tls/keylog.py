@@ -1,18 +1,14 @@
 """NSS key logs: the secrets a TLS client or server wrote, found by the ClientHello's random.
 
 One line per secret, ``LABEL <client_random hex> <secret hex>`` (SSLKEYLOGFILE, Python's
-``SSLContext.keylog_filename``, curl, the JVM agents, a pcapng Decryption Secrets Block):
-
-- ``CLIENT_RANDOM``: the TLS 1.2 (and older) master secret, 48 bytes;
-- ``CLIENT_HANDSHAKE_TRAFFIC_SECRET``, ``SERVER_HANDSHAKE_TRAFFIC_SECRET``,
-  ``CLIENT_TRAFFIC_SECRET_0``, ``SERVER_TRAFFIC_SECRET_0``: TLS 1.3 traffic secrets;
-- other labels (``EXPORTER_SECRET``, ``CLIENT_EARLY_TRAFFIC_SECRET``, ``RSA``...) are counted in
-  ``unused``; blank lines and ``#`` comments are passed over. Any other line is counted in
-  ``bad_lines`` and kept nowhere: ``first_bad`` says where the first was and why.
+``SSLContext.keylog_filename``, curl, the JVM agents, a pcapng Decryption Secrets Block); the
+lines are read as keylines.py says. Lines of labels kinspect does not use are counted in
+``unused``; any line not understood is counted in ``bad_lines`` and kept nowhere: ``first_bad``
+says where the first was and why.
 
 Memory: a key log is not held. Each secret's line is indexed by 16 bytes (a key made of the
 client random, where its line starts), in sorted runs (native/_tls.c's keylog_scan and
-keylog_merge, or their twins scan_py and merge_py); ``get`` finds a random's lines and reads
+keylog_merge, or their twins in keylines.py); ``get`` finds a random's lines and reads
 them again, from the file (kept open, so a file replaced meanwhile is still read) or from the
 text given. A 1 GB key log costs about 150 MB, a key log of junk nothing. At most
 MAX_ENTRIES secrets are indexed; those after are counted in ``dropped``.
@@ -39,7 +35,6 @@ or never end. It is noted in ``read_errors`` (``not_regular`` says it is that).
 
 from __future__ import annotations
 
-import binascii
 import bisect
 import heapq
 import os
@@ -48,15 +43,11 @@ import sys
 from array import array
 
 from kinspect.native import tls as _native
+from kinspect.tls.keylines import (AT_BITS, AT_MASK, CLIENT_AP, CLIENT_HS, KNOWN, MASTER, MAX_LINE,  # noqa: F401
+                                   SERVER_AP, SERVER_HS, UNUSED_BYTES, USED, USED_BYTES, first_break,
+                                   held_line, last_break, merge_py, pairs, parse_line, random_key, scan_py,
+                                   secret_lines, why_bad)
 
-MASTER = "CLIENT_RANDOM"
-CLIENT_HS = "CLIENT_HANDSHAKE_TRAFFIC_SECRET"
-SERVER_HS = "SERVER_HANDSHAKE_TRAFFIC_SECRET"
-CLIENT_AP = "CLIENT_TRAFFIC_SECRET_0"
-SERVER_AP = "SERVER_TRAFFIC_SECRET_0"
-USED = frozenset({MASTER, CLIENT_HS, SERVER_HS, CLIENT_AP, SERVER_AP})
-KNOWN = USED | {"EXPORTER_SECRET", "EARLY_EXPORTER_SECRET", "CLIENT_EARLY_TRAFFIC_SECRET", "RSA"}
-MAX_LINE = 1024  # longer lines are bad lines (a secret is at most 64 bytes, 128 hex digits)
 MAX_ENTRIES = 1 << 24  # secrets indexed (16 bytes each: 256 MiB); the rest are counted in dropped
 MAX_RUN = 1 << 20  # entries of a run that runs are merged into (16 MiB): the rest stay apart
 MAX_CANDIDATES = 64  # lines of one client random read again, the last ones (5 labels, logged twice...)
@@ -64,13 +55,8 @@ MAX_READ = 1024  # lines read again for one lookup (others may share the random'
 MAX_HANDLES = 64  # key-log files kept open; the oldest are opened again by name when needed
 CHUNK = 8 << 20  # bytes of a file read at a time
 KEPT_BYTES = 512  # a text of more bytes a secret than this is not kept whole: only its secrets' lines
-AT_BITS = 40  # an entry's position: source << 40 | byte offset
 NOT_REGULAR = "not a regular file (a FIFO, a socket or a device); give a key-log file"
-_USED = tuple(sorted(label.encode() for label in USED))
-_UNUSED = tuple(sorted(label.encode() for label in KNOWN - USED))
-_AT_MASK = (1 << AT_BITS) - 1
 _ENTRY = 16
-_MIX, _U64 = 0x9E3779B97F4A7C15, (1 << 64) - 1
 
 
 class KeyLog:
@@ -127,9 +113,9 @@ class KeyLog:
             return 0
         entries, self._pending = self._pending, b""
         if len(text) > KEPT_BYTES * added:  # mostly other lines: only the secrets' are kept
-            text = _secret_lines(text, entries)
+            text = secret_lines(text, entries)
             scan = _native.keylog_scan if _native is not None else scan_py
-            entries = scan(text, 0, 1, number, MAX_LINE, _USED, _UNUSED, added)[0]
+            entries = scan(text, 0, 1, number, MAX_LINE, USED_BYTES, UNUSED_BYTES, added)[0]
         self._sources.append(text)
         self._add_run(entries)
         return added
@@ -142,8 +128,8 @@ class KeyLog:
             self.dropped += text.count(b"\n")  # sources beyond counting: not indexed
             return 0, 0
         scan = _native.keylog_scan if _native is not None else scan_py
-        entries, lines, added, unused, bad, dropped, first = scan(text, base, first_line, source, MAX_LINE, _USED,
-                                                                  _UNUSED, MAX_ENTRIES - self.lines)
+        entries, lines, added, unused, bad, dropped, first = scan(text, base, first_line, source, MAX_LINE, USED_BYTES,
+                                                                  UNUSED_BYTES, MAX_ENTRIES - self.lines)
         self.lines += added
         self.unused += unused
         self.dropped += dropped
@@ -207,12 +193,12 @@ class KeyLog:
                 if not data:
                     break
                 text = partial + data
-                cut = _last_break(text) + 1
+                cut = last_break(text) + 1
                 if cut:
                     more, counted = self._scan(memoryview(text)[:cut], done - len(partial), lines + 1, source, path)
                     added += more
                     lines += counted
-                partial = _held_line(text[cut:])  # a last line may still be being written
+                partial = held_line(text[cut:])  # a last line may still be being written
                 done += len(data)
             self._files[path] = (dev, ino, done, partial, lines, source)
             return added
@@ -248,7 +234,7 @@ class KeyLog:
         secrets: dict[str, bytes] = {}
         matched = 0
         for at in found[:MAX_READ]:
-            parsed = parse_line(self._line_at(at >> AT_BITS, at & _AT_MASK))
+            parsed = parse_line(self._line_at(at >> AT_BITS, at & AT_MASK))
             if parsed is not None and parsed[1] == client_random:
                 secrets.setdefault(parsed[0], parsed[2])
                 matched += 1
@@ -263,7 +249,7 @@ class KeyLog:
             data = where[offset:offset + MAX_LINE + 1]
         else:
             data = self._file_bytes(source, where, offset)
-        return data[:_first_break(data)]
+        return data[:first_break(data)]
 
     def _file_bytes(self, source: int, where: tuple[str, int, int], offset: int) -> bytes:
         f = self._handles.get(source)
@@ -283,7 +269,7 @@ class KeyLog:
 
     def items(self):
         """(client random, {label: secret}) of every connection, by client random."""
-        streams = [_pairs(run) for run in self._runs]
+        streams = [pairs(run) for run in self._runs]
         group: list[int] = []
         last = None
         for key, at in heapq.merge(*streams):
@@ -299,7 +285,7 @@ class KeyLog:
         """The connections whose lines are at ``places`` (one key: mostly one connection)."""
         found: dict[bytes, dict[str, bytes]] = {}
         for at in sorted(places)[-MAX_READ:]:
-            parsed = parse_line(self._line_at(at >> AT_BITS, at & _AT_MASK))
+            parsed = parse_line(self._line_at(at >> AT_BITS, at & AT_MASK))
             if parsed is not None:
                 found.setdefault(parsed[1], {})[parsed[0]] = parsed[2]
         for random in sorted(found):
@@ -350,138 +336,3 @@ class KeyLog:
                 swapped.byteswap()
                 runs.append(swapped.tobytes())
             self._runs = runs
-
-
-def random_key(client_random: bytes) -> int:
-    """The index's key of a client random: its four 8-byte words mixed in turn (every bit counts:
-    TLS 1.2 randoms begin with the time). The twin of native/_tls.c's random_key."""
-    key = 0
-    for word in range(0, 32, 8):
-        key = (key ^ int.from_bytes(client_random[word:word + 8], "big")) * _MIX & _U64
-    return key
-
-
-def _pairs(run: bytes):
-    pairs = memoryview(run).cast("Q")
-    return zip(pairs[::2], pairs[1::2])
-
-
-def _first_break(data: bytes) -> int:
-    """Where the first line of ``data`` ends (its length when it has no line break)."""
-    ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
-    return min(ends) if ends else len(data)
-
-
-def _last_break(text: bytes) -> int:
-    """Where the last line break of ``text`` is (-1: none). A \\r at the very end is not one
-    yet: a \\n may follow it in the next read."""
-    return max(text.rfind(b"\n"), text.rfind(b"\r", 0, len(text) - 1))
-
-
-def _secret_lines(text: bytes, entries: bytes) -> bytes:
-    """The lines of ``text`` that ``entries`` index, in their order, one a line."""
-    starts = sorted(at & _AT_MASK for at in memoryview(entries).cast("Q")[1::2])
-    lines = []
-    for start in starts:
-        line = text[start:start + MAX_LINE + 1]
-        lines.append(line[:_first_break(line)])
-    return b"\n".join(lines) + b"\n"
-
-
-def _held_line(rest: bytes) -> bytes:
-    """The start of a line still being written, as much as its verdict needs: a line longer than
-    MAX_LINE is kept as MAX_LINE + 1 bytes that end the same way, blank, a comment or bad (and
-    a \r at its end, which a \n may follow)."""
-    if len(rest) <= MAX_LINE + 1:
-        return rest
-    cr = b"\r" if rest.endswith(b"\r") else b""
-    head = rest.lstrip()[:1]
-    return (head or b" ") * (MAX_LINE + 1) + cr
-
-
-def parse_line(line: bytes) -> tuple[str, bytes, bytes] | None:
-    """(label, client random, secret) of a secret's line, or None when it is not one."""
-    parts = line.split()
-    if len(parts) != 3 or len(line) > MAX_LINE or parts[0] not in _USED:
-        return None
-    label, random, secret = parts
-    if len(random) != 64 or not 64 <= len(secret) <= 128:
-        return None
-    try:
-        return label.decode(), binascii.unhexlify(random), binascii.unhexlify(secret)
-    except binascii.Error:
-        return None
-
-
-def why_bad(line: bytes) -> str:
-    """Why scan_py found ``line`` bad, in a few words."""
-    if len(line) > MAX_LINE:
-        return f"longer than {MAX_LINE} bytes"
-    parts = line.split()
-    if len(parts) != 3:
-        return "not three fields (LABEL CLIENT_RANDOM SECRET)"
-    label = parts[0].decode("ascii", "replace")
-    if label not in KNOWN:
-        return f"unknown label {label[:40]!r}"
-    try:
-        random, secret = binascii.unhexlify(parts[1]), binascii.unhexlify(parts[2])
-    except binascii.Error:
-        return "a field is not hexadecimal"
-    return f"client random of {len(random)} bytes or secret of {len(secret)}"
-
-
-def _hex(field: bytes) -> bool:
-    try:
-        binascii.unhexlify(field)
-        return True
-    except binascii.Error:
-        return False
-
-
-def scan_py(text, base: int, first_line: int, source: int, max_line: int, used: tuple, unused_labels: tuple,
-            room: int) -> tuple:
-    """The lines of ``text`` indexed: (entries, lines, added, unused, bad, dropped, first_bad).
-    The twin of native/_tls.c's keylog_scan (its comment says what each is), used where that is
-    not built."""
-    text = bytes(text)
-    entries: list[tuple[int, int]] = []
-    lines = unused = bad = dropped = 0
-    first_bad = None
-    n, at = len(text), 0
-    used, unused_labels = frozenset(used), frozenset(unused_labels)
-    while at < n:
-        start = at
-        end = text.find(b"\n", at)
-        end = n if end < 0 else end
-        stop = text.find(b"\r", at, end)
-        stop = end if stop < 0 else stop
-        at = stop + (2 if text[stop:stop + 2] == b"\r\n" else 1) if stop < n else n
-        lines += 1
-        line = text[start:stop]
-        parts = line.split(None, 3)
-        if not parts or parts[0][:1] == b"#":
-            continue
-        if len(parts) == 3 and stop - start <= max_line:
-            label, random, secret = parts
-            if label in used:
-                if len(random) == 64 and 64 <= len(secret) <= 128 and _hex(random) and _hex(secret):
-                    offset = base + start
-                    if len(entries) >= room or offset >> AT_BITS:
-                        dropped += 1
-                    else:
-                        entries.append((random_key(binascii.unhexlify(random)), source << AT_BITS | offset))
-                    continue
-            elif label in unused_labels and _hex(random) and _hex(secret):
-                unused += 1
-                continue
-        if not bad:
-            first_bad = (first_line + lines - 1, start, stop)
-        bad += 1
-    entries.sort()
-    packed = array("Q", [value for pair in entries for value in pair]).tobytes()
-    return packed, lines, len(entries), unused, bad, dropped, first_bad
-
-
-def merge_py(a: bytes, b: bytes) -> bytes:
-    """Two sorted runs of entries as one: the twin of native/_tls.c's keylog_merge."""
-    return array("Q", [value for pair in heapq.merge(_pairs(a), _pairs(b)) for value in pair]).tobytes()

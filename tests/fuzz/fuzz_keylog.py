@@ -1,8 +1,8 @@
-"""Fuzz the key log (kinspect/tls/keylog.py) and its index in C (native/_tls.c keylog_scan,
-keylog_merge).
+"""Fuzz the key log (kinspect/tls/keylog.py, keylines.py) and its index in C (native/_tls.c
+keylog_scan, keylog_merge).
 
 Input: a mode byte, a size byte, then key-log text:
-- mode 0 (text): the text read at once, by C and by the Python twins (scan_py, merge_py): the
+- mode 0 (text): the text read at once, by C and by the Python twins (keylines.py): the
   same runs, connections, counts and first bad line; every connection ``items()`` gives is what
   ``get()`` of its random gives; ``portable()`` holds the same connections;
 - mode 1 (file): the text written to a file and read in chunks of ``size`` + 1 bytes: the same
@@ -18,7 +18,7 @@ import os
 import harness
 
 with harness.instrumented("kinspect.tls"):
-    from kinspect.tls import keylog
+    from kinspect.tls import keylines, keylog
 
 FILE = os.memfd_create("fuzz-keylog")  # a regular file in memory: nothing left behind
 PATH = f"/proc/self/fd/{FILE}"
@@ -47,7 +47,7 @@ def _text(text: bytes) -> None:
 
 def _complete(text: bytes) -> bytes:
     """The text up to its last line break (a \\r at the very end is none yet)."""
-    return text[:keylog._last_break(text) + 1]
+    return text[:keylines.last_break(text) + 1]
 
 
 def _file(text: bytes, size: int, cut: int | None) -> None:

@@ -16,6 +16,7 @@ from kinspect.tls.records import MAX_FRAGMENT
 from kinspect.tls.layer import TlsLayer
 from tests.unit.tls.memtls import converse
 from tests.unit.tls.test_layer import REQUESTS, _records_of, feed
+from tests.unit.native import needs_c
 
 SETTINGS = [("1.3", None), ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"), ("1.2", "ECDHE-ECDSA-CHACHA20-POLY1305")]
 
@@ -115,6 +116,7 @@ def _fast(rk, data, plain):
     return used, opened, other
 
 
+@needs_c
 @pytest.mark.parametrize("mode", [0, 1, 2])
 def test_open_run_matches_its_twin_on_every_kind_of_record(mode):
     rng = random.Random(mode)
@@ -140,6 +142,7 @@ def test_open_run_matches_its_twin_on_every_kind_of_record(mode):
                                                                  flipped)
 
 
+@needs_c
 def test_open_run_refuses_what_it_cannot_take():
     suite, key, iv, seal = _sealer(0, random.Random(1))
     rk = RecordKeys(suite, key, iv)
@@ -176,6 +179,7 @@ def _hellos(tmp_path) -> list[tuple[int, bytes]]:
     return bodies
 
 
+@needs_c
 def test_hello_extensions_match_their_twin(tmp_path):
     from kinspect.tls.handshake import _extensions_py, client_hello
     rng = random.Random(3)
@@ -201,6 +205,7 @@ def _framed(fn, data, base):
     return [(t, v, bytes(f), o) for t, v, f, o in records], pos, bad
 
 
+@needs_c
 def test_frame_matches_its_twin(tmp_path):
     from kinspect.tls.records import _frame_py
     rng = random.Random(11)
@@ -239,13 +244,14 @@ def _keylog_state(text: bytes, fast: bool, monkeypatch, first_line: int = 1) -> 
 
 
 def _scans(text: bytes, first_line: int, room: int = 1 << 20) -> tuple:
-    from kinspect.tls.keylog import _UNUSED, _USED, scan_py
-    args = (text, 1000, first_line, 5, 1024, _USED, _UNUSED, room)
+    from kinspect.tls.keylines import UNUSED_BYTES, USED_BYTES, scan_py
+    args = (text, 1000, first_line, 5, 1024, USED_BYTES, UNUSED_BYTES, room)
     return native.tls.keylog_scan(*args), scan_py(*args)
 
 
+@needs_c
 def test_keylog_scan_and_merge_match_their_twins(tmp_path, monkeypatch):
-    from kinspect.tls import keylog
+    from kinspect.tls import keylines
     rng = random.Random(13)
     real = b""
     for version, cipher in SETTINGS:
@@ -289,19 +295,20 @@ def test_keylog_scan_and_merge_match_their_twins(tmp_path, monkeypatch):
     runs = [_scans(text, 1)[0][0] for text in texts[:12]]
     for a, b in zip(runs, runs[1:]):
         b = bytes(b[i] ^ (i % 16 == 15) for i in range(len(b)))  # other positions: no entry in both
-        assert native.tls.keylog_merge(a, b) == keylog.merge_py(a, b)
-        assert native.tls.keylog_merge(a, b"") == a == keylog.merge_py(a, b"")
+        assert native.tls.keylog_merge(a, b) == keylines.merge_py(a, b)
+        assert native.tls.keylog_merge(a, b"") == a == keylines.merge_py(a, b"")
     with pytest.raises(ValueError):
         native.tls.keylog_merge(b"x" * 15, b"")
     with pytest.raises(ValueError):
         native.tls.keylog_scan(b"", 0, 1, 1 << 24, 1024, (), (), 1)
 
 
+@needs_c
 def test_keylog_keys_match_their_twin():
-    from kinspect.tls.keylog import _UNUSED, _USED, random_key
+    from kinspect.tls.keylines import UNUSED_BYTES, USED_BYTES, random_key
     rng = random.Random(17)
     for _ in range(200):
         client_random = rng.randbytes(32)
         line = b"CLIENT_RANDOM " + client_random.hex().encode() + b" " + rng.randbytes(48).hex().encode()
-        entries = native.tls.keylog_scan(line, 0, 1, 0, 1024, _USED, _UNUSED, 1)[0]
+        entries = native.tls.keylog_scan(line, 0, 1, 0, 1024, USED_BYTES, UNUSED_BYTES, 1)[0]
         assert memoryview(entries).cast("Q")[0] == random_key(client_random)

@@ -8,7 +8,7 @@ import tracemalloc
 
 import pytest
 
-from kinspect.tls import keylog as kl
+from kinspect.tls import keylines, keylog as kl
 from kinspect.tls.keylog import KeyLog
 
 CR = "ab" * 32
@@ -140,11 +140,11 @@ def test_past_max_entries_secrets_are_counted_not_kept(monkeypatch):
 
 def test_a_client_random_with_thousands_of_lines_reads_only_the_last(monkeypatch):
     """A hostile key log: 10,000 lines of one client random, or of randoms made to share its
-    key (kl.random_key). A lookup reads the last few lines, not all."""
+    key (keylines.random_key). A lookup reads the last few lines, not all."""
     same_key = "".join(  # a first word and the second that gives key 0 after it
-        f"CLIENT_RANDOM {(i.to_bytes(8, 'big') + (i * kl._MIX & kl._U64).to_bytes(8, 'big') + bytes(16)).hex()} "
+        f"CLIENT_RANDOM {(i.to_bytes(8, 'big') + (i * keylines.MIX & keylines.U64).to_bytes(8, 'big') + bytes(16)).hex()} "
         f"{'33' * 48}\n" for i in range(1, 10_000))
-    assert {kl.random_key(bytes.fromhex(line.split()[1])) for line in same_key.splitlines()} == {0}
+    assert {keylines.random_key(bytes.fromhex(line.split()[1])) for line in same_key.splitlines()} == {0}
     text = f"CLIENT_RANDOM {CR} {'11' * 48}\n" * 10_000 + f"CLIENT_RANDOM {CR} {'22' * 48}\n" + same_key
     keylog = KeyLog.from_text(text)
     read = []
