@@ -127,6 +127,9 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
     options = {"ports": set(ports) | {9092}, "heuristic": not no_heuristic, "show_secrets": show_secrets}
     for line in keylog_warnings(keylog):
         click.echo(line, err=True)
+    if package is not None and os.path.exists(package) and not os.path.isfile(package):
+        raise click.UsageError(f"--package {path_text(package)} is not a regular file: give a packed "
+                               f"environment (.tar.gz), or a path where none exists yet to build one")
     if package is not None and not os.path.exists(package):
         _build_package(package)
     with Interrupts() as interrupts:  # Ctrl-C: exit 130, without Py4J's tracebacks

@@ -139,24 +139,34 @@ def _entry(path: str) -> Input | str:
 def _walk(top: str, skipped: list) -> list[Input]:
     """Every file under ``top`` but hidden ones; special files go to ``skipped``; a directory that
     cannot be listed is an Input with its error. Links to directories are not followed (a loop
-    would never end): they are skipped too."""
+    would never end): they are skipped too. No recursion: a directory nested thousands deep
+    ended os.walk (RecursionError)."""
     found: list[Input] = []
-
-    def unlisted(error: OSError) -> None:
-        found.append(Input(os.path.abspath(error.filename), 0, f"cannot list: {error.strerror or error}"))
-
-    for root, dirs, names in os.walk(top, onerror=unlisted):
-        for name in dirs:
-            if os.path.islink(os.path.join(root, name)):
-                skipped.append((os.path.abspath(os.path.join(root, name)), "a link to a directory"))
-        for name in names:
-            if name.startswith("."):
-                continue
-            entry = _entry(os.path.join(root, name))
-            if isinstance(entry, str):
-                skipped.append((os.path.abspath(os.path.join(root, name)), entry))
-            else:
-                found.append(entry)
+    pending = [top]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as listing:
+                entries = list(listing)
+        except OSError as e:
+            found.append(Input(os.path.abspath(directory), 0, f"cannot list: {e.strerror or e}"))
+            continue
+        for entry in entries:
+            path = os.path.join(directory, entry.name)
+            try:
+                real_directory = entry.is_dir(follow_symlinks=False)
+            except OSError:  # gone meanwhile, or no d_type and no right to stat it
+                real_directory = False
+            if real_directory:
+                pending.append(path)
+            elif entry.is_symlink() and os.path.isdir(path):
+                skipped.append((os.path.abspath(path), "a link to a directory"))
+            elif not entry.name.startswith("."):
+                listed = _entry(path)
+                if isinstance(listed, str):
+                    skipped.append((os.path.abspath(path), listed))
+                else:
+                    found.append(listed)
     return sorted(found, key=lambda f: f.path)
 
 

@@ -227,3 +227,12 @@ def test_the_summary_shows_what_the_capture_names_escaped(tmp_path):
     clean_text(done)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     assert "c\\x1b]0;owned\\x07\\x1b[2J" in done.stdout.decode()
+
+
+def test_a_fifo_as_the_packed_environment_is_refused(tmp_path):
+    """--package naming an existing file ships it as it is: a FIFO would be read by Spark for ever."""
+    fifo = tmp_path / "env.tar.gz"
+    os.mkfifo(fifo)
+    done = kinspect_spark(CAPTURE, "--out", tmp_path / "out", "--master", "spark://127.0.0.1:1", "--package", fifo)
+    assert done.returncode == 2
+    assert f"--package {fifo} is not a regular file" in clean_text(done)

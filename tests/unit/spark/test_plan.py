@@ -39,6 +39,17 @@ def test_a_walk_skips_special_files_and_gives_unreadable_entries_their_error(tmp
     assert by_name[NOT_UTF8].error is None and by_name[NOT_UTF8].size == CAPTURES[0].stat().st_size
 
 
+def test_a_walk_goes_deeper_than_pythons_recursion_limit(tmp_path):
+    """os.walk recursed: 1,500 nested directories ended it with a RecursionError (internal error)."""
+    from tests.hostile.inputs_spark import CAPTURES, deep_dir, remove_tree
+    top = deep_dir(tmp_path)
+    try:
+        (found,) = list_inputs([str(top)])
+    finally:
+        remove_tree(top)  # pytest's own clean-up would recurse
+    assert found.path.endswith("/d/" + CAPTURES[0].name) and found.path.count("/d") == 1500 and found.error is None
+
+
 def test_special_files_named_or_globbed_alone_are_refused(tmp_path):
     os.mkfifo(tmp_path / "x.fifo")
     with pytest.raises(NoInputs, match="x.fifo: a FIFO, not a regular file"):
