@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from kinspect import native
 from kinspect.capture.link import NATIVE_KINDS
-from kinspect.problems import ERROR, WARNING, Problem
+from kinspect.problems import ERROR, WARNING, Problem, ProblemCap
 
 Packet = tuple[float, int, bytes, int]
 
@@ -33,6 +33,7 @@ _BATCH = 1024  # records per call of the C loop
 # Wireshark's ceiling for an ordinary packet; a larger snaplen raises it up to MAX_RECORD.
 STANDARD_MAX_PACKET = 262_144
 MAX_RECORD = 64 << 20
+PROBLEMS_SHOWN = 10  # problems of one check a capture keeps (RecordParser)
 
 
 class RecordParser:
@@ -40,12 +41,15 @@ class RecordParser:
 
     ``_buf[_pos:]`` holds the bytes not yet consumed; ``_base`` is the input offset of
     ``_buf[0]``. A parser that hit a structural problem sets ``stopped`` and ignores the rest.
+    Of the problems of each check the first PROBLEMS_SHOWN are kept, the rest counted in one
+    more at ``close()``: a pcapng of a million malformed blocks is a few problems, not a million.
     """
 
     format = ""
 
     def __init__(self, problems: list[Problem] | None = None) -> None:
         self.problems: list[Problem] = [] if problems is None else problems
+        self._cap = ProblemCap(self.problems, keep=PROBLEMS_SHOWN)
         self.count = 0
         self.blocks = 0  # other blocks than packets read (pcapng), for the work they cost
         self.stopped = False
@@ -79,6 +83,7 @@ class RecordParser:
         self._base += len(self._buf)
         self._buf = b""
         self._pos = 0
+        self._cap.close(self.format, None)
 
     def drop_rest(self) -> None:
         """The input is left unread from here on purpose (a bound): what is buffered of the next
@@ -91,7 +96,8 @@ class RecordParser:
         raise NotImplementedError
 
     def _problem(self, what: str, at: int, severity: str = ERROR, check: str | None = None, **kw) -> None:
-        self.problems.append(Problem(what, self.format, at, severity, check, **kw))
+        if not self._cap.counted(check or what, severity):
+            self._cap.append(Problem(what, self.format, at, severity, check, **kw))
 
     def _stop(self, what: str, at: int, **kw) -> None:
         self._problem(what, at, check="structure", **kw)

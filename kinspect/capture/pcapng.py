@@ -25,6 +25,7 @@ ISB = 5
 DSB = 0x0000000A
 TLS_KEY_LOG = 0x544C534B  # "TLSK": a Decryption Secrets Block holding an NSS key log
 MAX_SECRETS = 64 << 20  # bytes of secrets kept from a file's DSBs
+MAX_INTERFACES = 1 << 16  # interfaces kept per section (a real capture has a few)
 BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
 BLOCK_NAMES = {
@@ -206,6 +207,10 @@ class PcapngParser(RecordParser):
         return blen
 
     def _interface(self, buf, pos: int, blen: int) -> None:
+        if len(self.interfaces) >= MAX_INTERFACES:
+            self._problem(f"more than {MAX_INTERFACES} interfaces in one section: the rest are not kept, and "
+                          f"their packets are skipped", self._base + pos, WARNING, "limit")
+            return
         if blen < 20:
             self._bad_block(pos, IDB, blen)
             self.interfaces.append((0, MICROSECONDS, 0, 0))  # keep later interface ids aligned
@@ -228,6 +233,8 @@ class PcapngParser(RecordParser):
             return
         order = self._order
         iface = struct.unpack_from(order + "I", buf, pos + 8)[0]
+        if iface >= len(self.interfaces):  # no such interface: nothing to report it for
+            return
         counters: dict[str, int] = {}
         for code, value, length in self._options(buf, pos + 20, pos + blen - 4):
             if length == 8 and code in (ISB_IFRECV, ISB_IFDROP, ISB_OSDROP):

@@ -9,7 +9,8 @@ kilobytes or megabytes inflate to what would cost kinspect far more than its siz
 - ``zeros_gzip_bomb``: 4.2 MB, 256 MB of zeros on port 9092 in sequence first;
 - ``tiny_requests_gzip_bomb``: 4.2 MB, 256 MB of 16-byte requests first, one correlation id;
 - ``tiny_requests_random_ids``: 4.2 MB of 16-byte requests whose correlation ids are random:
-  gzip keeps them at about 2.7:1, so every one is information (730,000 exchanges).
+  gzip keeps them at about 2.7:1, so every one is information (730,000 exchanges);
+- ``malformed_blocks_pcapng_gz``: 4.2 MB of gzip'ed pcapng blocks of 12 bytes, a problem each.
 
 The bombs repeat one deflate block ended by a full flush (which resets the window, so each copy
 decodes alone): gigabytes of input take a second or a few to make.
@@ -182,3 +183,12 @@ def tiny_requests_random_ids(root: Path, compressed: int = 4_200_000, seed: int 
                 out.write(_PCAP_RECORD.pack(START, 0, len(data), len(data)) + data)
                 conn.client_seq += len(payload)
     return path
+
+
+def malformed_blocks_pcapng_gz(root: Path, compressed: int = 4_200_000) -> Path:
+    """A pcapng section and interface, then enhanced packet blocks of 12 bytes (too short to hold
+    a packet: one problem each), gzip'ed at about 1000:1 until the file is 4.2 MB."""
+    from tests.unit.capture.helpers import idb, shb
+
+    head = shb() + idb(ETHERNET)
+    return _bomb(root / "malformed-blocks.pcapng.gz", head, struct.pack("<III", 6, 12, 12), compressed)

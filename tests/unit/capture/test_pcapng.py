@@ -223,3 +223,37 @@ def test_not_starting_with_a_section_header():
     packets, problems = parse_all(idb(1) + idb(1), PcapngParser)
     assert packets == []
     assert problems[0].offset == 0 and "not a pcapng file" in problems[0].what
+
+
+# -- a file of malformed blocks is a few problems, memory bounded (issue 30: output proportionate) --
+
+def test_a_thousand_malformed_blocks_are_ten_problems_and_a_count():
+    too_short = struct.pack("<III", 6, 12, 12)  # an enhanced packet block of 12 bytes
+    data = shb() + idb(1) + too_short * 1000 + epb(7, 1, b"x" * 60) * 30
+    packets, problems = parse_all(data, PcapngParser)
+    assert packets == []
+    structure = [p for p in problems if p.check == "structure"]
+    assert [p.offset for p in structure[:10]] == [len(shb() + idb(1)) + 12 * i for i in range(10)]
+    assert len(problems) == 11 and problems[-1].what == (
+        "1020 more structure problems like the ones above in this unit (1030 in all; the first 10 are shown)")
+    assert problems[-1].severity == ERROR
+
+
+def test_interfaces_kept_per_section_are_bounded():
+    from kinspect.capture.pcapng import MAX_INTERFACES
+
+    data = shb() + idb(1) * (MAX_INTERFACES + 3) + epb(MAX_INTERFACES + 1, 1, b"x" * 60) + epb(0, 2, b"y" * 60)
+    parser = PcapngParser()
+    parser.feed(data)
+    packets = list(parser.packets(final=True))
+    assert len(parser.interfaces) == MAX_INTERFACES and [p[2] for p in packets] == [b"y" * 60]
+    assert [p.check for p in parser.problems] == ["limit", "limit", "limit", "structure"]
+
+
+def test_statistics_of_interfaces_never_described_are_not_kept():
+    statistics = b"".join(block(5, struct.pack("<III", iface, 0, 0) + struct.pack("<HHQ", 4, 8, 9) + b"\0\0\0\0")
+                          for iface in range(0, 50_000, 7))
+    parser = PcapngParser()
+    parser.feed(shb() + idb(1) + statistics)
+    list(parser.packets(final=True))
+    assert parser.statistics == {0: {"ifrecv": 9}}
