@@ -30,6 +30,13 @@ class Registries:
                 return found
         return None
 
+    def by_guid(self, guid: bytes, store: SchemaStore):
+        for registry in self.registries:
+            found = registry.by_guid(guid, store)
+            if found is not None:
+                return found
+        return None
+
     @property
     def notices(self) -> list[Problem]:
         return [n for r in self.registries for n in r.notices]

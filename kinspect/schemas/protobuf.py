@@ -159,6 +159,8 @@ def compile_proto(name: str, text: str, imports: dict[str, str]) -> ProtoReader:
         files = []
         for dep_name, dep_text in imports.items():
             dep = _serialized(dep_text)
+            if dep is not None:
+                dep.name = dep_name  # imports name files by their reference's name
             files += [dep] if dep is not None else [f for f in compile_files(dep_name, {**imports})
                                                    if f.name == dep_name]
         if main is None:

@@ -87,7 +87,13 @@ class Schemas:
 
     def _schema(self, frame: Frame) -> StoredSchema | None:
         if frame.guid is not None:
-            return self.store.by_guid(frame.guid)
+            found = self.store.by_guid(frame.guid)
+            by_guid = getattr(self.fallback, "by_guid", None)
+            if found is None and by_guid is not None and frame.guid not in self._unknown:
+                found = by_guid(frame.guid, self.store)
+                if found is not None:
+                    self.store.add(found)
+            return found
         found = self.store.by_id(frame.id)
         if found is None and self.fallback is not None and frame.id not in self._unknown:
             found = self.fallback(frame.id, self.store)

@@ -151,8 +151,9 @@ def read_schema_files(path: Path, store: SchemaStore) -> int:
 # -- a registry over HTTP ----------------------------------------------------------------------
 
 class HttpRegistry:
-    """GET /schemas/ids/{id} (and /versions, for the subject), the references by
-    /subjects/{subject}/versions/{version}; Protobuf asked with format=serialized (a
+    """GET /schemas/ids/{id} (and /versions, for the subject), a V1 frame's GUID by
+    /schemas/guids/{guid}/ids, the references by /subjects/{subject}/versions/{version};
+    Protobuf asked with format=serialized (a
     FileDescriptorProto, no protoc needed for it). A registry that times out or cannot be
     reached is asked nothing more this run (one notice); decoding goes on without it."""
 
@@ -185,6 +186,22 @@ class HttpRegistry:
             self._references(references, store, 0)
         return StoredSchema(schema_id, subject, version, schema_type, text, references,
                             guid=guid_of({"schema": answer["schema"], "references": references}))
+
+    def by_guid(self, guid: bytes, store: SchemaStore | None = None) -> StoredSchema | None:
+        """GET /schemas/guids/{guid} and /schemas/guids/{guid}/ids (V1 frames)."""
+        if self.down is not None:
+            return None
+        h = guid.hex()
+        text = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        ids = self._get(f"/schemas/guids/{text}/ids")
+        found = [entry.get("id") for entry in ids or () if isinstance(entry, dict)
+                 and entry.get("context", ".") in (".", "") and isinstance(entry.get("id"), int)]
+        if not found:
+            return None
+        schema = self(found[0], store)
+        if schema is not None:
+            schema.guid = guid
+        return schema
 
     def _references(self, references: list, store: SchemaStore, depth: int) -> None:
         for ref in references:
