@@ -49,13 +49,14 @@ class _Round:
 
 
 class _Group:
-    __slots__ = ("kind", "generation", "first", "members", "previous", "left", "round", "rounds",
+    __slots__ = ("kind", "generation", "first", "synced", "members", "previous", "left", "round", "rounds",
                  "rebalances", "pause_ms", "timed_out", "reasons", "evidence", "last_seen",
                  "epochs")
 
     def __init__(self):
         self.kind = "classic"
         self.generation = self.first = None
+        self.synced = None                # the generation last assigned (SyncGroup), while stable
         self.members: set = set()        # of the current generation (epoch)
         self.previous: set = set()       # of the generation before
         self.left: dict = {}             # member -> reason, since the last generation
@@ -107,25 +108,26 @@ class Rebalance:
             _remember(group.last_seen, member, sent)
         error = (response or {}).get("error_code") or 0
         if api_key == JOIN_GROUP:
-            if member and group.first is not None:
-                self._open(group, sent, record)
-                if request.get("reason"):
+            if member:
+                if self._open(group, sent, record) and request.get("reason"):
                     _count(group, f"rejoin: {request['reason']}")
             if response is not None and not error:
                 self._joined(group, record, request, response, sent, answered)
         elif api_key == SYNC_GROUP:
-            if response is not None and not error and group.round is not None \
-                    and request.get("generation_id") == group.generation:
-                group.round.assigned = max(group.round.assigned or 0.0, answered)
+            if response is not None and not error and request.get("generation_id") == group.generation:
+                group.synced = group.generation
+                if group.round is not None and group.round.generation == group.generation:
+                    group.round.assigned = max(group.round.assigned or 0.0, answered)
         elif api_key == LEAVE_GROUP:
             for leaving in request.get("members") or ([{"member_id": member}] if member else []):
                 who = leaving.get("member_id") or leaving.get("group_instance_id")
                 if who:
                     reason = leaving.get("reason")
-                    group.left[who] = f"left (LeaveGroup{': ' + reason if reason else ''})"
-                    if group.first is not None and len(group.members) > 1:
+                    if who in group.left or len(group.left) < MEMBERS:
+                        group.left[who] = f"left (LeaveGroup{': ' + reason if reason else ''})"
+                    if len(group.members) > 1:
                         self._open(group, sent, record)
-        if error == REBALANCE_IN_PROGRESS and group.first is not None:
+        if error == REBALANCE_IN_PROGRESS:
             self._open(group, sent, record)
             _count(group, "REBALANCE_IN_PROGRESS told to members")
         elif error in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID) and member:
@@ -137,12 +139,17 @@ class Rebalance:
             group.evidence.append(evidence(record))
             del group.evidence[:-10]
 
-    def _open(self, group: _Group, sent: float, record) -> None:
-        if group.round is None or group.round.generation is not None and group.round.assigned:
-            if group.round is not None:
-                self._close(group)
-            group.round = _Round(sent)
-            group.round.evidence.append(evidence(record))
+    def _open(self, group: _Group, sent: float, record) -> bool:
+        """A sign that a stable group starts a new round: the round opens (the one before closes).
+        False while the group is forming or already rebalancing."""
+        if group.synced is None or group.synced != group.generation:
+            return False
+        if group.round is not None:
+            self._close(group)
+        group.synced = None
+        group.round = _Round(sent)
+        group.round.evidence.append(evidence(record))
+        return True
 
     def _joined(self, group: _Group, record, request, response, sent, answered) -> None:
         generation = response.get("generation_id")
@@ -185,13 +192,13 @@ class Rebalance:
                     if silent is not None and silent <= done.started else ")")
                 group.timed_out += 1
             reasons[f"member {member} {why}"] = 1
+            group.left.pop(member, None)
         for member in sorted(joined):
             reasons[f"member {member} joined"] = 1
         for reason, count in reasons.items():
             _count(group, reason, count)
         pause = 1000 * ((done.assigned or done.started) - done.started)
         group.pause_ms += pause
-        group.left.clear()
         series_add(group.rounds, {"generation": done.generation, "started": done.started,
                                   "assigned": done.assigned, "pause_ms": round(pause, 3),
                                   "members": len(group.members), "joined": len(joined),

@@ -1,0 +1,64 @@
+from kinspect.doctor.finding import WARNING
+from kinspect.doctor.lag import Lag
+from kinspect.doctor.options import Thresholds
+from tests.unit.doctor.handmade import batch, commit, exchange, fetch, produce
+
+
+def _run(records, **thresholds):
+    check = Lag(Thresholds(**thresholds))
+    for record in records:
+        check.exchange(record)
+    return check, list(check.finish(0))
+
+
+def test_log_end_from_produce_responses_after_the_group_stopped_fetching():
+    records = [fetch("t", 0, 100, 1.0), commit("g", "t", 0, 100, 1.1)]
+    for i in range(30):  # the group is gone; producers go on: 30 batches of 100
+        records.append(produce("t", 0, [batch(count=100, timestamp=1_000_000 + i * 1000)],
+                               base_offset=100 + 100 * i, at=2.0 + i))
+    check, [found] = _run(records)
+    assert found["severity"] == WARNING
+    assert (found["group"], found["topic"], found["partition"]) == ("g", "t", 0)
+    assert (found["committed_offset"], found["log_end_offset"], found["lag"]) == (100, 3100, 3000)
+    assert found["lag_seconds"] == 29.099  # the newest record's timestamp less that of the one at 100
+    lags = [point["lag"] for point in found["series"]]
+    assert lags[0] == 0 and lags[-1] == 3000 and lags == sorted(lags)
+
+
+def test_below_both_thresholds_nothing_but_the_row():
+    check, found = _run([fetch("t", 0, 105, 1.0), commit("g", "t", 0, 100, 1.1)])
+    assert found == []
+    [row] = check.rows()
+    assert (row["lag"], row["log_end_offset"]) == (5, 105)
+
+
+def test_the_thresholds_are_options():
+    _, found = _run([fetch("t", 0, 105, 1.0), commit("g", "t", 0, 100, 1.1)], lag=5)
+    assert len(found) == 1
+
+
+def test_read_committed_groups_lag_to_the_last_stable_offset():
+    records = [fetch("t", 0, 5000, 1.0, isolation=1, stable=100), commit("g", "t", 0, 90, 1.1)]
+    records[1]["client_id"] = records[0]["client_id"]
+    check, found = _run(records)
+    [row] = check.rows()
+    assert (row["isolation"], row["log_end_offset"], row["lag"]) == ("read_committed", 100, 10)
+    assert found == []
+
+
+def test_rejected_commits_do_not_count_and_offset_fetch_does():
+    fetched = exchange(9, {"groups": [{"group_id": "g", "topics": None}]},
+                       {"groups": [{"group_id": "g", "error_code": 0, "topics": [
+                           {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                         "error_code": 0}]}]}]}, at=0.5)
+    check, found = _run([fetched, fetch("t", 0, 2000, 1.0), commit("g", "t", 0, 1999, 1.1, error=22)])
+    [row] = check.rows()
+    assert row["committed_offset"] == 0 and found[0]["lag"] == 2000
+
+
+def test_list_offsets_latest_is_a_log_end():
+    listed = exchange(2, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
+                      {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0,
+                                                                "offset": 1500}]}]}, at=5.0)
+    check, [found] = _run([commit("g", "t", 0, 200, 1.0), listed])
+    assert found["lag"] == 1300 and found["lag_seconds"] is None
