@@ -37,7 +37,7 @@ HARNESSES = {
     "fuzz_txnindex": "txnindex", "fuzz_checkpoints": "checkpoints",
     "fuzz_coordinator": "coordinator", "fuzz_replay": "replay", "fuzz_tls": "tls",
     "fuzz_keylog": "keylog", "fuzz_tls_handshake": "tls_handshake",
-    "fuzz_proxy_frames": "session",
+    "fuzz_proxy_frames": "session", "fuzz_schemas": "schemas",
 }
 CRASH = ("=== Uncaught Python exception", "ERROR: libFuzzer: deadly signal",
          "ERROR: libFuzzer: fuzz target exited")

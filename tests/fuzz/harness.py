@@ -37,7 +37,7 @@ MAX_LEN = {
     "tcp": 8192, "frames": 8192, "headers": 1024, "messages": 8192, "session": 16384,
     "records": 8192, "legacy": 8192, "codecs": 8192, "segment": 8192, "index": 8192,
     "snapshot": 4096, "txnindex": 4096, "checkpoints": 2048, "coordinator": 2048,
-    "replay": 8192, "tls": 16384, "keylog": 16384, "tls_handshake": 16384,
+    "replay": 8192, "tls": 16384, "keylog": 16384, "tls_handshake": 16384, "schemas": 8192,
 }
 
 

@@ -753,8 +753,28 @@ CORPORA: dict[str, Callable[[int], Iterable[bytes]]] = {
     "session": _session, "records": _records, "legacy": _legacy, "codecs": _codecs,
     "segment": _segment, "index": _index, "snapshot": _snapshot, "txnindex": _txnindex,
     "checkpoints": _checkpoints, "coordinator": _coordinator, "replay": _replay, "tls": _tls,
-    "keylog": _keylog, "tls_handshake": _tls_handshake,
+    "keylog": _keylog, "tls_handshake": _tls_handshake, "schemas": lambda max_len: _schema_seeds(),
 }
+
+
+def _schema_seeds() -> Iterator[bytes]:
+    """fuzz_schemas' inputs: every key and value of the schema fixtures (samples/schemas), a
+    header's bytes first where the serializer put the id in one, and hostile payloads."""
+    from kinspect.storage.segment import walk_segment
+    logs = Path(__file__).resolve().parents[2] / "samples" / "schemas" / "logs"
+    for log in sorted(logs.glob("lab-*/*.log")):
+        for kind, item, _ in walk_segment(log.read_bytes()):
+            for record in (item.get("records") or ()) if kind == "batch" else ():
+                headers = {h["key"]: h["value"] for h in record["headers"]}
+                for is_key, data in ((1, record["key"]), (0, record["value"])):
+                    header = headers.get("__key_schema_id" if is_key else "__value_schema_id")
+                    if data is not None and header is not None:
+                        yield bytes([is_key | 2, len(header)]) + header + data
+                    elif data is not None:
+                        yield bytes([is_key]) + data
+    for schema_id, payload in ((100, b"\x02" * 5000 + b"\x00\x02"), (101, b"\x80\xa8\xd6\xb9\x07\x00"),
+                               (102, b"\x02\x02k\x02\x02j\x02\x02v\x00\x00"), (3, b"\xff" * 64)):
+        yield b"\x00\x00" + schema_id.to_bytes(4, "big") + payload
 
 
 def _message_seed(key: int, version: int, kind: str, body: bytes) -> bytes:

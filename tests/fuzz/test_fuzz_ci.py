@@ -22,7 +22,7 @@ BUDGET = {
     "fuzz_replay": 4, "fuzz_index": 4, "fuzz_pcap": 3, "fuzz_pcapng": 3, "fuzz_source": 3,
     "fuzz_link": 3, "fuzz_headers": 3, "fuzz_codecs": 3, "fuzz_snapshot": 2, "fuzz_txnindex": 3,
     "fuzz_checkpoints": 3, "fuzz_tls": 4, "fuzz_keylog": 3, "fuzz_tls_handshake": 4,
-    "fuzz_proxy_frames": 4,
+    "fuzz_proxy_frames": 4, "fuzz_schemas": 4,
 }
 
 
