@@ -3,9 +3,13 @@ computes LAG (log end minus committed offset), and how that moved over the captu
 
 The log end is whatever the capture showed last: a Fetch response's high watermark (its last
 stable offset for a group whose consumers fetch read_committed), a ListOffsets (latest)
-answer, or a Produce response's base offset plus the records its request carried. A group that
+answer, or a Produce response's base offset plus the records its request carried (and one
+more for each transaction marker the coordinator's WriteTxnMarkers wrote after them). A group that
 stopped fetching still lags as producers go on. The committed offset comes from accepted
 OffsetCommits, OffsetFetch answers and TxnOffsetCommits once their EndTxn committed.
+Under read_committed (the group's consumers fetch so) the end is the last stable offset where
+the partition holds transactions and the capture's newest log end came with one; a partition
+never seen written transactionally has its last stable offset at its high watermark.
 ``lag_seconds`` is the newest record's timestamp minus that of the record at the committed
 offset, from the record batches the capture holds (Produce requests, Fetch responses).
 
@@ -24,9 +28,9 @@ from kinspect.groups.responses import fetched_groups
 
 NAME = "lag"
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 8, 9
-JOIN_GROUP, END_TXN, TXN_OFFSET_COMMIT, CONSUMER_HEARTBEAT = 11, 26, 28, 68
+JOIN_GROUP, END_TXN, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT, CONSUMER_HEARTBEAT = 11, 26, 27, 28, 68
 APIS = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, END_TXN,
-                  TXN_OFFSET_COMMIT, CONSUMER_HEARTBEAT})
+                  WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT, CONSUMER_HEARTBEAT})
 LATEST = -1
 SAMPLES = 1024       # (offset, timestamp) points kept per partition
 WATCHERS = 100       # group partitions whose series follow one partition's log end
@@ -34,11 +38,12 @@ POINT_EVERY = 1.0    # seconds between two points of a series that the log end a
 
 
 class _Partition:
-    __slots__ = ("end", "end_at", "stable", "offsets", "stamps", "watchers")
+    __slots__ = ("end", "end_at", "stable", "stable_at", "transactional", "offsets", "stamps", "watchers")
 
     def __init__(self):
         self.end = self.stable = None
-        self.end_at = 0.0
+        self.end_at = self.stable_at = 0.0
+        self.transactional = False  # transactional batches seen: the last stable offset may trail
         self.offsets: list = []   # sampled offsets, increasing, and their record timestamps
         self.stamps: list = []
         self.watchers: list = []  # the _Committed following this partition
@@ -71,6 +76,9 @@ class Lag:
         return [self.partitions, self.committed, self.clients, self.pending]
 
     def exchange(self, record: dict) -> None:
+        if record["api_key"] == WRITE_TXN_MARKERS:  # the coordinator's, through the port
+            self._marked(record)
+            return
         if is_internal(record):
             return
         response = record.get("response")
@@ -129,6 +137,7 @@ class Lag:
                 offset = base
                 for batch in held:
                     count = batch_count(batch)
+                    part.transactional = part.transactional or bool(batch.get("is_transactional"))
                     log_append = isinstance(appended, int) and appended >= 0
                     _sample(part, offset, appended if log_append else batch.get("base_timestamp"))
                     _sample(part, offset + count - 1, appended if log_append else batch.get("max_timestamp"))
@@ -143,13 +152,25 @@ class Lag:
                 if p.get("error_code") or not isinstance(watermark, int) or watermark < 0:
                     continue
                 part = self.partitions.at((name, p.get("partition_index")))
+                part.transactional = part.transactional or bool(p.get("aborted_transactions"))
                 for batch in batches(p.get("records")):
+                    part.transactional = part.transactional or bool(batch.get("is_transactional"))
                     base = batch.get("base_offset")
                     if isinstance(base, int) and not batch.get("is_control"):
                         _sample(part, base, batch.get("base_timestamp"))
                         _sample(part, base + batch_count(batch) - 1, batch.get("max_timestamp"))
                 stable = p.get("last_stable_offset")
                 self._end(part, watermark, stable if isinstance(stable, int) and stable >= 0 else None, at)
+
+    def _marked(self, record) -> None:
+        """A COMMIT or ABORT marker written takes one offset of each data partition it went to."""
+        for marker in (record.get("response") or {}).get("markers") or ():
+            for topic in marker.get("topics") or ():
+                name = topic_name(topic)
+                for p in topic.get("partitions") or ():
+                    part = self.partitions.get((name, p.get("partition_index")))
+                    if part is not None and part.end is not None and not p.get("error_code"):
+                        self._end(part, part.end + 1, None, when(record))
 
     def _listed(self, request, response, at) -> None:
         latest = {(topic_name(t), p.get("partition_index")) for t in request.get("topics") or ()
@@ -171,7 +192,7 @@ class Lag:
             return
         part.end, part.end_at = end, at
         if stable is not None:
-            part.stable = stable
+            part.stable, part.stable_at = stable, at
         for watcher in part.watchers:
             if at - watcher.point_at >= POINT_EVERY:
                 self._point(watcher, part, at)
@@ -231,8 +252,10 @@ class Lag:
             part = self.partitions.get((entry.topic, entry.partition))
             if part is None or part.end is None:
                 continue
-            read_committed = entry.group in committed_groups and part.stable is not None
-            end = part.stable if read_committed else part.end
+            read_committed = entry.group in committed_groups
+            end = part.end
+            if read_committed and part.transactional and part.stable is not None and part.stable_at >= part.end_at:
+                end = part.stable
             lag = max(0, end - entry.offset)
             out.append({"group": entry.group, "topic": entry.topic, "partition": entry.partition,
                         "committed_offset": entry.offset, "log_end_offset": end,

@@ -56,7 +56,7 @@ def read_transactions(log_dir: Path, thresholds: Thresholds = DEFAULTS, limits: 
                         if event["type"] == "batch":
                             if internal:
                                 for record in event.get("records") or ():
-                                    join.transaction_record(record)
+                                    join.transaction_record(record.get("decoded") or {})
                             else:
                                 join.batch(topic, partition, event, str(log))
                         for problem in event.get("problems") or ():

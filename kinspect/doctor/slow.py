@@ -2,7 +2,9 @@
 
 An exchange is slow when its latency, less the time the request asked the broker to wait
 (Fetch and ShareFetch max_wait_ms) and the throttle the broker imposed, is ``--slow-ms`` or
-more. JoinGroup and SyncGroup wait for the whole group by design (the rebalance check covers
+more. A request sent while its connection was muted by an earlier response's throttle (KIP-219:
+the broker reads nothing more from it until the throttle ends) is timed from the end of that
+throttle. JoinGroup and SyncGroup wait for the whole group by design (the rebalance check covers
 them); unanswered requests are not timed.
 
 Severity: warning for a broker and API with slow exchanges."""
@@ -39,11 +41,12 @@ class Slow:
     def __init__(self, thresholds: Thresholds = DEFAULTS):
         self.t = thresholds
         self.brokers: Bounded[_Broker] = Bounded("broker APIs", thresholds.max_state, _Broker)
+        self.muted: Bounded[list] = Bounded("connections", thresholds.max_state, lambda: [0.0])
         self._n = 0
 
     @property
     def bounded(self):
-        return [self.brokers]
+        return [self.brokers, self.muted]
 
     def exchange(self, record: dict) -> None:
         latency = record.get("latency_ms")
@@ -56,9 +59,14 @@ class Slow:
         if record["api_key"] in (FETCH, SHARE_FETCH):
             waited = (record.get("request") or {}).get("max_wait_ms") or 0
         response = record.get("response")
-        if isinstance(response, dict):
-            waited += response.get("throttle_time_ms") or 0
-        excess = latency - max(0, waited)
+        throttle = response.get("throttle_time_ms") if isinstance(response, dict) else None
+        throttle = throttle if isinstance(throttle, int) and throttle > 0 else 0
+        sent, answered = record.get("request_time") or 0.0, record.get("response_time")
+        muted = self.muted.at(record.get("conn"))
+        queued = max(0.0, muted[0] - sent) * 1000 if muted[0] > sent else 0.0
+        if throttle and answered:
+            muted[0] = max(muted[0], answered + throttle / 1000)
+        excess = latency - max(0, waited) - throttle - min(queued, latency)
         if excess < self.t.slow_ms:
             return
         entry.slow += 1

@@ -13,7 +13,9 @@ What counts, in the order the broker answered:
 - OffsetFetch responses: what the broker said was committed at that moment (-1: nothing);
 - OffsetDelete / DeleteGroups that succeeded delete; DescribeGroups, ConsumerGroupDescribe
   and ListGroups responses give state and members; ListOffsets (latest) and Fetch responses'
-  high watermarks give log end offsets; Metadata responses name topic ids.
+  high watermarks give log end offsets, as do Produce responses (the base offset plus the records
+  the request carried: a group that stopped fetching still lags as producers go on); Metadata
+  responses name topic ids.
 Sans-I/O: decoded exchange records in, a GroupsView out.
 """
 
@@ -28,14 +30,14 @@ from kinspect.groups.responses import topic_of
 from kinspect.wire.apis import error_name
 from kinspect.wire.topics import TopicNames
 
-FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 1, 2, 3, 8, 9
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, END_TXN, WRITE_TXN_MARKERS = 15, 16, 42, 26, 27
 TXN_OFFSET_COMMIT, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = 28, 47, 69
 LATEST = -1
 OFFSETS_TOPIC = "__consumer_offsets"
 REORDER = 10_000  # exchanges held to be applied in response-time order
 
-_KEPT = {FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS,
+_KEPT = {PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS,
          DELETE_GROUPS, END_TXN, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT, OFFSET_DELETE,
          CONSUMER_GROUP_DESCRIBE}
 REPLAYED_APIS = _KEPT | {METADATA}
@@ -66,6 +68,8 @@ class CaptureReplay:
             when = record.get("response_time") or record.get("request_time") or 0.0
             if api_key == FETCH:
                 record = _high_watermarks(record)
+            elif api_key == PRODUCE:
+                record = _produced_ends(record)
             heapq.heappush(self._kept, (when, self._seen, record))
             self._seen += 1
             if len(self._kept) > REORDER:
@@ -111,7 +115,7 @@ class CaptureReplay:
             if response is not None and not response.get("error_code"):
                 self._end_transaction(request.get("producer_id"), bool(request.get("committed")))
         elif api_key == WRITE_TXN_MARKERS:
-            self._markers(request, response)
+            self._markers(request, response, when)
         elif response is None:
             return
         elif api_key == OFFSET_FETCH:
@@ -142,6 +146,10 @@ class CaptureReplay:
                     group.protocol_type = entry.get("protocol_type")
         elif api_key == LIST_OFFSETS:
             self._listed_offsets(request, response, when)
+        elif api_key == PRODUCE:
+            for topic, partition, end in response["ends"]:
+                self._log_end(topic_of({"name": topic} if isinstance(topic, str) else topic, self.topics.names),
+                              partition, end, when)
         elif api_key == FETCH:
             for topic in response.get("responses") or ():
                 name = topic_of(topic, self.topics.names)
@@ -193,10 +201,22 @@ class CaptureReplay:
             else:
                 commit.outcome = ABORTED
 
-    def _markers(self, request: dict, response: dict | None) -> None:
+    def _marked(self, request: dict, written: dict, when: float) -> None:
+        """A COMMIT or ABORT marker written takes one offset of each data partition it went to."""
+        for marker in request.get("markers") or ():
+            answer = written.get(marker.get("producer_id"))
+            for topic in (answer or {}).get("topics") or ():
+                name = topic_of(topic, self.topics.names)
+                for p in topic.get("partitions") or ():
+                    seen = self.log_end.get((name, p.get("partition_index")))
+                    if name != OFFSETS_TOPIC and seen is not None and not p.get("error_code"):
+                        self._log_end(name, p.get("partition_index"), seen[1] + 1, when)
+
+    def _markers(self, request: dict, response: dict | None, when: float = 0.0) -> None:
         if response is None:
             return
         written = {m.get("producer_id"): m for m in response.get("markers") or ()}
+        self._marked(request, written, when)
         for marker in request.get("markers") or ():
             topics = [t for t in marker.get("topics") or () if t.get("name") == OFFSETS_TOPIC]
             answer = written.get(marker.get("producer_id"))
@@ -286,6 +306,39 @@ class CaptureReplay:
         if seen is None or when >= seen[0]:
             self.log_end[(topic, partition)] = (when, offset)
 
+
+
+def _produced_ends(record: dict) -> dict:
+    """What the replay reads of a Produce exchange: each accepted partition's new log end, the
+    response's base offset plus the records of the request's batches for it."""
+    sent = {}
+    for topic in (record.get("request") or {}).get("topic_data") or ():
+        key = topic.get("name") or topic.get("topic")
+        for p in topic.get("partition_data") or ():
+            batches = p.get("records") if isinstance(p.get("records"), list) else []
+            sent[(key or topic.get("topic_id"), p.get("index"))] = sum(_batch_records(b) for b in batches)
+    ends = []
+    for topic in (record.get("response") or {}).get("responses") or ():
+        key = topic.get("name") or topic.get("topic")
+        name = key or {"topic_id": topic.get("topic_id")}
+        for p in topic.get("partition_responses") or ():
+            count = sent.get((key or topic.get("topic_id"), p.get("index")))
+            base = p.get("base_offset")
+            if count and not p.get("error_code") and isinstance(base, int) and base >= 0:
+                ends.append((name, p.get("index"), base + count))
+    return {"api_key": PRODUCE, "response": {"ends": ends} if record.get("response") else None}
+
+
+def _batch_records(batch) -> int:
+    """Offsets a produced batch takes: a v2 batch's last offset delta + 1; a legacy message set's
+    entry one (a compressed wrapper's inner messages: their count)."""
+    if not isinstance(batch, dict):
+        return 0
+    delta = batch.get("last_offset_delta")
+    if isinstance(delta, int) and delta >= 0:
+        return delta + 1
+    inner = batch.get("records")
+    return len(inner) if isinstance(inner, list) and inner and batch.get("compression") not in (None, "none") else 1
 
 
 def _high_watermarks(record: dict) -> dict:

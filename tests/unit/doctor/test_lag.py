@@ -38,12 +38,21 @@ def test_the_thresholds_are_options():
 
 
 def test_read_committed_groups_lag_to_the_last_stable_offset():
-    records = [fetch("t", 0, 5000, 1.0, isolation=1, stable=100), commit("g", "t", 0, 90, 1.1)]
-    records[1]["client_id"] = records[0]["client_id"]
-    check, found = _run(records)
+    open_transaction = batch(100, 4900, producer_id=4, epoch=0, sequence=0, transactional=True)
+    check, found = _run([fetch("t", 0, 5000, 1.0, [open_transaction], isolation=1, stable=100),
+                         commit("g", "t", 0, 90, 1.1)])
     [row] = check.rows()
     assert (row["isolation"], row["log_end_offset"], row["lag"]) == ("read_committed", 100, 10)
     assert found == []
+
+
+def test_a_partition_never_written_transactionally_is_stable_at_its_log_end():
+    """librdkafka fetches read_committed by default: a stale last stable offset from the group's
+    last Fetch must not hide what producers wrote since (found on the lab scenario)."""
+    records = [fetch("t", 0, 791, 1.0, isolation=1, stable=791), commit("g", "t", 0, 786, 1.1),
+               produce("t", 0, [batch(count=3406)], base_offset=791, at=30.0)]
+    check, [found] = _run(records)
+    assert (found["log_end_offset"], found["lag"]) == (4197, 3411)
 
 
 def test_rejected_commits_do_not_count_and_offset_fetch_does():

@@ -30,3 +30,14 @@ def test_outliers_by_broker_and_api_worst_first():
     assert metadata["severity"] == WARNING and metadata["slow"] == 2 and metadata["count"] == 52
     assert [e["correlation_id"] for e in metadata["evidence"]] == [61, 60]
     assert found["Fetch"]["slowest"][0]["excess_ms"] == 1100.0
+
+
+def test_requests_queued_behind_a_throttled_connection_are_not_slow():
+    """KIP-219: the broker mutes a throttled connection; pipelined requests wait out the throttle
+    (found on the lab scenario's quota client: 85 Produce exchanges of up to 30 s called slow)."""
+    from tests.unit.doctor.handmade import batch, produce
+
+    throttled = produce("t", 0, [batch()], at=1.0, throttle_ms=2000)
+    queued = produce("t", 0, [batch()], at=1.1, correlation_id=2)
+    queued["response_time"], queued["latency_ms"] = 3.01, 1910.0
+    assert _run([throttled, queued]) == []
