@@ -9,7 +9,7 @@ import click
 
 from kinspect.cli.exchanges import (filter_options, port_options, print_record, print_summary, report_options,
                                     secrets_option, stream_bound_options)
-from kinspect.cli.keylog import keylog_option, keylog_warnings, no_kafka_message
+from kinspect.cli.keylog import keylog_counts, keylog_news, keylog_option, keylog_warnings, no_kafka_message
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.capture.source import sniff_format
@@ -86,6 +86,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
             continue
         if count is not None and shown >= count:
             break
+        counts = keylog_counts(keylog)
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
                         limits=limits, max_connections=max_connections, show_secrets=show_secrets,
                         keylog=keylog)
@@ -119,6 +120,8 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
             out.warn(f"kinspect: {source}: {e}. The output stops short{cut}: re-run with -j1 to "
                      f"decode in one process (it needs less memory)")
             sys.exit(EXIT_UNFINISHED)
+        for line in keylog_news(run.keylog, counts, path_text(source)):
+            out.warn(line)
         for problem in run.capture_problems:
             out.warn(f"kinspect: {source}: {problem}")
             if out.as_json and not summary:

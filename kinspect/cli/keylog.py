@@ -61,6 +61,23 @@ def keylog_warnings(keylog: KeyLog | None) -> list[str]:
     return out
 
 
+def keylog_news(keylog: KeyLog, before: tuple[int, int, int], where: str) -> list[str]:
+    """Warnings about what a run added to ``keylog`` (a pcapng's Decryption Secrets Blocks, a key
+    log that grew or changed while sniff ran) since ``before`` (``keylog_counts`` then)."""
+    bad, errors, dropped = (now - then for now, then in zip(keylog_counts(keylog), before))
+    out = [f"kinspect: --keylog {why}" for why in keylog.read_errors[len(keylog.read_errors) - errors:]] \
+        if errors else []
+    if bad:
+        out.append(f"kinspect: {where}: {bad} key-log lines not understood, skipped (first: {keylog.first_bad})")
+    if dropped:
+        out.append(f"kinspect: {where}: {dropped} secrets not used (at most {keylog.lines} are kept)")
+    return out
+
+
+def keylog_counts(keylog: KeyLog | None) -> tuple[int, int, int]:
+    return (keylog.bad_lines, len(keylog.read_errors), keylog.dropped) if keylog is not None else (0, 0, 0)
+
+
 def no_kafka_message(source: str, run) -> str:
     """What decode says when it found no Kafka: TLS it could not open is named, with the flag."""
     if run.tls_undecrypted:

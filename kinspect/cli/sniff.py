@@ -15,7 +15,7 @@ import click
 
 from kinspect.cli.exchanges import (emit, filter_options, port_options, print_summary, report_options,
                                     secrets_option, stream_bound_options)
-from kinspect.cli.keylog import keylog_option
+from kinspect.cli.keylog import keylog_counts, keylog_news, keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
@@ -100,6 +100,9 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
 
     interfaces = list(dict.fromkeys(interfaces))
     keylogs = keylog.paths if keylog is not None else []
+    for line in keylog_warnings(keylog):
+        out.warn(line)
+    counts = keylog_counts(keylog)
     refuse_writing_over_inputs(keylogs, {"--write": write_path})
     written = create_output(write_path, "--write", keylogs) if write_path is not None else None
     kafka_ports = set(ports) | {9092}
@@ -188,6 +191,8 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
         exit_code = EXIT_PROBLEMS
     for problem in source.problems:
         out.warn(f"kinspect: {problem}")
+    for line in keylog_news(run.keylog, counts, "the capture"):
+        out.warn(line)
     if strict and any_problems:
         exit_code = EXIT_PROBLEMS
     sys.exit(exit_code)

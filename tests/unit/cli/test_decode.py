@@ -264,3 +264,15 @@ def test_a_killed_worker_ends_the_run_with_exit_4_and_says_so(tmp_path, mode):
     if mode == "--json":
         written = out.read_bytes()
         assert written.endswith(b"\n") and all(json.loads(line) for line in written.splitlines())
+
+
+def test_lines_not_understood_in_a_decryption_secrets_block_are_said_once(tmp_path):
+    """A pcapng's Decryption Secrets Block is a key log too: its bad lines are counted and named
+    once after the capture (they were counted and never said)."""
+    from tests.hostile.inputs_tls import junk_dsb_pcapng_gz
+
+    capture = junk_dsb_pcapng_gz(tmp_path, size=1 << 20)
+    result = subprocess.run([sys.executable, "-m", "kinspect", "decode", capture], capture_output=True, text=True)
+    said = [line for line in result.stderr.splitlines() if "key-log lines not understood" in line]
+    assert len(said) == 1 and said[0].startswith(f"kinspect: {capture}: ")
+    assert "pcapng decryption secrets block:1" in said[0]
