@@ -29,13 +29,30 @@ PRODUCE = 0
 # Requests followed at once per connection: a broker queues a few hundred (queued.max.requests),
 # so past this a client floods or lies. The oldest is forgotten: its response passes as it comes.
 MAX_PENDING = 1 << 16
+# ... and over all connections of a proxy (PendingBudget): clients sending requests nobody answers
+# (to a broker that reads them all) cost the relay 130 bytes a request, 8.5 MB per connection at
+# MAX_PENDING, without any bound but the connection count (50 connections: 465 MB). Past this, a
+# connection forgets its oldest. Each costs about 60 bytes (its api tuple shared: _API).
+MAX_PENDING_TOTAL = 1 << 18
+_API: dict = {}  # (api key, version) -> that tuple, one object for every request of that API
 SASL_V0 = (SASL_HANDSHAKE, 0)  # its response is held whole: its error code starts the raw tokens
 
 
-class Requests:
-    __slots__ = ("pending", "head", "want", "skip", "rest", "frames", "forgotten", "sasl", "tokens")
+class PendingBudget:
+    """The requests followed at once over every connection of a proxy."""
 
-    def __init__(self):
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int = MAX_PENDING_TOTAL):
+        self.limit = limit
+        self.used = 0
+
+
+class Requests:
+    __slots__ = ("pending", "head", "want", "skip", "rest", "frames", "forgotten", "sasl", "tokens", "budget")
+
+    def __init__(self, budget: PendingBudget | None = None):
+        self.budget = budget if budget is not None else PendingBudget()
         self.pending: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, api version)
         self.head = bytearray()  # the start of the frame being read
         self.want = 4            # bytes of head wanted before the next step
@@ -116,10 +133,27 @@ class Requests:
 
     def _pend(self, correlation_id: int, api_key: int, api_version: int) -> None:
         pending = self.pending
-        if len(pending) >= MAX_PENDING and correlation_id not in pending:
-            del pending[next(iter(pending))]
-            self.forgotten += 1
-        pending[correlation_id] = (api_key, api_version)
+        if correlation_id not in pending:
+            budget = self.budget
+            if pending and (len(pending) >= MAX_PENDING or budget.used >= budget.limit):
+                del pending[next(iter(pending))]
+                self.forgotten += 1
+            else:
+                budget.used += 1
+        api = (api_key, api_version)
+        pending[correlation_id] = _API.setdefault(api, api) if len(_API) < 1 << 16 else api
+
+    def answered(self, correlation_id: int):
+        """The request a response answers (its api key and version), no longer pending; None."""
+        api = self.pending.pop(correlation_id, None)
+        if api is not None:
+            self.budget.used -= 1
+        return api
+
+    def release(self) -> None:
+        """The connection is over: what it followed is given back to the budget."""
+        self.budget.used -= len(self.pending)
+        self.pending.clear()
 
 
 class HeldBudget:
@@ -245,7 +279,7 @@ class Responses:
                 continue
             size, correlation_id = _I32X2.unpack_from(self.head)
             self.head.clear()
-            api = pending.pop(correlation_id, None)
+            api = self.requests.answered(correlation_id)
             if api is not None:
                 self.answered += 1
             if size < 4:  # not Kafka framing: pass the rest untouched

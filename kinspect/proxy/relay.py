@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kinspect.proxy.folded import Folded
-from kinspect.proxy.frames import HeldBudget, Requests, Responses
+from kinspect.proxy.frames import HeldBudget, PendingBudget, Requests, Responses
 from kinspect.proxy.rewrite import Unchanged, carries_addresses, rewrite_response
 from kinspect.proxy.tap import CLIENT, SERVER
 
@@ -142,7 +142,7 @@ class Link:
         self.upstream = upstream
         self.client = _Side(self, CLIENT)
         self.server = _Side(self, SERVER)
-        self.requests = Requests()
+        self.requests = Requests(proxy.pending)
         rewrite = proxy.options.rewrite
         self.responses = Responses(self.requests, carries_addresses if rewrite else _never, proxy.rewrite, proxy.held)
         self.closed_by: str | None = None
@@ -357,6 +357,7 @@ class Proxy:
         self.news: list[str] | None = None  # listener lines of the response being rewritten
         self.idle = asyncio.Event()
         self.held = HeldBudget(options.max_held, self._not_held)
+        self.pending = PendingBudget()  # requests followed at once, over all links
         self.pumps = None  # pump.Pumps: plaintext links relayed in C
         self.pump = None
         self.stopping = False
@@ -575,6 +576,7 @@ class Proxy:
 
     def closed(self, link: Link) -> None:
         link.responses.release()
+        link.requests.release()
         if self.links.pop(link.conn, None) is None:
             return
         self.counters.open -= 1

@@ -11,12 +11,15 @@ so (tests/unit/proxy/crafted.py). Each case runs on the C pump and on the asynci
   client through them is closed with one line saying why.
 - A response length of 2 GiB, for a Metadata response the proxy would hold: it passes as it comes
   (it does not fit --max-held-mb), warned once, and the proxy serves the next client.
+- Requests nobody answers, from many connections: the relay's memory for them is bounded over all
+  connections, not per connection.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import pytest
 
@@ -115,3 +118,44 @@ def test_a_response_length_of_2_gib_passes_unheld_and_the_proxy_goes_on(relay):
             code, out = proxy.stop()
     assert code == 0
     assert "Traceback" not in "\n".join(proxy.stderr)
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+@pytest.mark.parametrize("relay", sorted(RELAYS))
+def test_requests_nobody_answers_cost_the_relay_bounded_memory_over_all_connections(relay):
+    """40 clients each send 70,000 requests to a broker that reads them all and answers none. The
+    relay follows each request until its answer: before, up to 65,536 per connection at 130 bytes
+    each (8.5 MB per connection, 340 MB here); now at most 262,144 over all connections."""
+    from tests.integration.test_proxy_lab import _rss_kb
+
+    requests = b"".join(encode_request(16, 0, i, "c", {}) for i in range(70_000))
+    with CraftedBroker(sink=True) as broker:
+        base = free_base()
+        proxy = Proxy(["--listen", f"127.0.0.1:{base}", "--upstream", broker.bootstrap, "--no-decode", "--quiet"],
+                      env=RELAYS[relay]).start()
+        try:
+            before = _rss_kb(proxy.process.pid)
+            clients = []
+            for _ in range(40):
+                clients.append(socket.create_connection(("127.0.0.1", base), timeout=WAIT))
+                clients[-1].sendall(requests)
+            deadline = time.monotonic() + 300
+            while broker.received < 40 * len(requests) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            while time.monotonic() < deadline:  # until the relay has followed every request
+                ticks = _cpu_ticks(proxy.process.pid)
+                time.sleep(1)
+                if _cpu_ticks(proxy.process.pid) - ticks < 5:
+                    break
+            grown = _rss_kb(proxy.process.pid) - before
+            for s in clients:
+                s.close()
+        finally:
+            code, _ = proxy.stop()
+    assert broker.received == 40 * len(requests)
+    assert code == 0
+    assert grown < 150 << 10, f"{grown >> 10} MB"

@@ -218,3 +218,26 @@ def test_a_connection_that_ends_mid_response_gives_its_held_bytes_back():
     assert budget.used == 5008
     responses.release()
     assert budget.used == 0
+
+
+def test_requests_followed_at_once_are_bounded_over_all_connections():
+    """Unanswered requests cost the relay about 26 bytes each, and every connection could hold
+    MAX_PENDING of them: 1.8 MB per connection for 70,000 requests sent to a broker that reads them
+    all. A PendingBudget shared by the connections bounds them together: past it, a connection
+    forgets its oldest; answers and ends give entries back."""
+    from kinspect.proxy.frames import PendingBudget
+
+    budget = PendingBudget(limit=10)
+    first, second = Requests(budget), Requests(budget)
+    first.feed(b"".join(encode_request(16, 0, i, "c", {}) for i in range(8)))
+    second.feed(b"".join(encode_request(16, 0, i, "c", {}) for i in range(8)))
+    assert budget.used == 10 and len(first.pending) == 8 and len(second.pending) == 2
+    assert second.forgotten == 6 and list(second.pending) == [6, 7]  # the newest kept
+    assert first.answered(0) == (16, 0) and first.answered(0) is None and budget.used == 9
+    second.feed(encode_request(16, 0, 8, "c", {}))  # room for one again
+    assert budget.used == 10 and list(second.pending) == [6, 7, 8]
+    first.release()
+    assert budget.used == 3 and not first.pending
+    responses = Responses(second, lambda k, v: False, lambda k, v, f: f, 1 << 20)
+    responses.feed(struct.pack(">ii", 4, 7))
+    assert budget.used == 2 and list(second.pending) == [6, 8]
