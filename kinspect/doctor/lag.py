@@ -257,12 +257,16 @@ class Lag:
             if read_committed and part.transactional and part.stable is not None and part.stable_at >= part.end_at:
                 end = part.stable
             lag = max(0, end - entry.offset)
+            series = list(entry.series)
+            last = max(part.end_at, entry.at)
+            if not series or series[-1] != (last, lag):  # the series ends where the capture does
+                series.append((last, lag))
             out.append({"group": entry.group, "topic": entry.topic, "partition": entry.partition,
                         "committed_offset": entry.offset, "log_end_offset": end,
                         "isolation": "read_committed" if read_committed else "read_uncommitted",
                         "lag": lag, "lag_seconds": _lag_seconds(part, entry.offset, end, lag),
                         "committed_at": entry.at, "log_end_at": part.end_at,
-                        "series": [{"time": t, "lag": n} for t, n in entry.series],
+                        "series": [{"time": t, "lag": n} for t, n in series],
                         "evidence": entry.evidence})
         return sorted(out, key=lambda r: (str(r["group"]), str(r["topic"]), r["partition"] or 0))
 
