@@ -33,10 +33,11 @@ class AvroError(ValueError):
 
 
 class AvroReader:
-    __slots__ = ("parsed", "guarded", "name")
+    __slots__ = ("parsed", "guarded", "name", "field_names")
 
-    def __init__(self, parsed, guarded: bool, name: str | None):
+    def __init__(self, parsed, guarded: bool, name: str | None, field_names=frozenset()):
         self.parsed, self.guarded, self.name = parsed, guarded, name
+        self.field_names = field_names  # of every record the schema reaches (for redaction)
 
     def read(self, payload: bytes):
         if self.guarded:
@@ -75,7 +76,25 @@ def compile_avro(text: str, named: dict | None = None) -> tuple[AvroReader, dict
     except Exception as e:  # fastavro raises SchemaParseException, ValueError, KeyError, TypeError...
         raise AvroError(f"schema does not parse: {type(e).__name__}: {e}"[:300]) from None
     name = parsed.get("name") if isinstance(parsed, dict) else None
-    return AvroReader(parsed, _risky(parsed, known), name), known
+    return AvroReader(parsed, _risky(parsed, known), name, _field_names(parsed, known)), known
+
+
+def _field_names(schema, named: dict) -> frozenset:
+    names, seen, stack = set(), set(), [schema]
+    while stack:
+        node = _resolve(stack.pop(), named)
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict) and id(node) not in seen:
+            seen.add(id(node))
+            for f in node.get("fields", ()) if isinstance(node.get("fields"), list) else ():
+                if isinstance(f, dict):
+                    names.add(f.get("name"))
+                    stack.append(f.get("type"))
+            for part in ("type", "items", "values"):
+                if isinstance(node.get(part), (dict, list, str)):
+                    stack.append(node[part])
+    return frozenset(n for n in names if isinstance(n, str))
 
 
 def _depth(node, limit: int = MAX_SCHEMA_DEPTH + 1) -> int:

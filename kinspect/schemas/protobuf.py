@@ -43,6 +43,7 @@ class ProtoReader:
         self.top = [m.name for m in file.message_type]
         self.pool = pool
         self._classes: dict[tuple[int, ...], tuple[str, type]] = {}
+        self.field_names = _field_names(pool, file.name)  # of every message it reaches
 
     def message_name(self, indexes: list[int]) -> str:
         """The full name of the message the message-index list names (Confluent's rule: the
@@ -81,6 +82,26 @@ class ProtoReader:
                                                    descriptor_pool=self.pool)
         except (ValueError, TypeError, RecursionError, json_format.Error) as e:
             raise ProtoError(f"{name} has no JSON form: {e}"[:300], 0) from None
+
+
+def _field_names(pool, file_name: str) -> frozenset:
+    """Field names of the file's messages and of every message their fields reach; None when a
+    well-known Struct or Value (which hold any name) is among them."""
+    names, seen = set(), set()
+    stack = list(pool.FindFileByName(file_name).message_types_by_name.values())
+    while stack:
+        desc = stack.pop()
+        if desc.full_name in seen:
+            continue
+        seen.add(desc.full_name)
+        if desc.full_name in ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.Any"):
+            return None
+        stack.extend(desc.nested_types)
+        for field in desc.fields:
+            names.add(field.name)
+            if field.message_type is not None:
+                stack.append(field.message_type)
+    return frozenset(names)
 
 
 def _serialized(text: str) -> descriptor_pb2.FileDescriptorProto | None:

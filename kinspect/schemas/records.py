@@ -32,15 +32,24 @@ def apply_record(record: dict, schemas, show_secrets: bool = False) -> bool:
         framed = True
         decoded, about = found
         if decoded is not RAW:
-            record[field] = decoded if show_secrets else redact(decoded)
+            record[field] = (decoded if show_secrets or not schemas.may_hold_secrets(about)
+                             else redact(decoded))
         record[f"{field}_schema"] = about
     return framed
 
 
-def _secret_field(name) -> bool:
+_SEEN: dict[str, bool] = {}  # field names repeat: each judged once (bounded below)
+
+
+def secret_field(name) -> bool:
     """Kafka's rule for config names (wire.secrets.secret_name), and field names ending in
     password (api_password, dbPassword)."""
-    return secrets.secret_name(name) or (isinstance(name, str) and name.lower().endswith("password"))
+    judged = _SEEN.get(name) if isinstance(name, str) else None
+    if judged is None:
+        judged = secrets.secret_name(name) or (isinstance(name, str) and name.lower().endswith("password"))
+        if isinstance(name, str) and len(_SEEN) < 65536:
+            _SEEN[name] = judged
+    return judged
 
 
 def redact(value, depth: int = 0):
@@ -49,7 +58,7 @@ def redact(value, depth: int = 0):
         return value
     if isinstance(value, dict):
         for name, item in value.items():
-            if _secret_field(name) and item is not None and not isinstance(item, (dict, list)):
+            if secret_field(name) and item is not None and not isinstance(item, (dict, list)):
                 value[name] = secrets.whole(item if isinstance(item, (str, bytes)) else str(item))
             else:
                 redact(item, depth + 1)

@@ -94,6 +94,7 @@ class SchemaStore:
         self._guids: dict[bytes, StoredSchema] = {}
         self.counts: dict[str, int] = {}
         self.refused: list[str] = []   # why records were set aside (kept short)
+        self.changes = 0               # bumped by every change of what an id or GUID resolves to
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -189,6 +190,7 @@ class SchemaStore:
                              f"the registry keeps the first")
                 return
         self._drop(schema.subject, schema.version)
+        self.changes += 1
         self.versions[(schema.subject, schema.version)] = schema
         self._ids.setdefault(key, {})[(schema.subject, schema.version)] = schema
         if schema.guid is not None:
@@ -198,6 +200,7 @@ class SchemaStore:
         old = self.versions.pop((subject, version), None)
         if old is None:
             return
+        self.changes += 1
         key = (old.context, old.id)
         holders = self._ids.get(key, {})
         holders.pop((subject, version), None)
@@ -216,6 +219,7 @@ class SchemaStore:
         for (subj, version), schema in self.versions.items():
             if subj == subject and version <= upto:
                 schema.deleted = True
+        self.changes += 1
 
     def _clear_subject(self, key: dict, value: dict | None, offset) -> None:
         if value is None:

@@ -43,6 +43,9 @@ class Schemas:
         self._unknown: set = set()
         self.notices: list[Problem] = []
         self.decoded = self.failed = 0
+        self._fast: dict[tuple, tuple] = {}   # (id, guid, where) -> _resolve's answer
+        self._secretive: dict[tuple, bool] = {}
+        self._generation = -1
 
     # -- the API ---------------------------------------------------------------------------
 
@@ -52,17 +55,22 @@ class Schemas:
         frame = detect(value, headers, is_key)
         if frame is None:
             return None
-        schema = self._schema(frame)
-        if schema is None:
-            if frame.where == "payload" and not self._plausible(value):
+        store = self.store
+        if self._generation != store.changes:
+            self._fast.clear()
+            self._generation = store.changes
+        key = (frame.id, frame.guid, frame.where)
+        known = self._fast.get(key)
+        if known is None:
+            known = self._resolve(frame, value)
+            if known is None:
                 return None
-            return RAW, self._unknown_id(frame)
-        about = {"id": schema.id, "format": schema.format, "subject": schema.subject}
-        if frame.guid is not None:
-            about["guid"] = _guid_text(frame.guid)
-        if frame.where != "payload":
-            about["from"] = frame.where
-        reader = self._reader(schema)
+            if len(self._fast) < 4096:
+                self._fast[key] = known
+        schema, reader, template = known
+        about = dict(template)
+        if schema is None:
+            return RAW, about
         if isinstance(reader, str):
             about["error"] = reader
             self.failed += 1
@@ -75,6 +83,41 @@ class Schemas:
             return RAW, about
         self.decoded += 1
         return decoded, about
+
+    def _resolve(self, frame: Frame, value):
+        """(schema, its reader or why it has none, the "about" every value of it shares), or
+        (None, None, about) for an unknown id, or None when the value is not taken as framed."""
+        schema = self._schema(frame)
+        if schema is None:
+            if frame.where == "payload" and not self._plausible(value):
+                return None
+            return None, None, self._unknown_id(frame)
+        about = {"id": schema.id, "format": schema.format, "subject": schema.subject}
+        if frame.guid is not None:
+            about["guid"] = _guid_text(frame.guid)
+        if frame.where != "payload":
+            about["from"] = frame.where
+        return schema, self._reader(schema), about
+
+    def may_hold_secrets(self, about: dict) -> bool:
+        """Could a value of this schema hold a field whose name says it is secret? (Avro and
+        Protobuf: a field of that name is in the schema; JSON Schema: always, a payload may
+        hold any property.)"""
+        key = (about.get("id"), about.get("guid"), about.get("subject"))
+        known = self._secretive.get(key)
+        if known is None:
+            schema = self._schema_of(about)
+            reader = None if schema is None else self._compiled.get((schema.context, schema.id, schema.text))
+            names = getattr(reader, "field_names", None)
+            known = True if names is None else any(map(_secret_field, names))
+            if len(self._secretive) < 4096:
+                self._secretive[key] = known
+        return known
+
+    def _schema_of(self, about: dict):
+        if about.get("guid") is not None:
+            return self.store.by_guid(bytes.fromhex(about["guid"].replace("-", "")))
+        return self.store.by_id(about["id"]) if about.get("id") is not None else None
 
     def problems(self) -> list[Problem]:
         """The notices so far (unknown ids, schemas that do not compile), each once."""
@@ -145,9 +188,10 @@ class Schemas:
         return reader
 
     def _read(self, schema: StoredSchema, reader, frame: Frame, value, about: dict):
-        data = bytes(value)
+        data = value if type(value) is bytes else bytes(value)
         start = frame.start
-        if schema.format == "protobuf":
+        kind = schema.schema_type
+        if kind == "PROTOBUF":
             source = frame.header if frame.header is not None else data
             try:
                 indexes, after = message_indexes(source, frame.index_at)
@@ -161,7 +205,7 @@ class Schemas:
                 raise _Failed(str(e), start + (getattr(e, "offset", None) or 0)) from None
             about["message"] = name
             return decoded
-        if schema.format == "avro":
+        if kind != "JSON":
             try:
                 return reader.read(data[start:])
             except ValueError as e:
@@ -177,6 +221,11 @@ class _Failed(ValueError):
     def __init__(self, what: str, offset: int | None = None):
         super().__init__(what)
         self.offset = offset
+
+
+def _secret_field(name) -> bool:
+    from kinspect.schemas.records import secret_field
+    return secret_field(name)
 
 
 def _guid_text(guid: bytes) -> str:
