@@ -45,6 +45,7 @@ documented in kinspect/spark/rows.py. Needs pip install 'kinspect[spark]' and Ja
 Directories are walked; special files in them (FIFOs, sockets, devices) and links to
 directories are skipped, each named on stderr and counted in the last line. An entry that
 cannot be read (a link loop, a directory it may not enter) gets a files row with its error.
+A file name that is not UTF-8 is written in the tables with those bytes as \\xNN.
 
 \b
 Exit codes: 0 written; 2 usage error (OUT already holds tables, is an input, or lies inside a

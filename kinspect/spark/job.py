@@ -83,10 +83,10 @@ DAEMON_MODULE = "kinspect.spark.daemon"
 # imported, and run, instead of the installed modules. Python's safe path (-P) leaves it out.
 SAFE_PATH = {"spark.executorEnv.PYTHONSAFEPATH": "1"}
 
-# Spark 4's launcher puts "hive-jackson/*" first on the driver JVM's class path by default: a path
-# relative to the working directory, so a jar in ./hive-jackson/ there would be loaded before
+# Spark 4 puts "hive-jackson/*" first on the driver's and the executors' class paths by default: a
+# path relative to the working directory, so a jar in ./hive-jackson/ there would be loaded before
 # Spark's own classes (its SparkSubmit, say) and run. No kinspect job needs Hive's Jackson jars.
-NO_RELATIVE_CLASS_PATH = {"spark.driver.defaultExtraClassPath": ""}
+NO_RELATIVE_CLASS_PATH = {"spark.driver.defaultExtraClassPath": "", "spark.executor.defaultExtraClassPath": ""}
 
 # SQL settings of every session, classic or Connect (all of them runtime settings)
 SQL_CONF = {
@@ -145,8 +145,8 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
         settings["spark.driver.extraJavaOptions"] = " ".join(flags + shared)
     settings.update(conf)
     settings.update(SAFE_PATH)  # no --conf reopens it
-    if not submitted():
-        settings.update(NO_RELATIVE_CLASS_PATH)
+    settings.update({key: value for key, value in NO_RELATIVE_CLASS_PATH.items()
+                     if not (submitted() and key.startswith("spark.driver."))})  # spark-submit's JVM runs already
     try:
         spark = _get_or_create(app, master, settings)
     except Exception:
