@@ -74,7 +74,10 @@ def native_status(python: str) -> dict[str, bool]:
 def build(output: str, python: str = sys.executable, log=lambda line: None) -> dict[str, bool]:
     """Build the packed environment at ``output`` (.tar.gz, .tgz, .tar or .zip); returns which
     C accelerators the environment's Python loads. PackageError when a step fails."""
-    import venv_pack
+    try:
+        import venv_pack
+    except ImportError:
+        raise PackageError("venv-pack not installed: pip install 'kinspect[spark]'") from None
     output = os.path.abspath(output)
     os.makedirs(os.path.dirname(output), exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kinspect-env-") as tmp:

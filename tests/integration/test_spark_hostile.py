@@ -173,14 +173,14 @@ def test_out_inside_the_directory_a_glob_or_a_directory_reads_is_refused(tmp_pat
     assert not (captures / "tables").exists()
 
 
-def _without_pyarrow(*args) -> list[str]:
-    """The CLI in a Python where importing pyarrow fails as it does where it is not installed."""
+def _without(module: str, *args) -> list[str]:
+    """The CLI in a Python where importing ``module`` fails as it does where it is not installed."""
     hide = ("import sys\n"
-            "class NoPyarrow:\n"
+            "class Hidden:\n"
             "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name.split('.')[0] == 'pyarrow':\n"
+            f"        if name.split('.')[0] == {module!r}:\n"
             "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-            "sys.meta_path.insert(0, NoPyarrow())\n"
+            "sys.meta_path.insert(0, Hidden())\n"
             "from kinspect.cli import main\n"
             "sys.argv[:] = ['kinspect', 'spark', *sys.argv[1:]]\n"
             "main()\n")
@@ -188,10 +188,19 @@ def _without_pyarrow(*args) -> list[str]:
 
 
 def test_without_pyarrow_one_line_says_what_to_install(tmp_path):
-    done = subprocess.run(_without_pyarrow(CAPTURE, "--out", tmp_path / "out"), capture_output=True, timeout=WITHIN)
+    done = subprocess.run(_without("pyarrow", CAPTURE, "--out", tmp_path / "out"), capture_output=True,
+                          timeout=WITHIN)
     assert done.returncode == 4
     assert clean_text(done) == ("kinspect: pyarrow not installed: pip install 'kinspect[spark]' "
                                 "(and Java 17 or newer)\n")
+
+
+def test_without_venv_pack_building_a_package_is_one_line(tmp_path):
+    done = subprocess.run(_without("venv_pack", CAPTURE, "--out", tmp_path / "out", "--master", "spark://127.0.0.1:1",
+                                   "--package", tmp_path / "env.tar.gz"), capture_output=True, timeout=WITHIN)
+    assert done.returncode == 4
+    assert clean_text(done).splitlines()[-1] == "kinspect: venv-pack not installed: pip install 'kinspect[spark]'"
+    assert not (tmp_path / "env.tar.gz").exists()
 
 
 def test_a_java_home_that_cannot_run_spark_is_one_line(tmp_path):
