@@ -14,6 +14,17 @@ _INTERNAL = re.compile(r"broker-\d+-|AddPartitionsManager-")
 
 
 def is_internal(record: dict) -> bool:
+    """Whether a broker sent it (the answer is kept in the record: every check asks)."""
+    known = record.get(_KEY)
+    if known is None:
+        known = record[_KEY] = _internal(record)
+    return known
+
+
+_KEY = "_internal"
+
+
+def _internal(record: dict) -> bool:
     client_id = record.get("client_id")
     if isinstance(client_id, str) and _INTERNAL.match(client_id):
         return True
