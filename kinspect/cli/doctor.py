@@ -138,7 +138,7 @@ def doctor(captures, log_dir, checks, series, thresholds: Thresholds, ports, no_
         for notice in notices:
             out.record(notice)
     else:
-        _report(out, findings, engine)
+        _report(out, findings, engine, log_dir)
         for notice in notices:
             out.warn(f"kinspect: {notice['what']}")
     if any(RANK[f["severity"]] >= RANK[WARNING] for f in findings):
@@ -215,9 +215,11 @@ STYLES = {ERROR: "bold red", WARNING: "bold yellow", INFO: "cyan"}
 HIDDEN = {"type", "check", "severity", "summary", "evidence"}
 
 
-def _report(out: Output, findings: list[dict], engine: Doctor) -> None:
+def _report(out: Output, findings: list[dict], engine: Doctor, log_dir: Path | None) -> None:
+    read = " and ".join(([f"{engine.exchanges} exchanges"] if engine.exchanges or log_dir is None else [])
+                        + ([f"log dir {path_text(str(log_dir))}"] if log_dir is not None else []))
     if not findings:
-        out.text(f"No findings in {engine.exchanges} exchanges.")
+        out.text(f"No findings in {read}.")
         return
     for severity in SEVERITIES:
         chosen = [f for f in findings if f["severity"] == severity]
@@ -234,7 +236,7 @@ def _report(out: Output, findings: list[dict], engine: Doctor) -> None:
                 out.text(f"      evidence: {iso(seen['time']) or '-'}  kinspect decode --conn {seen['conn']} "
                          f"--correlation-id {seen['correlation_id']}{capture}")
     counts = ", ".join(f"{sum(1 for f in findings if f['severity'] == s)} {s}" for s in SEVERITIES)
-    out.text(f"{len(findings)} findings ({counts}) in {engine.exchanges} exchanges.")
+    out.text(f"{len(findings)} findings ({counts}) in {read}.")
 
 
 def _line(out: Output, text: str, style: str | None) -> None:

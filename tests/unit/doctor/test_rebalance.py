@@ -101,3 +101,14 @@ def test_groups_are_bounded_with_a_notice():
     assert len(check.groups) == 3
     notice = check.groups.notice("rebalance")
     assert notice["dropped"] == 7 and "--max-state" in notice["what"]
+
+
+def test_share_groups_follow_their_heartbeat_epochs_too():
+    def beat(member, asked, epoch, at):
+        return exchange(76, {"group_id": "s", "member_id": member, "member_epoch": asked},
+                        {"error_code": 0, "member_id": member, "member_epoch": epoch, "heartbeat_interval_ms": 1000},
+                        at=at)
+
+    [found] = _run([beat("a", 0, 1, 1.0), beat("b", 0, 2, 2.0), beat("a", 1, 2, 2.4), beat("b", 2, 2, 3.0)])
+    assert (found["group_type"], found["rebalances"], found["members"]) == ("share", 1, 2)
+    assert found["pause_ms"] == 400.0
