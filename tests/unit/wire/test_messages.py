@@ -217,7 +217,10 @@ def recorded_captures():
     found = []
     for manifest in sorted(PCAPS.glob("*.manifest.json")):
         info = json.loads(manifest.read_text())
-        port = int(info["broker"]["bootstrap"].rsplit(":", 1)[1])
+        if "bootstrap" in info["broker"]:
+            port = int(info["broker"]["bootstrap"].rsplit(":", 1)[1])
+        else:  # the broker's port as tcpdump was told it ("tcp port N")
+            port = int(info["capture"]["argv"][-1].rsplit(" ", 1)[1])
         found.append((PCAPS / info["file"], port))
     return found
 
