@@ -13,6 +13,7 @@ from kinspect.render.jsonl import pieces
 from kinspect.shards import end_problems, not_whole
 from tests.conftest import PCAPS, REALDATA
 from tests.unit.capture.helpers import pcap_file
+from tests.unit.native import needs_c
 
 CAPTURES = sorted(p for p in PCAPS.iterdir() if p.suffix in (".pcap", ".pcapng")) + \
     [REALDATA / "arkime/kafka.pcap", REALDATA / "go-sniffer/kafka.pcap", REALDATA / "ndpi/kafka.pcapng"]
@@ -68,6 +69,7 @@ def test_a_topic_named_on_another_shards_connection_is_found_and_does_differ():
     assert merged != whole  # the difference the check exists for
 
 
+@needs_c
 def test_the_c_reader_and_the_python_loop_leave_out_the_same_packets(monkeypatch):
     capture = str(PCAPS / "kafka39-legacy.pcap")
     fast_runs, fast, _ = _shards(capture, 3)

@@ -21,6 +21,7 @@ from kinspect.records.stream import RecordStream
 from kinspect.validate import validate_bytes, validate_file
 from tests.conftest import SAMPLES
 from tests.unit.records.handmade import reseal
+from tests.unit.native import needs_c
 
 T0 = 1_700_000_000_000
 MAX_TIMESTAMP_AT = 35  # the field's offset in a v2 batch
@@ -68,6 +69,7 @@ def _checks(data: bytes, budget: Budget):
     return list(batches), [(p.check, p.expected, p.found) for p in problems]
 
 
+@needs_c
 def test_records_kept_packed_give_the_largest_too():
     budget = Budget(Limits(), input_bytes=1 << 20, pack_records=True)
     [held], problems = _checks(_batch(), budget)

@@ -12,6 +12,7 @@ from kinspect import native
 from kinspect.pipeline import DecodeRun
 from kinspect.wire.exchange import collect_error_codes
 from tests.conftest import PCAPS, REALDATA
+from tests.unit.native import needs_c
 
 # CI builds the accelerators (test_v2records.py's test_the_accelerators_are_built fails without)
 error_codes = native.bodies.error_codes if native.bodies is not None else None
@@ -33,6 +34,7 @@ class List(list):
     pass
 
 
+@needs_c
 def test_the_edges():
     assert both({"error_code": 3, "x_error_code": -1, "error_codes": 5, "code": 7}) == [3, -1]
     assert both({"error_code": 0, "top_error_code": True, "e_error_code": 2.0}) == []
@@ -46,6 +48,7 @@ def test_the_edges():
     assert both(None) == [] and both(5) == [] and both("error_code") == []
 
 
+@needs_c
 def test_deep_trees_and_the_recursion_bound():
     body: dict = {"error_code": 1}
     for depth in range(200):
@@ -57,6 +60,7 @@ def test_deep_trees_and_the_recursion_bound():
         error_codes(body, [])
 
 
+@needs_c
 def test_random_trees():
     rng = random.Random(20261124)
     keys = ["error_code", "top_error_code", "records", "name", "partitions", "x", 3]
@@ -81,6 +85,7 @@ def _captures():
     return paths
 
 
+@needs_c
 def test_every_body_of_every_committed_capture():
     bodies = errors = 0
     for path in _captures():

@@ -6,6 +6,7 @@ import pytest
 
 from kinspect import native
 from kinspect.render import jsonl
+from tests.unit.native import needs_c
 
 text_or = native.bytes_json.text_or if native.bytes_json is not None else None
 
@@ -18,10 +19,12 @@ def python_default(value):
     b"", b"plain", "é ∑ 😀".encode(), b"\x00\x7f", b"\xff\xfe", b"\xc3\x28", b"\xed\xa0\x80",
     bytearray(b"ab"), bytearray(b"\xff"), memoryview(b"x"), {1, 2}, 7,
 ])
+@needs_c
 def test_same_as_python(value):
     assert text_or(python_default, value) == python_default(value)
 
 
+@needs_c
 def test_bytes_subclass_goes_to_the_fallback():
     class Tagged(bytes):
         pass
@@ -30,6 +33,7 @@ def test_bytes_subclass_goes_to_the_fallback():
     assert seen == [b"x"]
 
 
+@needs_c
 def test_fallback_errors_propagate():
     def refuse(value):
         raise TypeError("not JSON")
@@ -37,12 +41,14 @@ def test_fallback_errors_propagate():
         text_or(refuse, object())
 
 
+@needs_c
 def test_dumpb_uses_it_and_matches_the_python_path():
     record = {"key": b"k", "value": b"\xff\x00", "headers": [{"key": "h", "value": b"v"}], "n": None}
     assert jsonl._fast_default is not jsonl._default
     assert jsonl.dumpb(record) == b'{"key":"k","value":{"b64":"/wA="},"headers":[{"key":"h","value":"v"}],"n":null}'
 
 
+@needs_c
 def test_every_record_key_and_value_of_real_captures():
     from kinspect.pipeline import DecodeRun
     from tests.conftest import PCAPS

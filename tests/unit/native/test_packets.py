@@ -10,6 +10,7 @@ from kinspect import native
 from kinspect.capture import link, pcap
 from kinspect.capture.source import open_capture
 from tests.conftest import PCAPS, REALDATA
+from tests.unit.native import needs_c
 
 PCAP_FILES = sorted(PCAPS.glob("*.pcap")) + sorted(REALDATA.rglob("*.pcap"))
 CAPTURES = sorted(PCAPS.glob("*.pcap*")) + sorted(REALDATA.rglob("*.pcap*"))
@@ -24,6 +25,7 @@ def packets_of(path, fast: bool, monkeypatch) -> tuple[list, list, int]:
     return got, problems, len(got)
 
 
+@needs_c
 @pytest.mark.parametrize("path", PCAP_FILES, ids=lambda p: p.name)
 def test_pcap_records_match_the_python_loop(path, monkeypatch):
     fast = packets_of(path, True, monkeypatch)
@@ -60,11 +62,13 @@ def damaged_files(tmp_path) -> list:
     return paths
 
 
+@needs_c
 def test_damaged_pcaps_match_the_python_loop(tmp_path, monkeypatch):
     for path in damaged_files(tmp_path):
         assert packets_of(path, True, monkeypatch) == packets_of(path, False, monkeypatch), path.name
 
 
+@needs_c
 def test_pcap_records_window_checks():
     with pytest.raises(ValueError):
         native.packets.pcap_records(b"x" * 10, 0, 11, True, 1e6, 1, 100, 0, 5)
@@ -86,6 +90,7 @@ def frames():
     return found
 
 
+@needs_c
 def test_link_decode_matches_the_python_twin(frames):
     in_c, in_python = link.decoders(True), link.decoders(False)
     assert in_c[link.ETHERNET] is not in_python[link.ETHERNET]
@@ -100,6 +105,7 @@ def test_link_decode_matches_the_python_twin(frames):
     assert tcp > 1000
 
 
+@needs_c
 def test_link_decode_on_damaged_frames(frames):
     in_c, in_python = link.decoders(True), link.decoders(False)
     rng = random.Random(11)
@@ -148,6 +154,7 @@ def test_pcap_records_of_leaves_out_only_other_shards_connections(path, shards):
         assert last == ((left_out[-1][3], left_out[-1][0]) if left_out else (0, 0.0))
 
 
+@needs_c
 def test_pcap_records_of_passes_what_it_cannot_tell():
     """IPv4 with options, fragments and IPv6 go to the Python loop whatever their shard."""
     import struct

@@ -13,6 +13,9 @@ from kinspect.wire.apis import response_header_version
 from kinspect.wire.headers import parse_response_header
 from kinspect.wire.messages import decode_body
 from tests.unit.proxy.test_rewrite import ENDPOINTS, REAL, _frame
+from tests.unit.native import needs_c
+
+pytestmark = needs_c  # every test here is the C module against its twin
 
 relay = native.relay  # built in CI: test_v2records.py asserts every accelerator is
 TOPIC_ID = "5a4ee64c-7a50-4a47-b1b6-7e46e1c6d6a8"

@@ -9,6 +9,7 @@ import pytest
 
 from kinspect import native
 from kinspect.capture import ring
+from tests.unit.native import needs_c
 
 BLOCK = 1 << 16
 WALKS = [ring.read_block] + ([native.ring.read_block] if native.ring is not None else [])
@@ -68,6 +69,7 @@ def test_offsets_outside_the_block_stop_the_walk(walk):
         walk(lay_block(PACKETS), BLOCK, 101, 0)
 
 
+@needs_c
 def test_the_twins_agree_on_every_cut_of_a_block():
     for count in range(len(PACKETS) + 1):
         for num in (count, count + 3):

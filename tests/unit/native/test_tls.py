@@ -16,6 +16,7 @@ from kinspect.tls.records import MAX_FRAGMENT
 from kinspect.tls.layer import TlsLayer
 from tests.unit.tls.memtls import converse
 from tests.unit.tls.test_layer import REQUESTS, _records_of, feed
+from tests.unit.native import needs_c
 
 SETTINGS = [("1.3", None), ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"), ("1.2", "ECDHE-ECDSA-CHACHA20-POLY1305")]
 
@@ -115,6 +116,7 @@ def _fast(rk, data, plain):
     return used, opened, other
 
 
+@needs_c
 @pytest.mark.parametrize("mode", [0, 1, 2])
 def test_open_run_matches_its_twin_on_every_kind_of_record(mode):
     rng = random.Random(mode)
@@ -140,6 +142,7 @@ def test_open_run_matches_its_twin_on_every_kind_of_record(mode):
                                                                  flipped)
 
 
+@needs_c
 def test_open_run_refuses_what_it_cannot_take():
     suite, key, iv, seal = _sealer(0, random.Random(1))
     rk = RecordKeys(suite, key, iv)
@@ -176,6 +179,7 @@ def _hellos(tmp_path) -> list[tuple[int, bytes]]:
     return bodies
 
 
+@needs_c
 def test_hello_extensions_match_their_twin(tmp_path):
     from kinspect.tls.handshake import _extensions_py, client_hello
     rng = random.Random(3)
@@ -201,6 +205,7 @@ def _framed(fn, data, base):
     return [(t, v, bytes(f), o) for t, v, f, o in records], pos, bad
 
 
+@needs_c
 def test_frame_matches_its_twin(tmp_path):
     from kinspect.tls.records import _frame_py
     rng = random.Random(11)
@@ -244,6 +249,7 @@ def _scans(text: bytes, first_line: int, room: int = 1 << 20) -> tuple:
     return native.tls.keylog_scan(*args), scan_py(*args)
 
 
+@needs_c
 def test_keylog_scan_and_merge_match_their_twins(tmp_path, monkeypatch):
     from kinspect.tls import keylines
     rng = random.Random(13)
@@ -297,6 +303,7 @@ def test_keylog_scan_and_merge_match_their_twins(tmp_path, monkeypatch):
         native.tls.keylog_scan(b"", 0, 1, 1 << 24, 1024, (), (), 1)
 
 
+@needs_c
 def test_keylog_keys_match_their_twin():
     from kinspect.tls.keylines import UNUSED_BYTES, USED_BYTES, random_key
     rng = random.Random(17)

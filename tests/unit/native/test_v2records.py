@@ -17,10 +17,12 @@ from kinspect.records import batch
 from kinspect.records.recordset import decode_records
 from tests.conftest import PCAPS, SAMPLES, UNLICENSED
 from tests.unit.records.conftest import FIXTURES
+from tests.unit.native import needs_c
 
 decode = native.v2records.decode if native.v2records is not None else None
 
 
+@needs_c
 def test_the_accelerators_are_built():
     # The README's install builds them; without a C compiler kinspect still works, slower.
     assert native.status() == {"v2records": True, "bytes_json": True, "packets": True, "ring": True,
@@ -81,6 +83,7 @@ CAPTURES = sorted(p.name for p in PCAPS.glob("*.pcap*"))
 SEGMENTS = sorted({*SAMPLES.rglob("*.log"), *UNLICENSED.rglob("*.log")})  # the latter when there
 
 
+@needs_c
 @pytest.mark.parametrize("name", CAPTURES)
 def test_every_batch_of_every_capture(differential, name):
     for _ in DecodeRun(PCAPS / name).records():
@@ -89,6 +92,7 @@ def test_every_batch_of_every_capture(differential, name):
         assert differential.calls, "expected v2 batches in this capture"
 
 
+@needs_c
 def test_every_segment(differential):
     assert len(SEGMENTS) > 20
     for path in SEGMENTS:
@@ -96,6 +100,7 @@ def test_every_segment(differential):
     assert len(differential.calls) > 250  # samples/ alone hold 303 batches
 
 
+@needs_c
 def test_java_written_fixtures(differential):
     for path in sorted(FIXTURES.glob("2_*.bin")):
         decode_records(path.read_bytes())
@@ -164,6 +169,7 @@ def agree_on_bad_keys(args: tuple, records: list, problems: list, keep: int = 3)
     return bool(warnings)
 
 
+@needs_c
 def test_windows_agree_and_add_up(payloads):
     """With a limit, both decode the same records a window at a time, and the windows make
     up the whole."""
@@ -182,6 +188,7 @@ def test_windows_agree_and_add_up(payloads):
             assert joined == whole
 
 
+@needs_c
 def test_mutated_payloads(payloads):
     rng = random.Random(20261122)
     regular = irregular = bad_keys = 0
@@ -216,6 +223,7 @@ def record(body: bytes) -> bytes:
     return varint(len(body)) + body
 
 
+@needs_c
 def test_edges_fall_back_or_agree():
     plain = b"\x00" + varint(5) + varint(1) + varint(1) + b"k" + varint(2) + b"vv" + varint(0)
     assert decode(record(plain), 0, len(record(plain)), 100, 1000, None) == [
@@ -318,6 +326,7 @@ def _twins(data: bytes):
     return fast, records, problems
 
 
+@needs_c
 @pytest.mark.parametrize("field", sorted(VARINT_FIELDS))
 def test_varints_at_their_edges_decode_alike_in_c_and_python(field):
     max_bytes, needed = VARINT_FIELDS[field]
@@ -343,6 +352,7 @@ def test_varints_at_their_edges_decode_alike_in_c_and_python(field):
     assert decoded and rejected
 
 
+@needs_c
 def test_the_record_length_varint_at_its_edges():
     plain = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(-1) + varint(0)
     for encoded, holds in _varint_forms(len(plain), 5):

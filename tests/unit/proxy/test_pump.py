@@ -16,6 +16,9 @@ from kinspect.proxy.relay import Options, Proxy
 from tests.integration.test_proxy_lab import free_base
 from tests.unit.proxy.streams import connections
 from tests.unit.proxy.test_frames import SCRAM_CLIENT, SCRAM_SERVER, _sasl_v0_session
+from tests.unit.native import needs_c
+
+pytestmark = needs_c  # every test here is the C module against its twin
 
 
 CAPTURES = [("librdkafka-produce-consume.pcapng", 42347), ("kafka41-librdkafka-mtu1500.pcap", 9092),

@@ -10,8 +10,10 @@ import socket
 import pytest
 
 from kinspect.proxy.relay import Options, Proxy
+from tests.unit.native import needs_c
 
-RELAYS = [False, True]  # the asyncio links, the C pump (built in CI: test_v2records.py asserts it)
+# the asyncio links, the C pump (built in CI: test_v2records.py asserts it; KINSPECT_PURE_PYTHON=1 leaves it out)
+RELAYS = [False, pytest.param(True, marks=needs_c)]
 
 
 async def _relay_case(native: bool):

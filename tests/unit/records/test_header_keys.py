@@ -15,6 +15,7 @@ from kinspect.records import batch
 from kinspect.records.recordset import decode_records
 from kinspect.render.jsonl import dumpb
 from tests.unit.records.handmade import record, record_body, v2_batch, varint
+from tests.unit.native import needs_c
 
 GZIP, ZSTD = 1, 4
 BAD = b"\xff\xfe"  # not UTF-8
@@ -132,6 +133,7 @@ def test_past_the_ones_shown_the_warnings_are_counted():
     assert "(26 in all; the first 10 are shown)" in shown[-1].what
 
 
+@needs_c
 def test_a_batch_of_bad_keys_takes_the_fast_path(monkeypatch):
     def python_loop(*args, **kwargs):
         raise AssertionError("the Python record loop ran")
@@ -143,6 +145,7 @@ def test_a_batch_of_bad_keys_takes_the_fast_path(monkeypatch):
             assert len(list(units[0]["records"])) == len(MANY) and len(problems) == 11
 
 
+@needs_c
 def test_without_a_list_a_bad_key_is_still_irregular():
     data, _ = records(["good", "bad-2"])
     assert native.v2records.decode(data, 0, len(data), 0, 0, None) is None
@@ -154,6 +157,7 @@ def test_without_a_list_a_bad_key_is_still_irregular():
         native.v2records.decode(data, 0, len(data), 0, 0, None, 5, (), 0)
 
 
+@needs_c
 def test_the_c_loop_leaks_nothing():
     import tracemalloc
 
