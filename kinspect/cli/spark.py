@@ -97,6 +97,8 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
     decode --json's exchanges.
     """
     refuse_writing_over_inputs(inputs, {"--out": out})
+    for option, path in (("--out", out), ("--package", package)):
+        _refuse_name_the_jvm_cannot_take(option, path)
     conf = _settings(confs)
     if remote is not None and master is not None:
         raise click.UsageError("--master and --remote: choose one (a Connect server has its own master)")
@@ -210,6 +212,18 @@ def _refuse_out_inside_inputs(inputs, out: str) -> None:
             raise click.UsageError(f"--out {path_text(out)} is inside {path_text(directory)}, which the input "
                                    f"{path_text(arg)} reads: its tables would be read as captures by the next "
                                    f"run; write them somewhere else")
+
+
+def _refuse_name_the_jvm_cannot_take(option: str, path: str | None) -> None:
+    """A path Spark's JVM opens (through py4j, which speaks UTF-8) whose name is not UTF-8: the
+    job failed at its end with py4j's tracebacks ('internal error'). Exit 2 at once instead."""
+    if path is None:
+        return
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.UsageError(f"{option} {path_text(path)}: a name that is not UTF-8, which Spark cannot "
+                               f"write or read; choose another") from None
 
 
 def _error_class(error: Exception) -> str | None:

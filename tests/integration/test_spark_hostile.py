@@ -245,3 +245,13 @@ def test_a_fifo_as_the_packed_environment_is_refused(tmp_path):
     done = kinspect_spark(CAPTURE, "--out", tmp_path / "out", "--master", "spark://127.0.0.1:1", "--package", fifo)
     assert done.returncode == 2
     assert f"--package {fifo} is not a regular file" in clean_text(done)
+
+
+def test_an_out_name_that_is_not_utf8_is_refused_at_once(tmp_path):
+    """Spark's JVM takes paths through py4j, in UTF-8: the job ran, then failed writing with
+    py4j's tracebacks and 'internal error'."""
+    out = os.fsdecode(os.fsencode(tmp_path) + b"/tables-\xff")
+    done = kinspect_spark(CAPTURE, "--out", out, "--master", "local[1]")
+    assert done.returncode == 2
+    assert f"--out {tmp_path}/tables-\\xff: a name that is not UTF-8" in clean_text(done)
+    assert not os.path.lexists(out)
