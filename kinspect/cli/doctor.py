@@ -233,7 +233,9 @@ def _report(out: Output, findings: list[dict], engine: Doctor, log_dir: Path | N
                     out.text(f"      {key}: {_fact(key, value)}")
             for seen in found["evidence"]:
                 capture = f" {seen['capture']}" if seen.get("capture") else ""
-                out.text(f"      evidence: {iso(seen['time']) or '-'}  kinspect decode --conn {seen['conn']} "
+                port = str(seen["conn"] or "").rpartition(":")[2]
+                port = f" --port {port}" if port.isdigit() and port != "9092" else ""
+                out.text(f"      evidence: {iso(seen['time']) or '-'}  kinspect decode{port} --conn {seen['conn']} "
                          f"--correlation-id {seen['correlation_id']}{capture}")
     counts = ", ".join(f"{sum(1 for f in findings if f['severity'] == s)} {s}" for s in SEVERITIES)
     out.text(f"{len(findings)} findings ({counts}) in {read}.")
@@ -251,8 +253,11 @@ def _line(out: Output, text: str, style: str | None) -> None:
 FACTS_LISTED = 10
 
 
+MOMENTS = frozenset({"open_since", "committed_at", "log_end_at", "time", "started", "assigned"})
+
+
 def _fact(key: str, value) -> str:
-    if key in ("open_since", "committed_at", "log_end_at") and isinstance(value, (int, float)):
+    if key in MOMENTS and isinstance(value, (int, float)):
         return iso(value) or str(value)
     if isinstance(value, list):
         shown = [_compact(v) for v in value[:FACTS_LISTED]]
@@ -263,7 +268,7 @@ def _fact(key: str, value) -> str:
 
 def _compact(value) -> str:
     if isinstance(value, dict):
-        return ", ".join(f"{k}={_compact(v)}" for k, v in value.items() if v is not None) or "-"
+        return ", ".join(f"{k}={_fact(k, v)}" for k, v in value.items() if v is not None) or "-"
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, list):

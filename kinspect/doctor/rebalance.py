@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from kinspect.doctor.bounded import Bounded, series_add
 from kinspect.doctor.exchanges import is_internal
-from kinspect.doctor.finding import INFO, WARNING, evidence, finding, iso
+from kinspect.doctor.finding import INFO, WARNING, evidence, finding
 from kinspect.doctor.options import DEFAULTS, Thresholds
 
 NAME = "rebalance"
@@ -304,8 +304,7 @@ class Rebalance:
                           generation=group.generation, timed_out=group.timed_out,
                           reasons=[{"reason": r, "count": n} for r, n in reasons],
                           pause_ms=round(group.pause_ms, 3),
-                          rounds=[{**r, "started": iso(r["started"]), "assigned": iso(r["assigned"])}
-                                  for r in group.rounds])
+                          rounds=list(group.rounds))
 
 
 def _count(group: _Group, reason: str, count: int = 1) -> None:

@@ -66,8 +66,8 @@ def test_the_text_report_piped_is_plain_and_grouped_by_severity():
     assert "\x1b[" not in text
     assert text.index("Warnings (") < text.index("Info (")
     assert "[lag] group stalled-app is" in text and "evidence: " in text
-    assert "kinspect decode --conn 127.0.0.1:" in text and "--correlation-id" in text
-    assert text.rstrip().endswith("exchanges.")
+    assert "kinspect decode --port " in text and "--conn 127.0.0.1:" in text and "--correlation-id" in text
+    assert text.rstrip().endswith("exchanges and log dir " + str(SCENARIO / "logs") + ".")
 
 
 def test_thresholds_are_options():
