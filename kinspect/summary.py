@@ -82,6 +82,9 @@ class Summary:
         kind = record.get("type")
         if kind == "notice":
             # a notice standing for more of its kind (pipeline.NOTICES_AT_ONCE) counts them all
+            if record.get("kind") == "orphan_response":  # the responses with no request it counts
+                self.orphans += record.get("more", 1)
+                return
             self.notices[record.get("kind", "notice")] += record.get("more", 1)
             if record.get("kind") in BOUND_NOTICES:
                 self.bounds.setdefault(record["kind"], record.get("what", ""))

@@ -60,6 +60,8 @@ class LiveStats:
                 self._exchange(record)
             elif kind == "orphan_response":
                 self.orphans += 1
+            elif kind == "notice" and record.get("kind") == "orphan_response":  # counts the rest of them
+                self.orphans += record.get("more", 1)
             elif kind == "notice":  # one that counts the rest of its kind stands for them all
                 self.notices[record.get("kind")] += record.get("more", 1)
                 if record.get("kind") == "gap":

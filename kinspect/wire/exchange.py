@@ -30,7 +30,12 @@ SHOWN_TOKEN = 200              # characters of a raw SASL token in its notice's 
 # says how many (``"more": N``): zeros on port 9092 are a frame of size 0 every 4 bytes
 NOTICES_SHOWN = 10
 # the field of a notice that says how many bytes it is about, summed in the notice that counts the rest
-_NOTICE_BYTES = {"gap": "missing", "resync": "length", "undecodable": "size", "sasl_token": "size"}
+_NOTICE_BYTES = {"gap": "missing", "resync": "length", "undecodable": "size", "sasl_token": "size",
+                 "orphan_response": "response_size"}
+# Responses with no request are folded the same way (a capture of one direction holds nothing
+# else); the notice that counts them has this kind, and what they are in its text
+ORPHAN = "orphan_response"
+_FOLDED_TEXT = {ORPHAN: "responses with no request seen"}
 
 
 def _problem(what: str, offset: int | None, severity: str = ERROR, side: str | None = None) -> dict:
@@ -221,7 +226,8 @@ class Connection:
             for kind, (n, size) in self.folded.items():
                 if n > NOTICES_SHOWN:
                     more = n - NOTICES_SHOWN
-                    notice = self._notice(ts, kind, f"{more} more {kind} notices on this connection like the "
+                    what = _FOLDED_TEXT.get(kind) or f"{kind} notices"
+                    notice = self._notice(ts, kind, f"{more} more {what} on this connection like the "
                                           f"ones above ({n} in all; the first {NOTICES_SHOWN} are shown)", more=more)
                     if kind in _NOTICE_BYTES:
                         notice[_NOTICE_BYTES[kind]] = size
@@ -393,9 +399,10 @@ class Connection:
         (correlation_id,) = struct.unpack_from(">i", payload)
         entry = self._unanswered(correlation_id)
         if entry is None:
-            out.append({"type": "orphan_response", "conn": self.label, "correlation_id": correlation_id,
-                        "response_time": frame.ts, "response_size": frame.size + 4,
-                        "what": "response with no request seen (the capture may have started after it)"})
+            if self._shown(ORPHAN, frame.size + 4):
+                out.append({"type": ORPHAN, "conn": self.label, "correlation_id": correlation_id,
+                            "response_time": frame.ts, "response_size": frame.size + 4,
+                            "what": "response with no request seen (the capture may have started after it)"})
             return
         exchange, header_version = entry
         exchange["response_time"] = frame.ts

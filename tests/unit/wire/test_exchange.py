@@ -226,3 +226,23 @@ def test_raw_sasl_tokens_fold_past_the_first_ten():
     out = c.client_data(token * 25, 2.0) + c.close(3.0)
     tokens, rest = _folded(out, "sasl_token")
     assert len(tokens) == 10 and rest["more"] == 15 and rest["size"] == 15 * 6
+
+
+def test_responses_with_no_request_fold_past_the_first_ten():
+    """A capture of the broker's side only: every response an orphan, 8 bytes each."""
+    from kinspect.live.stats import LiveStats
+    from kinspect.summary import Summary
+
+    c = connection()
+    out = c.server_data(struct.pack(">ii", 4, 7) * 25, 1.0)
+    assert [(r["type"], r["correlation_id"]) for r in out] == [("orphan_response", 7)] * 10
+    closing = c.close(2.0)
+    assert len(closing) == 1 and closing[0]["type"] == "notice" and closing[0]["kind"] == "orphan_response"
+    assert closing[0]["more"] == 15 and closing[0]["response_size"] == 15 * 8
+    assert closing[0]["what"] == ("15 more responses with no request seen on this connection like the ones "
+                                  "above (25 in all; the first 10 are shown)")
+    totals, live = Summary(), LiveStats()
+    for record in out + closing:
+        totals.add(record)
+        live.add(record)
+    assert totals.orphans == live.orphans == 25 and not totals.notices and not live.notices
