@@ -10,7 +10,8 @@ kilobytes or megabytes inflate to what would cost kinspect far more than its siz
 - ``tiny_requests_gzip_bomb``: 4.2 MB, 256 MB of 16-byte requests first, one correlation id;
 - ``tiny_requests_random_ids``: 4.2 MB of 16-byte requests whose correlation ids are random:
   gzip keeps them at about 2.7:1, so every one is information (730,000 exchanges);
-- ``malformed_blocks_pcapng_gz``: 4.2 MB of gzip'ed pcapng blocks of 12 bytes, a problem each.
+- ``malformed_blocks_pcapng_gz``: 4.2 MB of gzip'ed pcapng blocks of 12 bytes, a problem each;
+- ``orphan_responses_gz``: the broker's side only, 9 MB of 8-byte responses with no request.
 
 The bombs repeat one deflate block ended by a full flush (which resets the window, so each copy
 decodes alone): gigabytes of input take a second or a few to make.
@@ -192,3 +193,21 @@ def malformed_blocks_pcapng_gz(root: Path, compressed: int = 4_200_000) -> Path:
 
     head = shb() + idb(ETHERNET)
     return _bomb(root / "malformed-blocks.pcapng.gz", head, struct.pack("<III", 6, 12, 12), compressed)
+
+
+def orphan_responses_gz(root: Path, size: int = 9 * MIB) -> Path:
+    """The broker's side of a connection on port 9092 only, after a real handshake: 8-byte
+    responses (size 4, correlation id 7), none with a request, ``size`` bytes of them gzip'ed."""
+    path = root / "orphan-responses.pcap.gz"
+    out = PcapWriter(path)
+    out.file.close()
+    out.file = gzip.open(path, "wb", compresslevel=9)
+    out.file.write(_pcap_header())
+    with out:
+        conn = Connection(out)
+        conn.handshake()
+        chunk = struct.pack(">ii", 4, 7) * 8000
+        for _ in range(size // len(chunk)):
+            conn.server_segment(chunk, ACK | PSH)
+            conn.server_seq += len(chunk)
+    return path
