@@ -137,7 +137,7 @@ def doctor(captures, log_dir, checks, series, thresholds: Thresholds, ports, no_
                 out.record({"type": "lag_series", **{k: v for k, v in row.items() if k != "evidence"}})
         for notice in notices:
             out.record(notice)
-    else:
+    elif findings or engine.exchanges or log_dir is not None or exit_code == EXIT_OK:
         _report(out, findings, engine, log_dir)
         for notice in notices:
             out.warn(f"kinspect: {notice['what']}")
