@@ -131,6 +131,8 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
     if local:
         settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                          "spark.python.daemon.module": DAEMON_MODULE})
+        if not os.environ.get("SPARK_LOCAL_DIRS"):  # a --conf spark.local.dir still wins
+            settings["spark.local.dir"] = private_directory()
     if package is not None:
         from kinspect.spark.package import archive_uri
         settings["spark.archives"] = archive_uri(package)
@@ -139,6 +141,8 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
     flags: list = []
     if not submitted():  # spark-submit's JVM runs already
         flags = [f"-Dlog4j2.configurationFile=file:{_log4j_file()}", *(FAST_START_JVM if local else ())]
+        if local:
+            flags.append(f"-Djava.io.tmpdir={private_directory()}")
         shared: list = []
         if local and "spark.driver.extraJavaOptions" not in conf and not _gateway_up():
             shared, archive = jvmcache.flags(conf, FAST_START_JVM, create=jvm_archive)
@@ -335,21 +339,28 @@ def parallelism(spark) -> int:
     return os.cpu_count() or 1
 
 
-_log4j_directory = None  # this process's own, for the driver JVM's log4j configuration
+_private = None  # this process's own directory (see private_directory)
 
 
-def _log4j_file() -> str:
-    """LOG4J in a file of a directory made for this process (mkdtemp: a new name, mode 0700),
-    removed at exit. Never at a predictable path in a shared directory such as /tmp, where a
-    link another user planted would have this run write through it."""
-    global _log4j_directory
-    if _log4j_directory is None:
+def private_directory() -> str:
+    """A directory made for this process (mkdtemp: a new name, mode 0700), removed at exit: the
+    driver JVM's log4j configuration, and a local Spark's scratch space (spark.local.dir and the
+    JVM's java.io.tmpdir: shuffle and cached blocks, which hold decoded rows). Spark made those
+    under /tmp, readable by every user (blockmgr-*: 0755, its files 0644)."""
+    global _private
+    if _private is None:
         import atexit
         import shutil
         import tempfile
-        _log4j_directory = tempfile.mkdtemp(prefix="kinspect-log4j2-")
-        atexit.register(shutil.rmtree, _log4j_directory, ignore_errors=True)
-    path = os.path.join(_log4j_directory, "log4j2.properties")
+        _private = tempfile.mkdtemp(prefix="kinspect-spark-")
+        atexit.register(shutil.rmtree, _private, ignore_errors=True)
+    return _private
+
+
+def _log4j_file() -> str:
+    """LOG4J in this process's private directory, never at a predictable path in a shared
+    directory such as /tmp, where a link another user planted would have this run write through it."""
+    path = os.path.join(private_directory(), "log4j2.properties")
     if not os.path.exists(path):
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as f:
             f.write(LOG4J)

@@ -132,6 +132,29 @@ def test_local_tasks_get_the_key_logs_index_not_its_secrets(tmp_path):
     assert anywhere.get(bytes.fromhex(random)) == {"CLIENT_TRAFFIC_SECRET_0": bytes.fromhex(secret)}
 
 
+def _reachable_by_others(path: str) -> bool:
+    """Whether another user could reach ``path``: every directory down to it lets others in."""
+    import os
+    import stat
+    parts = os.path.realpath(path).split(os.sep)
+    for i in range(2, len(parts) + 1):
+        st = os.stat(os.sep.join(parts[:i]))
+        if stat.S_ISDIR(st.st_mode) and not st.st_mode & (stat.S_IXGRP | stat.S_IXOTH):
+            return False
+    return True
+
+
+def test_a_local_sparks_scratch_space_is_this_users_alone(spark_session):
+    """Cached and shuffled blocks hold decoded rows: Spark kept them in /tmp/blockmgr-* (0755, its
+    files 0644), and the JVM's temporary files in /tmp. Now both are in a 0700 directory of this
+    process's."""
+    jvm = spark_session.sparkContext._jvm
+    blocks = [str(d) for d in jvm.org.apache.spark.SparkEnv.get().blockManager().diskBlockManager().localDirs()]
+    temporary = jvm.java.lang.System.getProperty("java.io.tmpdir")
+    assert blocks and not [path for path in [*blocks, temporary] if _reachable_by_others(path)]
+    assert all(path.startswith(job.private_directory()) for path in [*blocks, temporary])
+
+
 def test_jsonl_tables_hold_every_column(spark_session, tmp_path):
     capture = PCAPS / "librdkafka-produce-consume.pcapng"
     units = plan(list_inputs([str(capture)]), cores=2)
