@@ -31,7 +31,7 @@ Examples:
   kinspect doctor capture.pcapng --log-dir /var/lib/kafka/data
   kinspect doctor --log-dir /var/lib/kafka/data          hanging transactions, from the files alone
   kinspect doctor --json capture.pcapng | jq 'select(.severity != "info")'
-  kinspect doctor --check lag --max-lag 100 capture.pcapng
+  kinspect doctor --check lag --max-lag-seconds 10 capture.pcapng
   kinspect doctor --keylog sslkeys.log tls-capture.pcapng
   kinspect decode --conn 10.0.0.5:51234-10.0.0.9:9092 --correlation-id 812 -v capture.pcapng
                                                          (an exchange a finding names)
@@ -54,10 +54,13 @@ def threshold_options(command):
         click.option("--max-rebalances", type=click.IntRange(1), default=d.rebalances, show_default=True,
                      help="rebalance: rebalances of one group that make a warning (fewer: info; a member "
                           "timing out is a warning whatever the count)."),
-        click.option("--max-lag", type=click.IntRange(1), default=d.lag, show_default=True,
-                     help="lag: records behind the log end that make a warning."),
         click.option("--max-lag-seconds", type=click.FloatRange(0, min_open=True), default=d.lag_seconds,
                      show_default=True, help="lag: seconds behind (record timestamps) that make a warning."),
+        click.option("--stalled-after", type=click.FloatRange(0, min_open=True), default=d.stalled_s,
+                     show_default=True, help="lag: seconds a group's committed offset stood still while the "
+                                             "log end moved that make it stalled (a warning)."),
+        click.option("--max-lag", type=click.IntRange(1), default=d.lag, show_default=True,
+                     help="lag: records behind that make a stalled group a warning."),
         click.option("--vanished-after", type=click.FloatRange(0), default=d.vanished_s, show_default=True,
                      help="hanging_transaction: seconds a producer with an open transaction was silent "
                           "before the capture ended to count as gone."),
@@ -71,9 +74,10 @@ def threshold_options(command):
     ]
 
     @functools.wraps(command)
-    def wrapped(*args, max_rebalances, max_lag, max_lag_seconds, vanished_after, slow_ms, min_throttle_ms,
+    def wrapped(*args, max_rebalances, max_lag, max_lag_seconds, stalled_after, vanished_after, slow_ms, min_throttle_ms,
                 max_state, **kwargs):
         thresholds = Thresholds(rebalances=max_rebalances, lag=max_lag, lag_seconds=max_lag_seconds,
+                                stalled_s=stalled_after,
                                 vanished_s=vanished_after, slow_ms=slow_ms, throttle_ms=min_throttle_ms,
                                 max_state=max_state)
         return command(*args, thresholds=thresholds, **kwargs)

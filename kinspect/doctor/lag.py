@@ -13,8 +13,11 @@ never seen written transactionally has its last stable offset at its high waterm
 ``lag_seconds`` is the newest record's timestamp minus that of the record at the committed
 offset, from the record batches the capture holds (Produce requests, Fetch responses).
 
-Severity: warning at ``--max-lag`` records or ``--max-lag-seconds`` behind; below both, nothing
-(the series is still there for ``--series``)."""
+Severity: warning when the group is ``--max-lag-seconds`` behind (record time), or when it
+stalled: its committed offset stood still for ``--stalled-after`` seconds while the log end
+moved on, leaving it ``--max-lag`` records or more behind (a group that stopped consuming while
+production goes on). A group catching up, however many records behind, is neither; nothing
+then (the series is still there for ``--series``)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from bisect import bisect_left
 
 from kinspect.doctor.bounded import Bounded, series_add
 from kinspect.doctor.exchanges import batch_count, batches, ends, host, is_internal, topic_name
-from kinspect.doctor.finding import WARNING, evidence, finding, iso, when
+from kinspect.doctor.finding import WARNING, evidence, finding, when
 from kinspect.doctor.options import DEFAULTS, Thresholds
 from kinspect.groups.responses import fetched_groups
 
@@ -50,11 +53,11 @@ class _Partition:
 
 
 class _Committed:
-    __slots__ = ("group", "topic", "partition", "offset", "at", "evidence", "series", "point_at")
+    __slots__ = ("group", "topic", "partition", "offset", "at", "advanced_at", "evidence", "series", "point_at")
 
     def __init__(self):
         self.offset = None
-        self.at = self.point_at = 0.0
+        self.at = self.point_at = self.advanced_at = 0.0
         self.evidence = None
         self.series: list = []
 
@@ -225,6 +228,8 @@ class Lag:
         if at < entry.at:
             return
         entry.group, entry.topic, entry.partition = key
+        if entry.offset is None or offset != entry.offset:
+            entry.advanced_at = at
         entry.offset, entry.at, entry.evidence = offset, at, evidence(record)
         part = self.partitions.at((topic, partition))
         if fresh and len(part.watchers) < WATCHERS:
@@ -266,6 +271,7 @@ class Lag:
                         "isolation": "read_committed" if read_committed else "read_uncommitted",
                         "lag": lag, "lag_seconds": _lag_seconds(part, entry.offset, end, lag),
                         "committed_at": entry.at, "log_end_at": part.end_at,
+                        "stalled_s": round(max(0.0, part.end_at - entry.advanced_at), 3) if lag else 0.0,
                         "series": [{"time": t, "lag": n} for t, n in series],
                         "evidence": entry.evidence})
         return sorted(out, key=lambda r: (str(r["group"]), str(r["topic"]), r["partition"] or 0))
@@ -273,14 +279,19 @@ class Lag:
     def finish(self, end: float):
         for row in self.rows():
             seconds = row["lag_seconds"]
-            if row["lag"] < self.t.lag and (seconds is None or seconds < self.t.lag_seconds):
+            late = seconds is not None and seconds >= self.t.lag_seconds
+            stalled = row["lag"] >= self.t.lag and row["stalled_s"] >= self.t.stalled_s
+            if not (late or stalled):
                 continue
             behind = f", {seconds:.1f} s" if seconds is not None else ""
+            why = (f"; its committed offset stood still for {row['stalled_s']:.1f} s while the log end moved"
+                   if stalled else "")
             yield finding(NAME, WARNING,
                           f"group {row['group']} is {row['lag']} records{behind} behind on "
-                          f"{row['topic']}-{row['partition']} (committed {row['committed_offset']} "
-                          f"at {iso(row['committed_at'])}, log end {row['log_end_offset']})",
-                          [row["evidence"]], **{k: v for k, v in row.items() if k != "evidence"})
+                          f"{row['topic']}-{row['partition']} (committed {row['committed_offset']}, "
+                          f"log end {row['log_end_offset']}){why}",
+                          [row["evidence"]], **{k: v for k, v in row.items() if k != "evidence"},
+                          stalled=stalled)
 
 
 def _sample(part: _Partition, offset: int, stamp) -> None:

@@ -11,8 +11,8 @@ kafka-python producer pinned to api_version 0.10.1 uses. What happens (seconds f
 
 - healthy-producer writes 20 records/s to ``events`` throughout; group ``healthy-app`` (one
   librdkafka consumer, auto-commit) keeps up and leaves cleanly at the end;
-- ``stalled-producer`` writes 100 records/s to ``stalled`` throughout; group ``stalled-app``
-  consumes for 8 s, then leaves: it lags while production goes on;
+- ``stalled-producer`` writes 100 records/s to ``stalled`` for 46 s; group ``stalled-app``
+  consumes for 6 s, then leaves: it lags while production goes on (stalled ~40 s);
 - group ``rebalance-app`` on ``orders``: member A joins at 0, B at 5, C at 10; B leaves cleanly at
   18; C is killed (SIGKILL) at 24 and its 6 s session times out; A leaves at 40;
 - ``legacy-producer``: kafka-python pinned to api_version 0.10.1 (Produce v2 and ApiVersions v0);
@@ -274,9 +274,9 @@ def record(out: Path) -> Path:
             c["healthy-app"] = _Client("consumer", bootstrap, "--client-id", "healthy-consumer",
                                        "--group", "healthy-app", "--topic", "events", "--seconds", "48")
             c["stalled-producer"] = _Client("producer", bootstrap, "--client-id", "stalled-producer",
-                                            "--topic", "stalled", "--rate", "100", "--seconds", "42")
+                                            "--topic", "stalled", "--rate", "100", "--seconds", "46")
             c["stalled-app"] = _Client("consumer", bootstrap, "--client-id", "stalled-consumer",
-                                       "--group", "stalled-app", "--topic", "stalled", "--seconds", "8")
+                                       "--group", "stalled-app", "--topic", "stalled", "--seconds", "6")
             c["member-a"] = _Client("consumer", bootstrap, "--client-id", "member-a", "--group",
                                     "rebalance-app", "--topic", "orders", "--seconds", "40")
             mark("member-a, healthy and stalled clients started")
