@@ -22,7 +22,7 @@ import time
 from collections import deque
 
 from kinspect import native
-from kinspect.proxy.relay import Link, _never
+from kinspect.proxy.relay import Link, _never, connected
 from kinspect.proxy.rewrite import carries_addresses
 from kinspect.proxy.tap import CLIENT, SERVER
 
@@ -65,7 +65,7 @@ class PumpedLink(Link):
             if self.upstream is None:
                 raise OSError("it left the metadata")
             host, port = self.upstream
-            server = await asyncio.wait_for(_connected(proxy.loop, host, port), proxy.options.connect_timeout)
+            server = await asyncio.wait_for(connected(proxy.loop, host, port), proxy.options.connect_timeout)
         except (OSError, asyncio.TimeoutError, ValueError, OverflowError) as e:  # UnicodeError too
             reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (getattr(e, "strerror", None) or str(e))
             proxy.log(f"#{self.conn} {self.label}: cannot connect to {self._target()}: {reason}; closing the client")
@@ -155,24 +155,6 @@ class PumpedLink(Link):
     def close(self) -> None:
         if self.added:
             self.proxy.pump.close(self.conn)
-
-
-async def _connected(loop, host: str, port: int) -> socket.socket:
-    """A non-blocking socket connected to host:port (each address getaddrinfo gives, in turn)."""
-    error: OSError | None = None
-    for family, type_, proto, _, address in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
-        sock = socket.socket(family, type_, proto)
-        sock.setblocking(False)
-        try:
-            await loop.sock_connect(sock, address)
-            return sock
-        except OSError as e:
-            sock.close()
-            error = e
-        except BaseException:
-            sock.close()
-            raise
-    raise error or OSError(f"no address for {host}")
 
 
 SLICE_SECONDS = 0.02  # time spent on the pump's events per turn of the event loop (see Pumps.dispatch)

@@ -159,8 +159,8 @@ class CraftedBroker:
                     await writer.drain()
                     if self.close_after_answer:
                         break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # cancelled: the server stops (asyncio.run's end), quietly
         finally:
             writer.close()
 
