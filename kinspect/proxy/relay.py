@@ -24,6 +24,7 @@ folded (folded.py), and so are the listener lines of one response past NEWS_LINE
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import ssl
 import time
@@ -577,8 +578,11 @@ class Proxy:
                            f"once per API version)", f"responses (API key {api[0]} v{api[1]}) not held")
 
     def _loop_error(self, loop, context: dict) -> None:
-        """asyncio's own errors, one line each kind (its default prints a traceback each time):
-        an accept that failed for want of descriptors is retried by asyncio a second later."""
+        """asyncio's own errors, one line each kind (its default prints a traceback each time;
+        KINSPECT_DEBUG=1 shows it as well): an accept that failed for want of descriptors, which
+        asyncio retries a second later, or a task that died."""
+        if os.environ.get("KINSPECT_DEBUG"):
+            loop.default_exception_handler(context)
         exc = context.get("exception")
         message = context.get("message") or "error"
         errno = getattr(exc, "errno", None)
