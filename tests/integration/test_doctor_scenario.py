@@ -43,7 +43,10 @@ def _table(text: str) -> dict:
 def check_capture(directory: Path) -> None:
     manifest = json.loads((directory / "manifest.json").read_text())
     oracles, clients = manifest["oracles"], manifest["clients"]
-    done = kinspect("doctor", "--json", str(directory / manifest["capture"]), check_exit=1)
+    # --port: the broker's own marker sender connected before the recording started, and without
+    # its SYN only the port says which side is the broker
+    done = kinspect("doctor", "--json", "--port", str(manifest["port"]), str(directory / manifest["capture"]),
+                    check_exit=1)
     findings = [f for f in _lines(done) if f["type"] == "finding"]
     by_check: dict[str, list] = {}
     for found in findings:
@@ -134,7 +137,8 @@ def check_offsets(directory: Path) -> None:
 
 def check_clients(directory: Path) -> None:
     manifest = json.loads((directory / "manifest.json").read_text())
-    done = kinspect("clients", "--json", str(directory / manifest["capture"]), check_exit=0)
+    done = kinspect("clients", "--json", "--port", str(manifest["port"]), str(directory / manifest["capture"]),
+                    check_exit=0)
     rows = {r["client_id"]: r for r in _lines(done) if r["type"] == "client"}
     assert rows["legacy-producer"]["kip896_ready"] is False
     assert rows["legacy-producer"]["removed_versions"] == ["Produce v2"]

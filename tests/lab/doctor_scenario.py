@@ -6,7 +6,8 @@ moment, recorded on loopback, with the oracles' answers in a manifest.
 writes OUT_DIR/doctor-scenario.pcap, OUT_DIR/logs/ (the broker's log dir after a clean stop,
 empty internal partitions and the metadata log left out) and OUT_DIR/manifest.json.
 
-Kafka 3.9.2 (KRaft, one node): it still accepts the protocol versions Kafka 4 removed, which a
+Kafka 3.9.2 (KRaft, one node), the clients and tcpdump all run in a network namespace that
+holds only its own loopback. Kafka 3.9.2: it still accepts the protocol versions Kafka 4 removed, which a
 kafka-python producer pinned to api_version 0.10.1 uses. What happens (seconds from the start):
 
 - healthy-producer writes 20 records/s to ``events`` throughout; group ``healthy-app`` (one
@@ -244,6 +245,16 @@ def _lags(text: str) -> list[dict]:
 
 
 def record(out: Path) -> Path:
+    """Everything runs in a network namespace of its own (its loopback only): on the host's lo,
+    another program's connection from the broker's port number landed in the capture."""
+    from tests.lab.enter_netns import entered
+    from tests.lab.netns import loopback_namespace
+
+    with loopback_namespace() as side, entered(side.netns):
+        return _record(out)
+
+
+def _record(out: Path) -> Path:
     from tests.lab.kafka import KafkaBroker
     from tests.lab.recorder import Recorder
 
@@ -333,7 +344,8 @@ def record(out: Path) -> Path:
                 "quota": {"client_id": "throttled-producer", "producer_byte_rate": QUOTA_BYTES},
                 "session_timeout_ms": SESSION_MS, "transaction_timeout_ms": TXN_TIMEOUT_MS,
                 "timeline": timeline, "clients": results, "oracles": oracles,
-                "recorder": recorder.argv()[:-1] + [recorder.bpf]}
+                "recorder": recorder.argv()[:-1] + [recorder.bpf],
+                "network": "the loopback of a network namespace of its own (tests/lab/netns.py)"}
     path = out / MANIFEST
     path.write_text(json.dumps(manifest, indent=1) + "\n")
     os.chmod(capture, 0o644)
