@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kinspect.pipeline import MAX_CONNECTIONS
-from tests.hostile import inputs, runner
+from tests.conftest import PCAPS
+from tests.hostile import inputs, inputs_proxy, inputs_schemas, inputs_tls, inputs_wire, runner
 
 # 4 is documented ("kinspect could not finish": a worker died, an internal error), but on these
 # inputs it is what the issue forbids: a bound not held, or a crash by another name.
@@ -52,8 +53,17 @@ FILE_COMMANDS = {
     "validate": ["validate", "{input}"],
     "validate-json-junit": ["validate", "--json", "--junit", "{junit}", "{input}"],
 }
-LOG_DIR_COMMANDS = {**FILE_COMMANDS, "offsets-logdir": ["offsets", "--log-dir", "{input}"]}
-COMMANDS = {"capture": CAPTURE_COMMANDS, "segment": FILE_COMMANDS, "logdir": LOG_DIR_COMMANDS}
+LOG_DIR_COMMANDS = {**FILE_COMMANDS, "offsets-logdir": ["offsets", "--log-dir", "{input}"],
+                    "dump-data-json": ["dump", "--data", "--json", "{input}"]}
+# a key log given with a real capture (round two: key logs are input too)
+KEYLOG_CAPTURE = str(PCAPS / "librdkafka-mtu1500.pcap")
+KEYLOG_COMMANDS = {
+    "decode-json-keylog": ["decode", "--json", "--keylog", "{input}", KEYLOG_CAPTURE],
+    "validate-keylog": ["validate", "--keylog", "{input}", KEYLOG_CAPTURE],
+    "offsets-capture-keylog": ["offsets", "--capture", KEYLOG_CAPTURE, "--keylog", "{input}"],
+}
+COMMANDS = {"capture": CAPTURE_COMMANDS, "segment": FILE_COMMANDS, "logdir": LOG_DIR_COMMANDS,
+            "keylog": KEYLOG_COMMANDS}
 # Where strings from the input are printed: keys, values and headers need --data, and a
 # pseudo-terminal (rich's styled output) is where an escape sequence would act.
 STRING_COMMANDS = {
@@ -63,6 +73,7 @@ STRING_COMMANDS = {
                 "dump-data-kafka": ["dump", "--data", "--format", "kafka", "{input}"],
                 "dump-data-tty": ["dump", "--data", "{input}"]},
 }
+STRING_COMMANDS["keylog"] = {}
 STRING_COMMANDS["logdir"] = {**STRING_COMMANDS["segment"],
                              "offsets-logdir-tty": ["offsets", "--log-dir", "{input}"]}
 
@@ -148,6 +159,49 @@ HOSTILE = (
     Hostile("escapes-segment", inputs.escapes_segment, "segment", strings=True),
     Hostile("escapes-logdir", inputs.escapes_log_dir, "logdir", strings=True),
 )
+
+
+def _scaled(generate: Callable[..., Path], parameter: str) -> Callable[..., Path]:
+    """A generator of round two, its size parameter given as the matrix's ``count``."""
+    def make(root: Path, count: int | None = None) -> Path:
+        return generate(root) if count is None else generate(root, **{parameter: count})
+    make.__name__ = generate.__name__
+    return make
+
+
+GZIP_BOUND = ("--max-file-ratio",)
+ROUND_TWO = (
+    # issue 30: the outer gzip of a capture, notices and orphans folded per connection
+    Hostile("zeros-9mb-pcap-gz", _scaled(inputs_wire.zeros_pcap_gz, "size"), "capture", GZIP_BOUND,
+            tuple(CAPTURE_COMMANDS)),
+    Hostile("empty-packets-gzip-bomb", _scaled(inputs_wire.empty_packets_gzip_bomb, "compressed"), "capture",
+            GZIP_BOUND, tuple(CAPTURE_COMMANDS)),
+    Hostile("empty-records-gzip-bomb", _scaled(inputs_wire.empty_records_gzip_bomb, "compressed"), "capture",
+            GZIP_BOUND, tuple(CAPTURE_COMMANDS)),
+    Hostile("zeros-gzip-bomb", _scaled(inputs_wire.zeros_gzip_bomb, "compressed"), "capture", GZIP_BOUND,
+            tuple(CAPTURE_COMMANDS)),
+    Hostile("tiny-requests-gzip-bomb", _scaled(inputs_wire.tiny_requests_gzip_bomb, "compressed"), "capture",
+            GZIP_BOUND, tuple(CAPTURE_COMMANDS), ci_count=1_000_000),
+    Hostile("malformed-blocks-pcapng-gz", _scaled(inputs_wire.malformed_blocks_pcapng_gz, "compressed"),
+            "capture", GZIP_BOUND, tuple(CAPTURE_COMMANDS)),
+    Hostile("orphan-responses-gz", _scaled(inputs_wire.orphan_responses_gz, "size"), "capture"),
+    # honest volume, not an attack: 730,000 different requests (a per-byte budget, not 20 s)
+    Hostile("tiny-requests-random-ids", _scaled(inputs_wire.tiny_requests_random_ids, "compressed"),
+            "capture", ci_count=300_000),
+    # TLS and key logs
+    Hostile("junk-keylog", _scaled(inputs_tls.junk_keylog, "size"), "keylog", ci_count=16 << 20),
+    Hostile("junk-dsb-pcapng-gz", _scaled(inputs_tls.junk_dsb_pcapng_gz, "size"), "capture",
+            ci_count=16 << 20),
+    Hostile("one-byte-hellos-pcap-gz", _scaled(inputs_tls.one_byte_hellos_pcap_gz, "hellos"), "capture",
+            ci_count=8),
+    Hostile("damaged-tls-records-pcapng", _scaled(inputs_tls.damaged_records_pcapng, "size"), "capture",
+            ci_count=2 << 20),
+    # the proxy's crafted Metadata, read back from a capture; a log dir of hostile schemas
+    Hostile("metadata-100k-brokers-pcap-gz", _scaled(inputs_proxy.metadata_brokers_pcap_gz, "brokers"),
+            "capture", strings=True, ci_count=20_000),
+    Hostile("hostile-schemas-logdir", inputs_schemas.schema_log_dir, "logdir"),
+)
+HOSTILE = HOSTILE + ROUND_TWO
 BY_NAME = {h.name: h for h in HOSTILE}
 
 
