@@ -35,6 +35,7 @@ want iproute2 ip
 want gcc gcc        # builds kinspect/native
 want strace strace  # shows that inputs are only ever read
 want socat socat    # bench_proxy --peer
+want tmux tmux      # the progress bar's test reads a real terminal's screen
 want maven mvn      # the lab's Kafka jars
 if [ "$(java_major)" -lt 17 ] || ! command -v javac >/dev/null 2>&1; then
   packages+=(openjdk-17-jdk-headless)  # Kafka 4 and Spark 4 need Java 17 or later
@@ -64,4 +65,12 @@ if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH"  # `kinspect`, `python`: the venv's
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+if [ $# -gt 0 ]; then
+  exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+fi
+# The whole suite, then the unit tests once more with the C accelerators' pure-Python twins forced:
+# each twin promises its C module's output (tests of a C module itself are skipped in that run).
+status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider || status=$?
+KINSPECT_PURE_PYTHON=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit || status=$((status ? status : $?))
+exit "$status"

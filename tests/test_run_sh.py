@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO
 
 TOOLS = ("tshark", "dumpcap", "editcap", "mergecap", "capinfos", "tcpdump", "ip", "gcc", "strace",
-         "socat", "mvn", "javac")
+         "socat", "tmux", "mvn", "javac")
 REAL = ("bash", "dirname", "basename", "awk", "id", "mkdir", "cp")  # what the script itself runs on
 
 LOGGER = """#!/bin/bash
@@ -38,7 +38,7 @@ if [ "$1 $2" = "-m venv" ]; then
 fi
 """
 VENV_PYTHON = """#!/bin/bash
-echo "venv-python $* PATH=$PATH VIRTUAL_ENV=${VIRTUAL_ENV:-}" >> "$LOG"
+echo "venv-python $* PATH=$PATH VIRTUAL_ENV=${VIRTUAL_ENV:-}${KINSPECT_PURE_PYTHON:+ KINSPECT_PURE_PYTHON=$KINSPECT_PURE_PYTHON}" >> "$LOG"
 """
 
 
@@ -47,7 +47,8 @@ def executable(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def run_script(tmp_path: Path, missing=(), java: str | None = "17.0.15", ensurepip=True, exit_code=0):
+def run_script(tmp_path: Path, missing=(), java: str | None = "17.0.15", ensurepip=True, exit_code=0,
+               args=("-k", "some_test")):
     """tests/run.sh in tmp_path/repo, with the tools of TOOLS but `missing`: its calls, one a line,
     the repository's copy, its stderr. The copy (and its .venv) stays from one call to the next."""
     repo, bin_dir, log = tmp_path / "repo", tmp_path / "bin", tmp_path / "log"
@@ -67,7 +68,7 @@ def run_script(tmp_path: Path, missing=(), java: str | None = "17.0.15", ensurep
     log.write_text("")
     env = {"PATH": str(bin_dir), "LOG": str(log), "HOME": str(tmp_path), "JAVA_VERSION": java or "",
            "NO_ENSUREPIP": "0" if ensurepip else "1", "VENV_PYTHON": str(tmp_path / "venv-python")}
-    done = subprocess.run(["bash", str(repo / "tests" / "run.sh"), "-k", "some_test"], env=env,
+    done = subprocess.run(["bash", str(repo / "tests" / "run.sh"), *args], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == exit_code, done.stderr
     calls = [line for line in log.read_text().splitlines() if not line.startswith("java ")]
@@ -88,6 +89,14 @@ def test_nothing_missing_installs_nothing_and_runs_in_the_venv(tmp_path):
     assert install.startswith("venv-python -m pip install -q --disable-pip-version-check -e .[test] ")
     assert tests.startswith("venv-python -m pytest -q -p no:cacheprovider -k some_test ")
     assert f" PATH={venv}/bin:" in tests and tests.endswith(f" VIRTUAL_ENV={venv}")
+
+
+def test_the_whole_suite_then_the_unit_tests_with_the_pure_python_twins(tmp_path):
+    calls, _, _ = run_script(tmp_path, args=())
+    whole, pure = [line for line in calls if " -m pytest" in line][-2:]
+    assert whole.split(" PATH=")[0] == "venv-python -m pytest -q -p no:cacheprovider"
+    assert pure.split(" PATH=")[0] == "venv-python -m pytest -q -p no:cacheprovider tests/unit"
+    assert pure.endswith(" KINSPECT_PURE_PYTHON=1") and "KINSPECT_PURE_PYTHON" not in whole
 
 
 def test_an_existing_venv_is_used_again(tmp_path):
