@@ -173,6 +173,12 @@ class _MoreKeys:
         return added + self.keylog.refresh()
 
 
+def _named(records: Iterator[dict], name: str) -> Iterator[dict]:
+    for record in records:
+        record["capture"] = name
+        yield record
+
+
 class CaptureUnreadable(Exception):
     """The input is not a capture, cannot be opened, or holds only unsupported link types."""
 
@@ -186,13 +192,14 @@ class DecodeRun:
                  pending_timeout: float | None = None, idle_timeout: float | None = None,
                  on_tick: Callable[[float], None] | None = None,
                  keep_record: Callable[[dict], bool] | None = None, keylog: KeyLog | None = None,
-                 flows: tuple[int, int] | None = None):
+                 flows: tuple[int, int] | None = None, capture_name: str | None = None):
         """``source``: a path, ``-`` or a binary file object (opened with open_capture), or a
         PacketSource (a live one). ``pending_timeout``/``idle_timeout`` (seconds) act on ticks.
         ``keep_record(record)``: asked of every record, raw and in order (the same sequence in
         every run of one input); ``records()`` gives only those it keeps, decoding the others'
         bodies only as far as topic names need. Runs whose ``keep_record`` partition the records
-        give together one run's records.
+        give together one run's records. ``capture_name``: every record carries it as ``capture``
+        (decode of several captures names each record's).
         ``keylog``: TLS secrets (tls/keylog.py); TLS is detected and reported without it too.
         ``flows`` (shard, shards): decode only the TCP connections of that shard (capture/flows.py),
         leaving the others' packets unread where the C reader can tell them. The notices of
@@ -214,6 +221,7 @@ class DecodeRun:
         self.session = KafkaSession(ports, heuristic=heuristic, max_frame=max_frame, decode_bodies=decode_bodies,
                                     show_secrets=show_secrets)
         self.topics = RecordedTopicNames() if self.flows else TopicNames()
+        self.capture_name = capture_name
         self.keylog = keylog if keylog is not None else KeyLog()
         self.tls = TlsLayer(self.keylog, more_keys=_MoreKeys(self.keylog),
                             patience=TLS_PATIENCE if on_tick is not None else 0.0)
@@ -357,6 +365,12 @@ class DecodeRun:
 
     def raw_records(self, progress: Callable[[int], None] | None = None) -> Iterator[dict]:
         """Output records in order; exchanges carry their bodies raw (``exchange.complete`` decodes)."""
+        records = self._raw_records(progress)
+        if self.capture_name is None:
+            return records
+        return _named(records, self.capture_name)
+
+    def _raw_records(self, progress: Callable[[int], None] | None = None) -> Iterator[dict]:
         if self._error is not None:
             raise CaptureUnreadable(str(self._error).removeprefix(f"{self.source}: "))
         if self._capture is None:

@@ -72,7 +72,9 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
         out.warn(line)
     tally = Tally()
     shown = kept = 0
-    for entry in walk(captures, _recognise, streams=True, unrecognised="not a capture"):
+    entries = list(walk(captures, _recognise, streams=True, unrecognised="not a capture"))
+    several = sum(entry.kind is not None for entry in entries) > 1  # each record names its capture
+    for entry in entries:
         tally.add(entry)
         source = str(entry.path)
         if entry.unreadable is not None:
@@ -89,7 +91,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
         counts = keylog_counts(keylog)
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
                         limits=limits, max_connections=max_connections, show_secrets=show_secrets,
-                        keylog=keylog)
+                        keylog=keylog, capture_name=path_text(source) if several else None)
         try:
             with out.progress(run.size) as bar:
                 # with --count, this process writes every line, so that it can count them

@@ -105,6 +105,9 @@ def print_record(out: Output, record: dict, verbose: bool, write=None) -> None:
     plain = write is not None
     lines = ([text.exchange_plain(record), *text.problem_plain(record)] if plain
              else [text.exchange_line(record), *text.problem_lines(record)])
+    if "capture" in record:  # decode of several captures: each line says whose
+        named = f"{record['capture']}  "
+        lines[0] = named + lines[0] if isinstance(lines[0], str) else text.Text(named).append_text(lines[0])
     if verbose and record.get("type") == "exchange":
         for side in ("request", "response"):
             body = record.get(side)

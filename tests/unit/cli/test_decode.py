@@ -276,3 +276,15 @@ def test_lines_not_understood_in_a_decryption_secrets_block_are_said_once(tmp_pa
     said = [line for line in result.stderr.splitlines() if "key-log lines not understood" in line]
     assert len(said) == 1 and said[0].startswith(f"kinspect: {capture}: ")
     assert "pcapng decryption secrets block:1" in said[0]
+
+
+@pytest.mark.parametrize("jobs", ["-j1", "-j2"])
+def test_several_captures_name_each_records_capture(jobs):
+    other = PCAPS / "java-console-producer.pcap"
+    both = json_lines(run("--json", jobs, DEMO, other).stdout)
+    alone = [json_lines(run("--json", jobs, path).stdout) for path in (DEMO, other)]
+    assert [{k: v for k, v in r.items() if k != "capture"} for r in both] == alone[0] + alone[1]
+    assert [r["capture"] for r in both] == [str(DEMO)] * len(alone[0]) + [str(other)] * len(alone[1])
+    assert not any("capture" in r for r in alone[0] + alone[1])
+    lines = run(DEMO, other).stdout.splitlines()
+    assert lines[0].startswith(f"{DEMO}  ") and lines[-1].startswith(f"{other}  ")
