@@ -179,7 +179,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
         click.echo(f"kinspect: {shown(f['path'])}: {escape(f['error'])}", err=True)
     size = sum(f["bytes"] for f in written.files)
     problems = sum(f["problems"] for f in written.files)
-    skipped = f", {len(listing.skipped):,} special files skipped" if listing.skipped else ""
+    skipped = f", {len(listing.skipped):,} files skipped" if listing.skipped else ""
     click.echo(f"{len(written.files)} files ({size:,} bytes), {written.exchanges:,} exchanges, {problems:,} "
                f"problems, {len(written.unreadable)} unreadable{skipped} → {shown(out)}", err=True)
     sys.exit(EXIT_UNREADABLE if written.unreadable else EXIT_OK)
@@ -196,9 +196,9 @@ def shown(path) -> str:
 
 def _say_skipped(skipped: list[tuple[str, str]]) -> None:
     for path, kind in skipped[:SKIPPED_SHOWN]:
-        click.echo(f"kinspect: skipped {shown(path)}: {kind}, not a regular file", err=True)
+        click.echo(f"kinspect: skipped {shown(path)}: {kind}", err=True)
     if len(skipped) > SKIPPED_SHOWN:
-        click.echo(f"kinspect: skipped {len(skipped) - SKIPPED_SHOWN:,} more special files", err=True)
+        click.echo(f"kinspect: skipped {len(skipped) - SKIPPED_SHOWN:,} more files", err=True)
 
 
 def _refuse_out_inside_inputs(inputs, out: str) -> None:

@@ -20,6 +20,8 @@ import statistics
 import zlib
 from dataclasses import dataclass
 
+from kinspect.capture.source import sniff_format
+
 TARGET_BYTES = 256 << 20  # work per task when packing small files
 SPLIT_FACTOR = 4  # a file this many times the median size is split
 EXCHANGE_COST = 2048  # what decoding an exchange costs beyond its bytes, in bytes' worth
@@ -95,7 +97,8 @@ def find_inputs(args: list[str]) -> Listing:
                 else:
                     found.append(entry)
         if not found and len(skipped) > passed_over:
-            raise NoInputs(f"{arg}: only special files ({skipped[-1][1]}, ...), no regular file")
+            reasons = ", ".join(sorted({why for _, why in skipped[passed_over:]}))
+            raise NoInputs(f"{arg}: no capture, only files skipped ({reasons})")
         if not found:
             raise NoInputs(f"{arg}: " + ("a directory holding no file" if os.path.isdir(arg)
                                           else "no such file, directory, or matching file"))
@@ -136,6 +139,16 @@ def _entry(path: str) -> Input | str:
     return kind if kind else Input(path, st.st_size)
 
 
+def _is_capture(path: str) -> bool:
+    """Whether the file starts as a pcap, a pcapng or a gzip file does (one that cannot be read
+    is kept: its files row says why)."""
+    try:
+        with open(path, "rb") as f:
+            return sniff_format(f.read(4)) is not None
+    except OSError:
+        return True
+
+
 def _walk(top: str, skipped: list) -> list[Input]:
     """Every file under ``top`` but hidden ones; special files go to ``skipped``; a directory that
     cannot be listed is an Input with its error. Links to directories are not followed (a loop
@@ -165,6 +178,8 @@ def _walk(top: str, skipped: list) -> list[Input]:
                 listed = _entry(path)
                 if isinstance(listed, str):
                     skipped.append((os.path.abspath(path), listed))
+                elif listed.error is None and not _is_capture(listed.path):
+                    skipped.append((listed.path, "not a capture"))  # found, not named: recognised by content
                 else:
                     found.append(listed)
     return sorted(found, key=lambda f: f.path)

@@ -19,12 +19,13 @@ def _kinspect(*args, env=None):
 
 
 def test_a_garbage_file_among_captures_gets_one_error_row_and_exit_3(tmp_path, capfd):
-    """In this process (CliRunner): its JVM stays up for tests/unit/spark's session."""
+    """In this process (CliRunner): its JVM stays up for tests/unit/spark's session. The garbage file is
+    named: one found in a directory would be skipped as no capture (test_plan)."""
     garbage = tmp_path / "in" / "garbage.pcap"
     garbage.parent.mkdir()
     garbage.write_bytes(b"GET / HTTP/1.1\r\nHost: example\r\n\r\n" * 40)
     captures = [PCAPS / "librdkafka-mtu1500.pcap", REALDATA / "go-sniffer/kafka.pcap"]
-    done = CliRunner().invoke(cli, ["spark", *map(str, captures), str(garbage.parent), "--out", str(tmp_path / "out"),
+    done = CliRunner().invoke(cli, ["spark", *map(str, captures), str(garbage), "--out", str(tmp_path / "out"),
                                     "--master", "local[2]", "--summary", "--records"])
     assert done.exit_code == EXIT_UNREADABLE, done.output
     jvm = capfd.readouterr().err  # the JVM writes to the process's stderr, not click's

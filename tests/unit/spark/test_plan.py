@@ -1,7 +1,9 @@
 import os
+import shutil
 
 import pytest
 
+from tests.conftest import PCAPS
 from kinspect.spark.plan import (EXCHANGE_COST, Input, NoInputs, Shard, Unit, connection_shard, find_inputs, list_inputs,
                                  plan, searched_directory)
 
@@ -10,7 +12,7 @@ MB = 1 << 20
 
 def test_list_inputs_walks_directories_and_globs_once_each(tmp_path):
     (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "one.pcap").write_bytes(b"x" * 10)
+    (tmp_path / "a" / "one.pcap").write_bytes(b"\xd4\xc3\xb2\xa1" + b"x" * 6)  # a pcap by its first bytes
     (tmp_path / "a" / ".hidden").write_bytes(b"x")
     (tmp_path / "two.pcap").write_bytes(b"y" * 3)
     found = list_inputs([str(tmp_path / "a"), str(tmp_path / "*.pcap"), str(tmp_path / "a" / "one.pcap")])
@@ -54,7 +56,7 @@ def test_special_files_named_or_globbed_alone_are_refused(tmp_path):
     os.mkfifo(tmp_path / "x.fifo")
     with pytest.raises(NoInputs, match="x.fifo: a FIFO, not a regular file"):
         find_inputs([str(tmp_path / "x.fifo")])
-    with pytest.raises(NoInputs, match="only special files"):
+    with pytest.raises(NoInputs, match="no capture, only files skipped \\(a FIFO\\)"):
         find_inputs([str(tmp_path / "*.fifo")])
     (tmp_path / "empty").mkdir()
     with pytest.raises(NoInputs, match="a directory holding no file"):
@@ -167,3 +169,17 @@ def test_shards_deal_each_exchange_to_the_least_loaded_alike():
     assert abs(work[0] - work[1]) <= 60_060 + EXCHANGE_COST
     for part, i in zip(given, range(2)):  # notices by their connection's hash
         assert all(connection_shard(r["conn"], 2) == i for r in part if r["type"] == "notice")
+
+
+def test_files_found_in_a_directory_are_recognised_by_content(tmp_path):
+    """One rule with decode and validate: what a directory holds that is no capture is skipped
+    and counted (`kinspect spark pcaps` gave 18 'not a pcap' errors, one per manifest)."""
+    shutil.copy(PCAPS / "librdkafka-mtu1500.pcap", tmp_path / "a.pcap")
+    shutil.copy(PCAPS / "librdkafka-mtu1500.manifest.json", tmp_path / "a.manifest.json")
+    (tmp_path / "notes.txt").write_text("not a capture")
+    listing = find_inputs([str(tmp_path)])
+    assert [os.path.basename(f.path) for f in listing.inputs] == ["a.pcap"]
+    assert sorted((os.path.basename(p), why) for p, why in listing.skipped) == [
+        ("a.manifest.json", "not a capture"), ("notes.txt", "not a capture")]
+    named = find_inputs([str(tmp_path / "notes.txt")])  # named: the files row says what it is not
+    assert [os.path.basename(f.path) for f in named.inputs] == ["notes.txt"]
