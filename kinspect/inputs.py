@@ -93,18 +93,24 @@ def walk(paths: Iterable, recognise: Recogniser, *, streams: bool = False,
 
 
 def _walk_directory(root: Path, recognise: Recogniser, unrecognised: str) -> Iterator[Entry]:
-    failures: list[OSError] = []
-    for directory, subdirs, names in os.walk(root, onerror=failures.append):
-        while failures:
-            failure = failures.pop()
-            yield Entry(Path(failure.filename or directory), False, unreadable=_why(failure))
-        for name in sorted(subdirs):
-            if os.path.islink(os.path.join(directory, name)):
-                yield Entry(Path(directory, name), False, skipped="a link to a directory")
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".")
-                            and not os.path.islink(os.path.join(directory, d)))
-        for name in sorted(names):
+    """Depth first, names sorted, with a stack: no recursion (a directory nested thousands deep
+    ended os.walk with a RecursionError)."""
+    pending = [root]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as listing:
+                names = sorted(entry.name for entry in listing)
+        except OSError as e:
+            yield Entry(Path(directory), False, unreadable=_why(e))
+            continue
+        subdirectories = []
+        for name in names:
             path = Path(directory, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                if not name.startswith("."):
+                    subdirectories.append(path)
+                continue
             if name.startswith("."):
                 yield Entry(path, False, skipped="hidden")
                 continue
@@ -118,13 +124,13 @@ def _walk_directory(root: Path, recognise: Recogniser, unrecognised: str) -> Ite
                 else:
                     yield Entry(path, False, unreadable=_why(e))
                 continue
-            if stat.S_ISREG(info.st_mode):
+            if stat.S_ISDIR(info.st_mode):
+                yield Entry(path, False, skipped="a link to a directory")
+            elif stat.S_ISREG(info.st_mode):
                 yield _recognised(path, False, recognise, unrecognised)
             else:
                 yield Entry(path, False, skipped=_special(info.st_mode))
-    while failures:
-        failure = failures.pop()
-        yield Entry(Path(failure.filename or root), False, unreadable=_why(failure))
+        pending.extend(reversed(subdirectories))
 
 
 def _recognised(path: Path, named: bool, recognise: Recogniser, unrecognised: str) -> Entry:

@@ -32,7 +32,6 @@ def test_a_directory_is_walked_and_what_is_not_read_says_why(tmp_path):
         f.write(b"\xd4\xc3\xb2\xa1")
     found = entries(tmp_path)
     assert found == [
-        ("up", False, None, "a link to a directory", None),
         (".hidden.pcap", False, None, "hidden", None),
         ("a.pcap", False, "capture", None, None),
         ("broken", False, None, "a broken link", None),
@@ -40,14 +39,31 @@ def test_a_directory_is_walked_and_what_is_not_read_says_why(tmp_path):
         ("fifo", False, None, "a FIFO", None),
         ("loop", False, None, "a link loop", None),
         ("notes.txt", False, None, "not a capture", None),
+        ("up", False, None, "a link to a directory", None),
         ("b.pcap", False, "capture", None, None),
     ]
     tally = Tally()
     for entry in walk([tmp_path], kinds, unrecognised="not a capture"):
         tally.add(entry)
     assert tally.read == 3 and tally.unreadable == 0
-    assert tally.skipped_line() == ("6 files skipped (a link to a directory: 1, hidden: 1, a broken link: 1, "
-                                    "a FIFO: 1, a link loop: 1, not a capture: 1)")
+    assert tally.skipped_line() == ("6 files skipped (hidden: 1, a broken link: 1, a FIFO: 1, a link loop: 1, "
+                                    "not a capture: 1, a link to a directory: 1)")
+
+
+def test_a_directory_deeper_than_pythons_recursion_limit(tmp_path):
+    """os.walk recursed: 1,500 nested directories ended it with a RecursionError."""
+    deepest = tmp_path
+    for _ in range(1500):
+        deepest = deepest / "d"
+        os.mkdir(deepest)
+    (deepest / "a.pcap").write_bytes(b"\xd4\xc3\xb2\xa1")
+    (found,) = walk([tmp_path], kinds)
+    assert found.kind == "capture" and str(found.path).count("/d") == 1500
+    while deepest != tmp_path:  # no recursion in the clean-up either
+        for child in deepest.iterdir():
+            child.unlink()
+        deepest.rmdir()
+        deepest = deepest.parent
 
 
 def test_named_paths_are_the_commands_to_judge(tmp_path):

@@ -4,6 +4,7 @@ read exits 3 saying so, and what cannot be read exits 3 with its cause, never an
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -72,10 +73,12 @@ def test_a_decode_directory_reads_its_captures(tmp_path):
     for name in ("librdkafka-produce-consume.pcapng", "librdkafka-mtu1500.pcap"):
         shutil.copy(PCAPS / name, tmp_path / name)
     (tmp_path / "README").write_text("captures")
-    both = kinspect("decode", "--json", tmp_path).stdout
-    one_by_one = "".join(kinspect("decode", "--json", tmp_path / name).stdout
-                         for name in ("librdkafka-mtu1500.pcap", "librdkafka-produce-consume.pcapng"))
-    assert both == one_by_one and both
+    both = [json.loads(line) for line in kinspect("decode", "--json", tmp_path).stdout.splitlines()]
+    names = ("librdkafka-mtu1500.pcap", "librdkafka-produce-consume.pcapng")
+    one_by_one = [json.loads(line) for name in names
+                  for line in kinspect("decode", "--json", tmp_path / name).stdout.splitlines()]
+    assert [{k: v for k, v in r.items() if k != "capture"} for r in both] == one_by_one and both
+    assert {r["capture"] for r in both} == {str(tmp_path / name) for name in names}
 
 
 CAN_DROP = shutil.which("setpriv") is not None and os.geteuid() == 0
