@@ -11,7 +11,7 @@ the topics, the partitions, and the record batches. No Spark here: pyarrow only.
 | request_time, response_time | as in decode --json: seconds since the epoch, UTC (response null if none) |
 | latency_ms | as in decode --json (null without a response) |
 | response_expected | false for requests that get no response (Produce with acks=0), else true |
-| request_bytes, response_bytes | decode --json's request_size, response_size (frames with their length) |
+| request_size, response_size | as decode --json names them (frames with their length) |
 | error_codes | as in decode --json: error names, each once |
 | topics | topic names of the bodies' top-level topic lists, sorted (kinspect.filters.topics_of) |
 | topic_ids | ids of top-level topic entries named by id whose name this capture never learned (Fetch v13+, Produce v13+...): the summary names them from other captures |
@@ -72,8 +72,8 @@ EXCHANGES = pa.schema([
     ("response_time", pa.float64()),
     ("latency_ms", pa.float64()),
     ("response_expected", pa.bool_()),
-    ("request_bytes", pa.int64()),
-    ("response_bytes", pa.int64()),
+    ("request_size", pa.int64()),
+    ("response_size", pa.int64()),
     ("error_codes", _strings),
     ("topics", _strings),
     ("topic_ids", _strings),
@@ -228,8 +228,8 @@ def exchange_row(capture: str, record: dict) -> dict:
         "correlation_id": record["correlation_id"], "client_id": record.get("client_id"),
         "request_time": record["request_time"], "response_time": record.get("response_time"),
         "latency_ms": record.get("latency_ms"),
-        "response_expected": record.get("response_expected", True) is not False, "request_bytes": record.get("request_size"),
-        "response_bytes": record.get("response_size"), "error_codes": list(record.get("error_codes") or ()),
+        "response_expected": record.get("response_expected", True) is not False, "request_size": record.get("request_size"),
+        "response_size": record.get("response_size"), "error_codes": list(record.get("error_codes") or ()),
         "topics": sorted(topics_of(record)), "topic_ids": unnamed, "named_ids": named,
         "partitions": _partitions(request) or _partitions(response),
         "batches": len(found), "records": records,

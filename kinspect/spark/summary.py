@@ -43,7 +43,7 @@ def _bytes(F):
 
 
 def _exchange_bytes(F):
-    return F.coalesce("request_bytes", F.lit(0)) + F.coalesce("response_bytes", F.lit(0))
+    return F.coalesce("request_size", F.lit(0)) + F.coalesce("response_size", F.lit(0))
 
 
 def topic_names(exchanges):

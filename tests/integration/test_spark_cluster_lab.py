@@ -27,8 +27,8 @@ CAPTURES = [PCAPS / "librdkafka-produce-consume.pcapng", PCAPS / "kafka39-legacy
 # exchanges columns and the decode --json keys they equal
 SAME = {"conn": "conn", "api_key": "api_key", "api_name": "api_name", "api_version": "api_version",
         "correlation_id": "correlation_id", "client_id": "client_id", "request_time": "request_time",
-        "response_time": "response_time", "latency_ms": "latency_ms", "request_bytes": "request_size",
-        "response_bytes": "response_size", "error_codes": "error_codes"}
+        "response_time": "response_time", "latency_ms": "latency_ms", "request_size": "request_size",
+        "response_size": "response_size", "error_codes": "error_codes"}
 SMALL = ["--conf", "spark.executor.memory=600m", "--task-mb", "1"]  # several tasks from small captures
 
 

@@ -198,7 +198,7 @@ def test_summary_equals_decode_summary_of_the_same_exchanges(spark_session, tabl
     assert rows["errors"]  # the captures hold errors (kafka-python-legacy-rejected, java-transactions)
     by_client = Counter()
     for r in _expected():
-        by_client[r["client_id"] or ""] += (r["request_bytes"] or 0) + (r["response_bytes"] or 0)
+        by_client[r["client_id"] or ""] += (r["request_size"] or 0) + (r["response_size"] or 0)
     top = sorted(by_client.items(), key=lambda kv: (-kv[1], kv[0]))[:summary.TOP_TALKERS]
     assert [(r["client_id"], r["bytes"]) for r in rows["talkers"]] == top
     assert (out / "summary" / "apis").is_dir()
@@ -267,9 +267,9 @@ def test_summary_clients_and_topics_equal_a_plain_computation(spark_session, tab
     traffic = Counter()
     for r in rows:
         for topic in r["topics"]:
-            traffic[(topic, None)] += (r["request_bytes"] or 0) + (r["response_bytes"] or 0)
+            traffic[(topic, None)] += (r["request_size"] or 0) + (r["response_size"] or 0)
         for topic_id in r["topic_ids"]:
-            traffic[(None, topic_id)] += (r["request_bytes"] or 0) + (r["response_bytes"] or 0)
+            traffic[(None, topic_id)] += (r["request_size"] or 0) + (r["response_size"] or 0)
     assert {(r["topic"], r["topic_id"]): r["bytes"] for r in got["topics"]} == dict(traffic)
 
 

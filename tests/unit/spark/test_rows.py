@@ -19,8 +19,8 @@ CAPTURES = sorted(p for p in PCAPS.iterdir() if p.suffix in (".pcap", ".pcapng")
 
 SAME = {"conn": "conn", "api_key": "api_key", "api_name": "api_name", "api_version": "api_version",
         "correlation_id": "correlation_id", "client_id": "client_id", "request_time": "request_time",
-        "response_time": "response_time", "latency_ms": "latency_ms", "request_bytes": "request_size",
-        "response_bytes": "response_size", "error_codes": "error_codes"}
+        "response_time": "response_time", "latency_ms": "latency_ms", "request_size": "request_size",
+        "response_size": "response_size", "error_codes": "error_codes"}
 
 
 def _decode_json(capture) -> list[tuple[dict, str]]:
@@ -214,3 +214,12 @@ def test_file_table_sums_a_files_shards_and_puts_the_biggest_first():
     assert table[0] == {"path": "big.pcap", "bytes": 99, "packets": 50, "exchanges": 10, "problems": 2,
                         "error": None, "seconds": 1.0, "shards": 2, "native": False, "python": "/usr/bin/python3"}
     assert table[1]["error"] == "truncated" and table[1]["problems"] == 1
+
+
+def test_the_exchanges_columns_are_named_as_decode_json_names_its_fields():
+    """request_size, not request_bytes: a column holding a decode --json field has its name."""
+    exchange = next(r for r, _ in _decode_json(PCAPS / "librdkafka-mtu1500.pcap") if r["type"] == "exchange")
+    shared = {name for name in EXCHANGES.names if name in exchange}
+    assert {"conn", "api_key", "api_name", "api_version", "correlation_id", "client_id", "request_time",
+            "response_time", "latency_ms", "request_size", "response_size", "error_codes"} <= shared
+    assert not {"request_bytes", "response_bytes"} & set(EXCHANGES.names)
