@@ -148,7 +148,8 @@ class CaptureReplay:
             self._listed_offsets(request, response, when)
         elif api_key == PRODUCE:
             for topic, partition, end in response["ends"]:
-                self._log_end(topic_of({"name": topic} if isinstance(topic, str) else topic, self.topics.names),
+                entry = topic if isinstance(topic, dict) else {"name": topic}  # a name not UTF-8 is bytes
+                self._log_end(topic_of(entry, self.topics.names),
                               partition, end, when)
         elif api_key == FETCH:
             for topic in response.get("responses") or ():
