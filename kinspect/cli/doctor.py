@@ -57,8 +57,8 @@ def threshold_options(command):
         click.option("--max-lag-seconds", type=click.FloatRange(0, min_open=True), default=d.lag_seconds,
                      show_default=True, help="lag: seconds behind (record timestamps) that make a warning."),
         click.option("--stalled-after", type=click.FloatRange(0, min_open=True), default=d.stalled_s,
-                     show_default=True, help="lag: seconds a group's committed offset stood still while the "
-                                             "log end moved that make it stalled (a warning)."),
+                     show_default=True, help="lag: seconds a group's committed offset stood still while behind "
+                                             "the log end that make it stalled (a warning)."),
         click.option("--max-lag", type=click.IntRange(1), default=d.lag, show_default=True,
                      help="lag: records behind that make a stalled group a warning."),
         click.option("--vanished-after", type=click.FloatRange(0), default=d.vanished_s, show_default=True,

@@ -14,10 +14,12 @@ never seen written transactionally has its last stable offset at its high waterm
 offset, from the record batches the capture holds (Produce requests, Fetch responses).
 
 Severity: warning when the group is ``--max-lag-seconds`` behind (record time), or when it
-stalled: its committed offset stood still for ``--stalled-after`` seconds while the log end
-moved on, leaving it ``--max-lag`` records or more behind (a group that stopped consuming while
-production goes on). A group catching up, however many records behind, is neither; nothing
-then (the series is still there for ``--series``)."""
+stalled: its committed offset stood still for ``--stalled-after`` seconds up to the capture's
+last sight of the log end, which was ``--max-lag`` records or more ahead of it (a group that
+stopped consuming while production went on, or that is stuck short of the end). A group
+catching up, however many records behind, is neither; nothing then (the series is still there
+for ``--series``). ``stalled_s`` is that time: from the commit that last moved the offset to
+the last log end seen."""
 
 from __future__ import annotations
 
@@ -284,7 +286,7 @@ class Lag:
             if not (late or stalled):
                 continue
             behind = f", {seconds:.1f} s" if seconds is not None else ""
-            why = (f"; its committed offset stood still for {row['stalled_s']:.1f} s while the log end moved"
+            why = (f"; its committed offset stood still for {row['stalled_s']:.1f} s while behind the log end"
                    if stalled else "")
             yield finding(NAME, WARNING,
                           f"group {row['group']} is {row['lag']} records{behind} behind on "
