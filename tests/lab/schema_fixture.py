@@ -2,7 +2,7 @@
 confluent-kafka's real serializers, and the registry's `_schemas` topic (tests/lab/registry.py).
 
     python -m tests.lab.schema_fixture            # root: tcpdump on lo
-        -> pcaps/schemas-confluent.pcap, pcaps/schemas-confluent.manifest.json,
+        -> tests/data/schemas/schemas-confluent.pcap, its .manifest.json,
            samples/schemas/logs/{_schemas-0, lab-avro-0, ...}
 
 The broker is Apache Kafka from Maven Central (tests/lab/kafka.py), single-node KRaft; the
@@ -25,8 +25,8 @@ from tests.lab.registry import LabRegistry
 from tests.lab.schema_clients import consume_all, dumps, produce_all, proto_sources
 
 ROOT = Path(__file__).resolve().parents[2]
-CAPTURE = ROOT / "pcaps" / "schemas-confluent.pcap"
-MANIFEST = ROOT / "pcaps" / "schemas-confluent.manifest.json"
+CAPTURE = ROOT / "tests" / "data" / "schemas" / "schemas-confluent.pcap"
+MANIFEST = ROOT / "tests" / "data" / "schemas" / "schemas-confluent.manifest.json"
 LOGS = ROOT / "samples" / "schemas" / "logs"
 TOPICS = ("lab-avro", "lab-proto", "lab-json", "lab-headers", "lab-retired", "lab-plain")
 

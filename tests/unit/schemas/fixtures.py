@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-CAPTURE = ROOT / "pcaps" / "schemas-confluent.pcap"
-MANIFEST = ROOT / "pcaps" / "schemas-confluent.manifest.json"
+CAPTURE = ROOT / "tests" / "data" / "schemas" / "schemas-confluent.pcap"
+MANIFEST = ROOT / "tests" / "data" / "schemas" / "schemas-confluent.manifest.json"
 LOGS = ROOT / "samples" / "schemas" / "logs"
 DATA_TOPICS = ("lab-avro", "lab-proto", "lab-json", "lab-headers", "lab-retired", "lab-plain")
 
