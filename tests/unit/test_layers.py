@@ -20,6 +20,8 @@ FORBIDDEN = {
     "live": {"capture", "cli", "storage"},
     "render": {"cli", "live", "capture"},
     "proxy": {"cli", "storage", "render", "live"},
+    "doctor": {"cli", "render", "live", "proxy", "spark"},  # reads finished exchanges and storage's events
+    "schemas": {"cli", "render", "live", "proxy", "spark", "capture", "doctor"},
 }
 
 
