@@ -13,6 +13,10 @@ _ca: list = []
 
 
 def authority(directory: Path) -> tuple:
+    """One authority per process, made again when its files are gone (the directory it was made in
+    was a temporary one: a hostile input's, say)."""
+    if _ca and not Path(_ca[0][1].cert).exists():
+        _ca.clear()
     if not _ca:
         ca = CertificateAuthority(directory)
         _ca.append((ca, ca.issue("kafka-unit", ["localhost", "127.0.0.1"])))
