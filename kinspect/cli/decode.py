@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
-from kinspect.cli.exchanges import (filter_options, port_options, print_record, print_summary, report_options,
+from kinspect.cli.exchanges import (CaptureWalk, filter_options, port_options, print_record, print_summary, report_options,
                                     secrets_option, stream_bound_options)
 from kinspect.cli.keylog import keylog_counts, keylog_news, keylog_option, keylog_warnings, no_kafka_message
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
-from kinspect.capture.source import sniff_format
 from kinspect.cli.overlap import refuse_writing_over_inputs
-from kinspect.inputs import Tally, walk
 from kinspect.limits import Limits
 from kinspect.filters import ExchangeFilter
 from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
@@ -70,22 +67,12 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     write = None if out.interactive else out.stream.write  # piped text: plain lines (see print_record)
     for line in keylog_warnings(keylog):
         out.warn(line)
-    tally = Tally()
     shown = kept = 0
-    entries = list(walk(captures, _recognise, streams=True, unrecognised="not a capture"))
-    several = sum(entry.kind is not None for entry in entries) > 1  # each record names its capture
+    found = CaptureWalk(captures, out)
+    entries = list(found)
+    several = len(entries) > 1  # each record names its capture
     for entry in entries:
-        tally.add(entry)
         source = str(entry.path)
-        if entry.unreadable is not None:
-            out.warn(f"kinspect: {path_text(source)}: {entry.unreadable}")
-            exit_code = max(exit_code, EXIT_UNREADABLE)
-            continue
-        if entry.skipped is not None:
-            if entry.named:
-                out.warn(f"kinspect: {path_text(source)}: {entry.skipped}: not a capture file")
-                exit_code = max(exit_code, EXIT_UNREADABLE)
-            continue
         if count is not None and shown >= count:
             break
         counts = keylog_counts(keylog)
@@ -134,31 +121,23 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
             exit_code = max(exit_code, EXIT_PROBLEMS)
     if summary:
         print_summary(out, totals)
-    skipped = tally.skipped_line()
+    if found.unreadable:
+        exit_code = max(exit_code, EXIT_UNREADABLE)
+    skipped = found.tally.skipped_line()
     if verbose:
-        for path, why in tally.skipped_paths:
+        for path, why in found.tally.skipped_paths:
             out.warn(f"kinspect: skipped {path_text(path)}: {why}")
-    if tally.read == 0 and tally.unreadable == 0:
-        out.warn(f"kinspect: no capture in {', '.join(path_text(p) for p in captures)}"
-                 + (f": {skipped}" if skipped else ": no files") + "; kinspect decode reads pcap and pcapng "
-                 "files (also gzip'ed)")
+    nothing = found.nothing_read()
+    if nothing is not None:
+        out.warn(nothing + "; kinspect decode reads pcap and pcapng files (also gzip'ed)")
         exit_code = max(exit_code, EXIT_UNREADABLE)
     elif skipped and not verbose:
         out.warn(f"kinspect: {skipped}; -v lists them")
-    if keep.active and tally.read and kept == 0 and out.json_writes == 0:
+    if keep.active and found.tally.read and kept == 0 and out.json_writes == 0:
         out.warn(f"kinspect: no exchange matched the filters ({keep.describe()})")
     if strict and any_problems:
         exit_code = max(exit_code, EXIT_PROBLEMS)
     sys.exit(exit_code)
-
-
-def _recognise(path: Path, named: bool) -> str | None:
-    """'capture' when the file starts as a pcap, a pcapng or a gzip file does (named files are
-    decode's to judge: it reads them and says what they are not)."""
-    if named:
-        return "capture"
-    with open(path, "rb") as f:
-        return "capture" if sniff_format(f.read(4)) is not None else None
 
 
 def _is_exchange(output) -> bool:

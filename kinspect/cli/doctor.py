@@ -8,17 +8,15 @@ from pathlib import Path
 
 import click
 
-from kinspect.cli.exchanges import port_options, secrets_option, stream_bound_options
+from kinspect.cli.exchanges import CaptureWalk, port_options, secrets_option, stream_bound_options
 from kinspect.cli.keylog import keylog_option, keylog_warnings, no_kafka_message
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
-from kinspect.capture.source import sniff_format
 from kinspect.doctor.finding import ERROR, INFO, RANK, SEVERITIES, WARNING, iso
 from kinspect.doctor.options import DEFAULTS, Thresholds
 from kinspect.doctor.run import CHECKS, Doctor
 from kinspect.doctor.source import capture_records
-from kinspect.inputs import Tally, walk
 from kinspect.limits import Limits
 from kinspect.parallel import WorkerDied
 from kinspect.pipeline import CaptureUnreadable, DecodeRun
@@ -154,20 +152,10 @@ def read_captures(captures, out: Output, settings: dict, consume) -> int:
     """Every capture's finished records to ``consume``, as decode reads them (files, .gz,
     directories, -); what cannot be read is said on stderr. The exit code so far."""
     exit_code = EXIT_OK
-    tally = Tally()
     many = len(captures) > 1
-    for entry in walk(captures, _recognise, streams=True, unrecognised="not a capture"):
-        tally.add(entry)
+    found = CaptureWalk(captures, out)
+    for entry in found:
         source = str(entry.path)
-        if entry.unreadable is not None:
-            out.warn(f"kinspect: {path_text(source)}: {entry.unreadable}")
-            exit_code = max(exit_code, EXIT_UNREADABLE)
-            continue
-        if entry.skipped is not None:
-            if entry.named:
-                out.warn(f"kinspect: {path_text(source)}: {entry.skipped}: not a capture file")
-                exit_code = max(exit_code, EXIT_UNREADABLE)
-            continue
         many = many or entry.path != Path(captures[0])
         run = DecodeRun(source, **settings)
         try:
@@ -187,19 +175,13 @@ def read_captures(captures, out: Output, settings: dict, consume) -> int:
         if run.kafka_connections == 0:
             out.warn(no_kafka_message(path_text(source), run))
             exit_code = max(exit_code, EXIT_PROBLEMS)
-    if tally.read == 0 and tally.unreadable == 0:
-        skipped = tally.skipped_line()
-        out.warn(f"kinspect: no capture in {', '.join(path_text(p) for p in captures)}"
-                 + (f": {skipped}" if skipped else ": no files"))
+    if found.unreadable:
+        exit_code = max(exit_code, EXIT_UNREADABLE)
+    nothing = found.nothing_read()
+    if nothing is not None:
+        out.warn(nothing)
         exit_code = max(exit_code, EXIT_UNREADABLE)
     return exit_code
-
-
-def _recognise(path: Path, named: bool) -> str | None:
-    if named:
-        return "capture"
-    with open(path, "rb") as f:
-        return "capture" if sniff_format(f.read(4)) is not None else None
 
 
 def _log_dir(log_dir: Path, thresholds: Thresholds, limits: Limits, out: Output):

@@ -4,14 +4,17 @@ exchange, a notice and the summary are printed (through cli.output)."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import click
 
+from kinspect.capture.source import sniff_format
 from kinspect.cli.output import Output
 from kinspect.filters import ExchangeFilter, resolve_api
+from kinspect.inputs import Tally, walk
 from kinspect.pipeline import MAX_CONNECTIONS
 from kinspect.wire.frames import MAX_FRAME
-from kinspect.render.safe import escape
+from kinspect.render.safe import escape, path_text
 from kinspect.summary import Summary
 
 
@@ -153,3 +156,44 @@ def print_summary(out: Output, totals: Summary) -> None:
         out.text(f"{totals.orphans} responses without request; notices: {notes or 'none'}")
     for row in bounds:
         out.text(f"{row['count']} {row['kind']} notices, the first: {escape(row['what'])}")
+
+
+class CaptureWalk:
+    """The captures under ``paths`` as decode reads them (inputs.walk: files, .gz, directories, -),
+    each entry that can be read; what cannot be read, and a named file that is no capture, are
+    said on stderr and leave ``unreadable`` true. ``tally`` counts them all."""
+
+    def __init__(self, paths, out: Output):
+        self.paths, self.out = paths, out
+        self.tally = Tally()
+        self.unreadable = False
+
+    def __iter__(self):
+        for entry in walk(self.paths, recognise_capture, streams=True, unrecognised="not a capture"):
+            self.tally.add(entry)
+            if entry.unreadable is not None:
+                self.out.warn(f"kinspect: {path_text(entry.path)}: {entry.unreadable}")
+                self.unreadable = True
+            elif entry.skipped is not None:
+                if entry.named:
+                    self.out.warn(f"kinspect: {path_text(entry.path)}: {entry.skipped}: not a capture file")
+                    self.unreadable = True
+            else:
+                yield entry
+
+    def nothing_read(self) -> str | None:
+        """The line to say when no capture was read at all (None when one was, or failed)."""
+        if self.tally.read or self.tally.unreadable:
+            return None
+        skipped = self.tally.skipped_line()
+        return (f"kinspect: no capture in {', '.join(path_text(p) for p in self.paths)}"
+                + (f": {skipped}" if skipped else ": no files"))
+
+
+def recognise_capture(path: Path, named: bool) -> str | None:
+    """'capture' when the file starts as a pcap, a pcapng or a gzip file does (named files are
+    the command's to judge: it reads them and says what they are not)."""
+    if named:
+        return "capture"
+    with open(path, "rb") as f:
+        return "capture" if sniff_format(f.read(4)) is not None else None
