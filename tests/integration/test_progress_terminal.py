@@ -22,7 +22,6 @@ import pytest
 
 from tests.conftest import PCAPS, SAMPLES
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 BAR = "━"
 KINSPECT = f"{shlex.quote(sys.executable)} -m kinspect"

@@ -28,8 +28,8 @@ def other_filesystem_tempdir(tmp_path, monkeypatch):
     venv-pack packs into a temporary file and moves it to its output, which across file systems
     is a copy, and a copy opens its destination, following a link there."""
     shm = "/dev/shm"
-    if not os.path.isdir(shm) or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
-        pytest.skip("no second file system (/dev/shm) to put the temporary directory on")
+    assert os.path.isdir(shm) and os.stat(shm).st_dev != os.stat(tmp_path).st_dev, \
+        "the test needs /dev/shm on another file system than the tests' temporary directory"
     directory = tempfile.mkdtemp(dir=shm)
     monkeypatch.setattr(tempfile, "tempdir", directory)
     yield directory
