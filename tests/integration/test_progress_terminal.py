@@ -57,8 +57,10 @@ def segment_of_many_batches(target, megabytes: int) -> None:
 
 class Pane:
     def __init__(self, tmp_path):
-        self.socket = f"kinspect-test-{os.getpid()}"
         self.name = f"s{next(_sessions)}"
+        # A server of its own: when a session's server exits with its last session, a new
+        # session started on the same socket at that moment fails (seen in CI).
+        self.socket = f"kinspect-test-{os.getpid()}-{self.name}"
         self.raw = tmp_path / f"{self.name}.raw"
         self.cwd = tmp_path
 
@@ -83,7 +85,7 @@ class Pane:
                 assert time.monotonic() < deadline, f"{command} did not end: {screen[-2000:]}"
                 time.sleep(0.2)
         finally:
-            subprocess.run([*tmux, "kill-session", "-t", self.name], capture_output=True)
+            subprocess.run([*tmux, "kill-server"], capture_output=True)
         lines = screen.rstrip("\n").split("\n")
         start = lines.index("__BEGIN")
         end = next(i for i in range(start, len(lines)) if lines[i].startswith("__END"))
