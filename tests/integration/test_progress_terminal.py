@@ -130,3 +130,15 @@ def test_the_bar_never_mixes_with_the_output(inputs, tmp_path, command, drawn):
     assert with_bar == without_bar
     assert with_bar and with_bar[-1].startswith("__END")
     assert len(with_bar) > 1
+
+
+def test_spark_bar_is_gone_from_the_final_screen(tmp_path):
+    """Spark's bar (files and bytes done, polled from the job's tasks) is drawn on the terminal
+    while the job runs, and nothing of it stays on the final screen or glued to its output."""
+    shutil.copy(PCAPS / "librdkafka-produce-consume.pcapng", tmp_path / "small.pcapng")
+    shown, raw = Pane(tmp_path).run(f"{KINSPECT} spark small.pcapng --out o", "0", timeout=300)
+    assert BAR.encode() in raw, raw[-3000:]
+    assert shown[-1] == "__END0", shown
+    assert not any(BAR in line or "decoding" in line for line in shown), shown
+    summary = [line for line in shown if "exchanges" in line]
+    assert summary and summary[-1].startswith("1 files (42,288 bytes), 61 exchanges, 0 problems"), shown
