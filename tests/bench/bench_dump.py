@@ -26,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.bench.measure import machine_facts  # noqa: E402
 from tests.lab.kafka import CACHE, KAFKA_4, KafkaBroker, KafkaTools  # noqa: E402
 
 RESULTS = REPO / "tests" / "bench" / "results" / "bench_dump.json"
@@ -126,7 +127,7 @@ def main() -> None:
         "segment": {"bytes": size, "gib": round(size / 2**30, 3),
                     "record_size": options.record_size, "written_by": f"Apache Kafka {KAFKA_4} "
                     f"(lab broker, ProducerPerformance, compression none)"},
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+        "machine": {**machine_facts(), "cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(),
                     "java": subprocess.run(["java", "-version"], capture_output=True,
                                            text=True).stderr.splitlines()[0]},

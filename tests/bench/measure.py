@@ -193,8 +193,15 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def code_facts() -> dict:
+    """The commit the repository's working tree is at, and kinspect's files changed since: every
+    figure is recorded with the code it measured (a snapshot's own facts take precedence)."""
+    changed = _git("status", "--porcelain", "kinspect").splitlines()
+    return {"commit": _git("rev-parse", "HEAD"), "uncommitted": sorted(line[3:] for line in changed)}
+
+
 def machine_facts() -> dict:
-    return {"nproc": os.cpu_count(), "cpu_model": _cpu_model(),
+    return {**code_facts(), "nproc": os.cpu_count(), "cpu_model": _cpu_model(),
             "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
             "kernel": platform.release(), "python": sys.version.split()[0],
             "tshark": _first_line(["tshark", "--version"]),
