@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kinspect.capture.source import sniff_format
-from kinspect.pipeline import CaptureUnreadable, DecodeRun
+from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import ERROR, INFO, WARNING, Problem
 from kinspect.limits import Limits
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT

@@ -13,12 +13,12 @@ from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.limits import Limits
-from kinspect.filters import ExchangeFilter
-from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
-from kinspect.pipeline import CaptureUnreadable, DecodeRun
+from kinspect.decode.filters import ExchangeFilter
+from kinspect.decode.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
+from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
 from kinspect.render.safe import path_text
-from kinspect.summary import Summary
+from kinspect.decode.summary import Summary
 
 EPILOG = """\b
 Examples:

@@ -18,8 +18,8 @@ from kinspect.doctor.options import DEFAULTS, Thresholds
 from kinspect.doctor.run import CHECKS, Doctor
 from kinspect.doctor.source import capture_records
 from kinspect.limits import Limits
-from kinspect.parallel import WorkerDied
-from kinspect.pipeline import CaptureUnreadable, DecodeRun
+from kinspect.decode.parallel import WorkerDied
+from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
 from kinspect.render.safe import escape, path_text, text_of
 

@@ -10,12 +10,12 @@ import click
 
 from kinspect.capture.source import sniff_format
 from kinspect.cli.output import Output
-from kinspect.filters import ExchangeFilter, resolve_api
+from kinspect.decode.filters import ExchangeFilter, resolve_api
 from kinspect.inputs import Tally, walk
-from kinspect.pipeline import MAX_CONNECTIONS
+from kinspect.decode.pipeline import MAX_CONNECTIONS
 from kinspect.wire.frames import MAX_FRAME
 from kinspect.render.safe import escape, path_text
-from kinspect.summary import Summary
+from kinspect.decode.summary import Summary
 
 
 def _apis(ctx, param, values):
@@ -128,7 +128,7 @@ def emit(out: Output, output, mode: str, totals: Summary, lines: bool, verbose: 
     """One finished record of a live adapter (sniff, the proxy) out as its mode says: into the
     summary's totals, or written at once (JSON pieces, or the text lines) and flushed, unless
     ``lines`` is false (the dashboard holds the terminal)."""
-    from kinspect.parallel import JSON, SUMMARY
+    from kinspect.decode.parallel import JSON, SUMMARY
 
     if mode == SUMMARY:
         totals.add(output)

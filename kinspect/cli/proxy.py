@@ -16,12 +16,12 @@ import click
 from kinspect.cli.exchanges import emit, filter_options, print_summary
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
-from kinspect.filters import ExchangeFilter
+from kinspect.decode.filters import ExchangeFilter
 from kinspect.limits import Budget, Limits
-from kinspect.parallel import JSON, RECORD, SUMMARY, finish
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.parallel import JSON, RECORD, SUMMARY, finish
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from kinspect.summary import Summary
+from kinspect.decode.summary import Summary
 from kinspect.wire.frames import MAX_FRAME
 
 PENDING_TIMEOUT = 60.0

@@ -19,12 +19,12 @@ from kinspect.cli.keylog import keylog_counts, keylog_news, keylog_option, keylo
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
-from kinspect.filters import ExchangeFilter
+from kinspect.decode.filters import ExchangeFilter
 from kinspect.limits import Budget, Limits
-from kinspect.parallel import JSON, RECORD, SUMMARY, finish
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.parallel import JSON, RECORD, SUMMARY, finish
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, EXIT_USAGE
-from kinspect.summary import Summary
+from kinspect.decode.summary import Summary
 
 PENDING_TIMEOUT = 60.0   # Kafka's request.timeout.ms is 30 s; a JoinGroup may wait longer
 IDLE_TIMEOUT = 600.0     # the broker's connections.max.idle.ms is 9 minutes

@@ -11,7 +11,7 @@ import click
 from kinspect.cli.exchanges import filter_options, port_options, secrets_option
 from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.overlap import refuse_writing_over_inputs
-from kinspect.filters import ExchangeFilter
+from kinspect.decode.filters import ExchangeFilter
 from kinspect.problems import EXIT_OK, EXIT_UNFINISHED, EXIT_UNREADABLE
 from kinspect.render.safe import escape, path_text
 from kinspect.spark.interrupt import Interrupts

@@ -11,7 +11,7 @@ from kinspect.doctor.bounded import Bounded
 from kinspect.doctor.exchanges import ends, is_internal
 from kinspect.doctor.finding import INFO, WARNING, evidence, finding
 from kinspect.doctor.options import DEFAULTS, Thresholds
-from kinspect.filters import topics_of
+from kinspect.decode.filters import topics_of
 
 NAME = "errors"
 ROUTINE = frozenset({

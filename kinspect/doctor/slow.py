@@ -17,7 +17,7 @@ from kinspect.doctor.bounded import Bounded
 from kinspect.doctor.exchanges import ends, is_internal
 from kinspect.doctor.finding import WARNING, evidence, finding
 from kinspect.doctor.options import DEFAULTS, Thresholds
-from kinspect.summary import Latencies
+from kinspect.decode.summary import Latencies
 
 NAME = "slow"
 FETCH, JOIN_GROUP, SYNC_GROUP, SHARE_FETCH = 1, 11, 14, 78

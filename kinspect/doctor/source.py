@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from kinspect.parallel import RECORD, finished
+from kinspect.decode.parallel import RECORD, finished
 
 
 def _every(record: dict) -> bool:

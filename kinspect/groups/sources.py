@@ -17,7 +17,7 @@ from kinspect.groups.model import GroupsView
 from kinspect.groups.partition import DEFAULT_PARTITIONS, partition_for
 from kinspect.groups.replay import OffsetsReplay
 from kinspect.limits import DEFAULT_LIMITS, Limits
-from kinspect.pipeline import CaptureUnreadable, DecodeRun
+from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import INFO, WARNING, Problem, ProblemCap
 from kinspect.storage import files
 from kinspect.storage.mapped import mapped

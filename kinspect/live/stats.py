@@ -15,8 +15,8 @@ import threading
 import time
 from collections import Counter, deque
 
-from kinspect.filters import topics_of
-from kinspect.summary import percentile
+from kinspect.decode.filters import topics_of
+from kinspect.decode.summary import percentile
 
 WINDOW = 10.0           # seconds the rates and percentiles look back
 WINDOW_SAMPLES = 20_000  # latencies kept per API within the window

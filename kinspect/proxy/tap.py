@@ -31,7 +31,7 @@ from collections import deque
 from typing import Iterator
 
 from kinspect.capture.tcp import TICK, StreamData, StreamEnd, StreamGap
-from kinspect.pipeline import StreamOpen
+from kinspect.decode.pipeline import StreamOpen
 
 HEADER = struct.Struct("<BIdI")
 OPEN, CLIENT, SERVER, CLIENT_GAP, SERVER_GAP, CLIENT_END, SERVER_END = range(7)

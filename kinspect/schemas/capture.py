@@ -6,7 +6,7 @@ responses, topic ids named as decode names them.
         collected.exchange(exchange)          # cheap for every other API and topic
     feed_records(store, collected.records())  # (topic, key, value, offset), in offset order
 
-read_capture does both over a whole capture file (kinspect.pipeline's DecodeRun).
+read_capture does both over a whole capture file (kinspect.decode.pipeline's DecodeRun).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class SchemaRecords:
 
 def read_capture(path: str, store: SchemaStore, topic: str = DEFAULT_TOPIC, **run_options) -> int:
     """Replays the `topic` records of a capture file; returns how many were found."""
-    from kinspect.pipeline import DecodeRun  # the capture path: imported only when one is read
+    from kinspect.decode.pipeline import DecodeRun  # the capture path: imported only when one is read
     collected = SchemaRecords(topic)
     for record in DecodeRun(path, **run_options).records():
         collected.exchange(record)

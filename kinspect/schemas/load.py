@@ -90,7 +90,7 @@ def _read_one(source: str, store, topic, limits, registries, capture_options, se
         head = f.read(4)
     if head[:4] in CAPTURE_MAGICS or head[:2] == b"\x1f\x8b":
         from kinspect.schemas.capture import read_capture
-        from kinspect.pipeline import CaptureUnreadable
+        from kinspect.decode.pipeline import CaptureUnreadable
         try:
             count = read_capture(str(path), store, topic, **capture_options)
         except CaptureUnreadable as e:

@@ -488,7 +488,7 @@ def _not_whole(rows: list[dict]) -> dict[str, list[str]]:
     (kinspect.shards)."""
     import json
 
-    from kinspect.shards import not_whole
+    from kinspect.decode.shards import not_whole
     reports: dict[str, list] = {}
     for row in rows:
         if row.get("file_flows"):

@@ -50,8 +50,8 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
-from kinspect.filters import TOPIC_LISTS, topics_of
-from kinspect.shards import end_problems
+from kinspect.decode.filters import TOPIC_LISTS, topics_of
+from kinspect.decode.shards import end_problems
 from kinspect.wire.topics import NULL_TOPIC_ID
 
 BATCH_ROWS = 4096  # rows per Arrow batch handed to Spark

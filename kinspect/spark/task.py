@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from kinspect import native
 from kinspect.capture.source import CaptureError
-from kinspect.parallel import keep_heap
-from kinspect.pipeline import CaptureUnreadable, DecodeRun
+from kinspect.decode.parallel import keep_heap
+from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.render.safe import path_text
 from kinspect.spark.plan import Input, Shard, Unit, special_kind
 from kinspect.spark.remote import is_uri, open_uri

@@ -53,7 +53,7 @@ class Decoder:
 
 def collect(path: Path) -> tuple[list[tuple[int, bytes, int]], float]:
     """(codec, payload, magic) of every decompress call while decoding path; the decode's CPU s."""
-    from kinspect.pipeline import DecodeRun
+    from kinspect.decode.pipeline import DecodeRun
     from kinspect.records import codecs
     real = codecs.decompress
     seen: list[tuple[int, bytes, int]] = []

@@ -22,7 +22,7 @@ LAYERS = (  # (layer, path fragments of its modules); first match wins
     ("records", ("kinspect/records/",)),
     ("JSON encode", ("kinspect/render/jsonl.py", "/json/")),
     ("output write", ("kinspect/cli/output.py",)),
-    ("pipeline, CLI", ("kinspect/pipeline.py", "kinspect/cli/", "kinspect/filters.py", "kinspect/summary.py")),
+    ("pipeline, CLI", ("kinspect/decode/pipeline.py", "kinspect/cli/", "kinspect/decode/filters.py", "kinspect/decode/summary.py")),
 )
 OWN_LAYERS = (  # built-ins reported on their own: (layer, substrings of the built-in's name)
     ("records: decompress (C)", ("decompress",)),

@@ -22,7 +22,7 @@ from kinspect.capture.link import decode_tcp
 from kinspect.capture.source import open_capture
 from kinspect.capture.tcp import TcpReassembler
 from kinspect.limits import Budget
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.render import jsonl
 from kinspect.wire import messages
 from kinspect.wire.exchange import RAW, complete

@@ -11,9 +11,9 @@ import io
 import harness
 
 with harness.instrumented("kinspect.capture", "kinspect.wire", "kinspect.records",
-                          "kinspect.limits", "kinspect.pipeline"):
+                          "kinspect.limits", "kinspect.decode.pipeline"):
     from kinspect.limits import Limits
-    from kinspect.pipeline import CaptureUnreadable, DecodeRun
+    from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 
 from kinspect.render.jsonl import dumpb  # noqa: E402
 

@@ -33,7 +33,7 @@ from kinspect.wire import messages
 from kinspect.wire.apis import API_NAMES
 from kinspect.wire.exchange import RAW
 from kinspect.wire.frames import Frame, FrameBuffer
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 
 REPO = Path(__file__).resolve().parents[2]
 REALDATA = REPO / "tests" / "data" / "thirdparty"

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kinspect.pipeline import MAX_CONNECTIONS
+from kinspect.decode.pipeline import MAX_CONNECTIONS
 from tests.conftest import PCAPS
 from tests.hostile import inputs, inputs_proxy, inputs_schemas, inputs_tls, inputs_wire, runner
 

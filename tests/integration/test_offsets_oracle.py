@@ -22,7 +22,7 @@ import pytest
 from kinspect.groups.exchanges import CaptureReplay
 from kinspect.groups.model import ABORTED, COMMITTED, DELETED
 from kinspect.groups.sources import read_capture, read_live, read_log_dir, read_segments
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from tests.lab.kafka import KAFKA_4, LAB_FILES, KafkaBroker
 from tests.lab.pytest_fixtures import require_lab_host
 from tests.lab.recorder import Recorder

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from tests.conftest import PCAPS, REALDATA
 from tests.tshark_oracle import kinspect_requests, tshark_requests
 

@@ -129,7 +129,7 @@ def test_a_damaged_capture_names_the_exchange(tmp_path):
 
 
 def _first_produce_crc() -> int:
-    from kinspect.pipeline import DecodeRun
+    from kinspect.decode.pipeline import DecodeRun
     for record in DecodeRun(str(PCAPS / "kafka-python-sll2.pcap")).records():
         if record.get("api_name") == "Produce" and record.get("request"):
             for topic in record["request"]["topic_data"]:

@@ -14,12 +14,12 @@ from collections import Counter
 
 from rich.console import Console
 
-from kinspect.filters import ExchangeFilter, topics_of
+from kinspect.decode.filters import ExchangeFilter, topics_of
 from kinspect.limits import Budget, Limits
 from kinspect.live.dashboard import TOP, Dashboard, _size
 from kinspect.live.stats import WINDOW, LiveStats
-from kinspect.parallel import RECORD, finish
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.parallel import RECORD, finish
+from kinspect.decode.pipeline import DecodeRun
 from tests.conftest import PCAPS
 
 CAPTURE = PCAPS / "java-transactions.pcap"

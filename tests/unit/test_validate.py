@@ -535,7 +535,7 @@ def test_named_files_that_are_nothing_kafka_are_unreadable():
 def _produce_batch(capture: Path) -> tuple[int, int, dict]:
     """A Produce request's first batch: its position in the capture file, its partition, and
     the batch as decoded."""
-    from kinspect.pipeline import DecodeRun
+    from kinspect.decode.pipeline import DecodeRun
     for record in DecodeRun(str(capture)).records():
         if record.get("api_name") == "Produce" and record.get("request"):
             partition = record["request"]["topic_data"][0]["partition_data"][0]

@@ -7,10 +7,10 @@ from kinspect.capture.pcapng import PcapngParser
 from kinspect.capture.source import open_capture
 from kinspect.capture.tcp import TICK
 from kinspect.capture.write import Recording, _block, interface_description, section_header
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.render.jsonl import dumps
 from tests.conftest import PCAPS
-from tests.unit.test_pipeline_seam import ListSource
+from tests.unit.decode.test_pipeline_seam import ListSource
 
 CAPTURE = PCAPS / "librdkafka-mtu1500.pcap"
 

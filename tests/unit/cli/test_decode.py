@@ -60,7 +60,7 @@ def test_piped_text_is_what_rich_prints_without_a_terminal(tmp_path, make, verbo
     import io
 
     from kinspect.cli.output import Output
-    from kinspect.pipeline import DecodeRun
+    from kinspect.decode.pipeline import DecodeRun
     from kinspect.render.text import exchange_line, problem_lines, tree_lines
     from tests.hostile import inputs
 

@@ -1,7 +1,7 @@
 from kinspect.doctor.clients import Inventory
 from kinspect.doctor.options import Thresholds
 from kinspect.doctor.source import capture_records
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from tests.conftest import PCAPS
 from tests.unit.doctor.handmade import exchange
 

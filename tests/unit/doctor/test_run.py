@@ -9,7 +9,7 @@ from kinspect.doctor import kip896
 from kinspect.doctor.finding import INFO, WARNING
 from kinspect.doctor.run import CHECKS, Doctor
 from kinspect.doctor.source import capture_records
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from tests.conftest import PCAPS
 
 CAPTURES = sorted(p for p in PCAPS.iterdir() if p.suffix in (".pcap", ".pcapng"))

@@ -4,7 +4,7 @@ import pytest
 
 from kinspect.groups.exchanges import CaptureReplay
 from kinspect.groups.model import ABORTED, COMMITTED, FETCHED, PENDING, REJECTED, UNANSWERED
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.wire.encode import encode_body
 from kinspect.wire.messages import decode_body
 from tests.conftest import PCAPS

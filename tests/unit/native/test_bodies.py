@@ -9,7 +9,7 @@ import random
 import pytest
 
 from kinspect import native
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.wire.exchange import collect_error_codes
 from tests.conftest import PCAPS, REALDATA
 from tests.unit.native import needs_c

@@ -50,7 +50,7 @@ def test_dumpb_uses_it_and_matches_the_python_path():
 
 @needs_c
 def test_every_record_key_and_value_of_real_captures():
-    from kinspect.pipeline import DecodeRun
+    from kinspect.decode.pipeline import DecodeRun
     from tests.conftest import PCAPS
 
     seen = 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kinspect import native
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.records import batch
 from kinspect.records.recordset import decode_records
 from tests.conftest import PCAPS, SAMPLES, UNLICENSED

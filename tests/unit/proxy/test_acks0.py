@@ -3,8 +3,8 @@ once, expecting no response, and neither the summary nor the live figures count 
 
 from kinspect.capture.tcp import StreamData, StreamEnd
 from kinspect.live.stats import LiveStats
-from kinspect.pipeline import DecodeRun, StreamOpen
-from kinspect.summary import Summary
+from kinspect.decode.pipeline import DecodeRun, StreamOpen
+from kinspect.decode.summary import Summary
 from kinspect.wire.encode import encode_request
 
 CLIENT = (b"\x7f\x00\x00\x01", 40000, b"\x7f\x00\x00\x01", 19092)

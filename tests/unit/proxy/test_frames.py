@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.proxy.frames import Requests, Responses
 from kinspect.wire.encode import encode_request
 from tests.conftest import PCAPS

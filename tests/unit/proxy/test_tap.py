@@ -6,7 +6,7 @@ import json
 import os
 import threading
 
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.proxy.tap import CLIENT, SERVER, PipeSource, Tap
 from kinspect.render.jsonl import dumps
 from tests.conftest import PCAPS

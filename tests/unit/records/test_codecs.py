@@ -9,7 +9,7 @@ import pytest
 import snappy
 import zstandard
 
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.records import codecs
 from kinspect.records.codecs import (GZIP, LZ4, SNAPPY, XERIAL_MAGIC, ZSTD, codec_name,
                                      decompress, xxh32)

@@ -17,8 +17,8 @@ import pytest
 
 from kinspect import native
 from kinspect.limits import DEFAULT_LIMITS, Budget
-from kinspect.parallel import JSON, SUMMARY, finish
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.parallel import JSON, SUMMARY, finish
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.records.checks import check_batch
 from kinspect.records.packed import PackedRecords
 from kinspect.records.recordset import decode_records

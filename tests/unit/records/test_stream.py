@@ -13,7 +13,7 @@ from kinspect.records.stream import RecordStream
 from kinspect.render.jsonl import dumpb, pieces, plain
 from kinspect.storage.segment import walk_segment
 from tests.conftest import PCAPS, SAMPLES
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 
 
 def varint(value: int) -> bytes:

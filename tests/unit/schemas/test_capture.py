@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.schemas.capture import SchemaRecords, read_capture
 from kinspect.schemas.records import apply_record
 from kinspect.schemas.registry import SchemaStore

@@ -175,10 +175,10 @@ def test_local_masters_retry_tasks(master, expected):
 
 def test_summary_equals_decode_summary_of_the_same_exchanges(spark_session, tables):
     """Spark's percentile_approx at the chosen accuracy gives decode --summary's nearest-rank values."""
-    from kinspect.parallel import SUMMARY, finish
-    from kinspect.pipeline import DecodeRun
+    from kinspect.decode.parallel import SUMMARY, finish
+    from kinspect.decode.pipeline import DecodeRun
     from kinspect.spark import summary
-    from kinspect.summary import Summary
+    from kinspect.decode.summary import Summary
     from kinspect.wire.topics import TopicNames
 
     _, _, out = tables
@@ -249,7 +249,7 @@ def test_progress_reads_the_status_tracker_of_a_real_job(spark_session, tmp_path
 def test_summary_clients_and_topics_equal_a_plain_computation(spark_session, tables):
     """Per client and API latencies (nearest rank) and traffic per topic, from the same rows."""
     from kinspect.spark import summary
-    from kinspect.summary import percentile
+    from kinspect.decode.summary import percentile
     _, _, out = tables
     got = {name: [r.asDict() for r in df.collect()]
            for name, df in summary.summarize(job.read_exchanges(spark_session, str(out))).items()}

@@ -231,7 +231,7 @@ def test_raw_sasl_tokens_fold_past_the_first_ten():
 def test_responses_with_no_request_fold_past_the_first_ten():
     """A capture of the broker's side only: every response an orphan, 8 bytes each."""
     from kinspect.live.stats import LiveStats
-    from kinspect.summary import Summary
+    from kinspect.decode.summary import Summary
 
     c = connection()
     out = c.server_data(struct.pack(">ii", 4, 7) * 25, 1.0)

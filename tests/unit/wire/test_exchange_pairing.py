@@ -18,7 +18,7 @@ import pytest
 from kinspect.capture.link import decode_tcp
 from kinspect.capture.source import open_capture
 from kinspect.capture.tcp import StreamData, TcpReassembler
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from tests.conftest import PCAPS
 from tests.hostile.packets import Connection, PcapWriter
 

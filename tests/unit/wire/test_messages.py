@@ -570,7 +570,7 @@ def test_arrays_of_fixed_size_structs_fast_path_and_its_fallback():
 
 def test_a_body_decodes_the_same_in_place_as_sliced_out():
     # exchange.complete decodes bodies inside their frames (start=) rather than slicing a copy
-    from kinspect.pipeline import DecodeRun
+    from kinspect.decode.pipeline import DecodeRun
     from kinspect.wire.exchange import RAW
 
     checked = 0

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 
 NDPI = "ndpi/kafka.pcapng"
 
@@ -96,7 +96,7 @@ def _half_open(tmp_path, count):
 
 
 def test_notices_of_connections_closed_at_once_are_the_first_ten_of_a_kind_and_a_count(tmp_path):
-    from kinspect.summary import Summary
+    from kinspect.decode.summary import Summary
 
     path = _half_open(tmp_path, 1000)
     records = list(DecodeRun(path, max_connections=200).records())  # 400 directions: sweeps of 50
@@ -129,7 +129,7 @@ def test_a_half_open_connection_holds_three_objects_for_the_cyclic_gc():
     import gc
 
     from kinspect.capture.tcp import TcpReassembler
-    from kinspect.pipeline import _dispatch
+    from kinspect.decode.pipeline import _dispatch
     from kinspect.wire.session import KafkaSession
 
     reassembler, session = TcpReassembler(max_streams=1 << 20), KafkaSession()

@@ -6,7 +6,7 @@ import math
 from array import array
 from collections import Counter, defaultdict
 
-from kinspect.filters import topics_of
+from kinspect.decode.filters import topics_of
 
 EXACT_LATENCIES = 1_000_000  # per API; past them, a histogram of 0.1% wide buckets
 BOUND_NOTICES = frozenset({"expired"})  # notices that say a bound cut something

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from kinspect.capture.source import open_capture
 from kinspect.limits import Limits
-from kinspect.pipeline import FRAME_WORK, DecodeRun
-from kinspect.shards import not_whole
+from kinspect.decode.pipeline import FRAME_WORK, DecodeRun
+from kinspect.decode.shards import not_whole
 from tests.hostile.kafka import request, response
 from tests.hostile.packets import ACK, PSH, Connection, PcapWriter
 

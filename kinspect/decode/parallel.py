@@ -23,7 +23,7 @@ import time
 from collections import deque
 from typing import Callable, Iterator, Protocol
 
-from kinspect.filters import topics_of
+from kinspect.decode.filters import topics_of
 from kinspect.limits import Budget
 from kinspect.render.jsonl import pieces
 from kinspect.wire import messages

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from kinspect.pipeline import TOPIC_NAMING, DecodeRun
+from kinspect.decode.pipeline import TOPIC_NAMING, DecodeRun
 from kinspect.render.jsonl import pieces
 from kinspect.spark.plan import Shard, connection_shard
 from tests.conftest import PCAPS, REALDATA, SPECS

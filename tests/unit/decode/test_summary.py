@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from kinspect import summary
-from kinspect.summary import Latencies, Summary, percentile
+from kinspect.decode import summary
+from kinspect.decode.summary import Latencies, Summary, percentile
 
 
 def test_latencies_are_exact_while_few_then_within_a_tenth_of_a_percent(monkeypatch):

@@ -3,8 +3,8 @@ into a count, and so do the counts of connections closed at once (issue 30, item
 
 from pathlib import Path
 
-from kinspect.pipeline import NOTICES_AT_ONCE, DecodeRun
-from kinspect.summary import Summary
+from kinspect.decode.pipeline import NOTICES_AT_ONCE, DecodeRun
+from kinspect.decode.summary import Summary
 from kinspect.wire.exchange import NOTICES_SHOWN
 from tests.hostile.packets import ACK, PSH, Connection, PcapWriter
 

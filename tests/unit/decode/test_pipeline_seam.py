@@ -5,7 +5,7 @@ import json
 
 from kinspect.capture.source import open_capture
 from kinspect.capture.tcp import TICK
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.render.jsonl import dumps
 from tests.conftest import PCAPS
 

@@ -10,9 +10,9 @@ from collections import deque
 
 import pytest
 
-from kinspect.filters import ExchangeFilter
-from kinspect.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
-from kinspect.pipeline import DecodeRun
+from kinspect.decode.filters import ExchangeFilter
+from kinspect.decode.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
+from kinspect.decode.pipeline import DecodeRun
 from tests.conftest import PCAPS, REALDATA
 
 CAPTURES = sorted(PCAPS.glob("*.pcap*")) + [REALDATA / "ndpi/kafka.pcapng"]
@@ -25,12 +25,12 @@ def outputs(path, jobs, mode=JSON, keep=None, monkeypatch=None):
 
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
 def test_parallel_json_is_byte_identical(path, monkeypatch):
-    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 3)  # many chunks, many hand-overs
+    monkeypatch.setattr("kinspect.decode.parallel.CHUNK_RECORDS", 3)  # many chunks, many hand-overs
     assert outputs(path, 2) == outputs(path, 1)
 
 
 def test_parallel_summary_and_filters(monkeypatch):
-    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
+    monkeypatch.setattr("kinspect.decode.parallel.CHUNK_RECORDS", 2)
     path = PCAPS / "librdkafka-produce-consume.pcapng"
     keep = ExchangeFilter(topics=["lab-librdkafka"], errors_only=False)
     assert outputs(path, 2, SUMMARY, keep) == outputs(path, 1, SUMMARY, keep)
@@ -44,7 +44,7 @@ def test_text_records_are_finished_here_whatever_jobs_says(tmp_path, monkeypatch
 
     def no_workers(*args):
         raise AssertionError("text records went to worker processes")
-    monkeypatch.setattr("kinspect.parallel._parallel", no_workers)
+    monkeypatch.setattr("kinspect.decode.parallel._parallel", no_workers)
     for path in (PCAPS / "librdkafka-produce-consume.pcapng", inputs.amplified_produce_v9(tmp_path)):
         here = outputs(path, 1, RECORD)
         asked = outputs(path, 2, RECORD)
@@ -68,7 +68,7 @@ def test_lines_for_a_sink_without_a_file_descriptor_are_written_here(monkeypatch
 
     def no_workers(*args):
         raise AssertionError("lines for an in-memory sink went to worker processes")
-    monkeypatch.setattr("kinspect.parallel._parallel", no_workers)
+    monkeypatch.setattr("kinspect.decode.parallel._parallel", no_workers)
     path = PCAPS / "librdkafka-produce-consume.pcapng"
     sink = Memory()
     assert all(output is None for output, _ in finished(DecodeRun(path), ExchangeFilter(), JSON, 2, sink=sink))
@@ -77,7 +77,7 @@ def test_lines_for_a_sink_without_a_file_descriptor_are_written_here(monkeypatch
 
 def test_topic_names_learned_before_a_chunk_reach_it(monkeypatch):
     # Fetch v16 names topics by id only; the Metadata response before it names them.
-    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 1)
+    monkeypatch.setattr("kinspect.decode.parallel.CHUNK_RECORDS", 1)
     path = PCAPS / "librdkafka-produce-consume.pcapng"
     lines = [o for o, _ in outputs(path, 2) if o is not None and b'"api_name":"Fetch"' in o]
     assert lines and all(b'"topic":"lab-librdkafka"' in line for line in lines)
@@ -109,7 +109,7 @@ def sunk(path, jobs, out_file) -> tuple[bytes, list]:
 @pytest.mark.parametrize("name", ["librdkafka-produce-consume.pcapng", "java-transactions.pcap",
                                   "kafka39-legacy-mtu1500.pcapng"])
 def test_workers_write_their_lines_in_order(name, tmp_path, monkeypatch):
-    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)  # many chunks, many turns
+    monkeypatch.setattr("kinspect.decode.parallel.CHUNK_RECORDS", 2)  # many chunks, many turns
     one, one_results = sunk(PCAPS / name, 1, tmp_path / "one.jsonl")
     many, many_results = sunk(PCAPS / name, 3, tmp_path / "many.jsonl")
     assert one and many == one
@@ -119,7 +119,7 @@ def test_workers_write_their_lines_in_order(name, tmp_path, monkeypatch):
 
 
 def test_a_failing_write_reaches_the_main_process(tmp_path, monkeypatch):
-    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
+    monkeypatch.setattr("kinspect.decode.parallel.CHUNK_RECORDS", 2)
 
     class Broken(FileSink):
         def write_line(self, line: bytes) -> None:
@@ -172,8 +172,8 @@ def one_process_lines(name) -> list[bytes]:
 
 
 def test_a_worker_killed_mid_line_leaves_whole_lines_in_a_file(tmp_path, monkeypatch):
-    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
-    monkeypatch.setattr("kinspect.parallel.PIECE_BYTES", 1)  # a piece per line: some lines get out
+    monkeypatch.setattr("kinspect.decode.parallel.CHUNK_RECORDS", 2)
+    monkeypatch.setattr("kinspect.decode.parallel.PIECE_BYTES", 1)  # a piece per line: some lines get out
     name = "librdkafka-produce-consume.pcapng"
     sink = DyingSink(tmp_path / "out.jsonl", at=5, part=0.5)
     with Deadline(60), pytest.raises(WorkerDied) as died:
@@ -189,7 +189,7 @@ def test_a_worker_killed_mid_line_leaves_whole_lines_in_a_file(tmp_path, monkeyp
 
 
 def test_a_worker_killed_before_its_turn_stops_the_others_waiting_for_it(tmp_path, monkeypatch):
-    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
+    monkeypatch.setattr("kinspect.decode.parallel.CHUNK_RECORDS", 2)
     name = "librdkafka-produce-consume.pcapng"
     sink = DyingSink(tmp_path / "out.jsonl", at=3, part=0.0)
     with Deadline(60), pytest.raises(WorkerDied) as died:
@@ -202,7 +202,7 @@ def test_a_worker_killed_before_its_turn_stops_the_others_waiting_for_it(tmp_pat
 
 
 def test_a_worker_killed_mid_line_on_a_pipe_is_reported_as_cut(monkeypatch):
-    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
+    monkeypatch.setattr("kinspect.decode.parallel.CHUNK_RECORDS", 2)
     read_end, write_end = os.pipe()
 
     def drain():
@@ -251,13 +251,13 @@ class Switch:
 @pytest.mark.parametrize("name", ["librdkafka-produce-consume.pcapng", "java-transactions.pcap"])
 @pytest.mark.parametrize("mode", [JSON, SUMMARY])
 def test_switching_to_workers_midway_changes_nothing(name, mode, tmp_path, monkeypatch):
-    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 2)
-    monkeypatch.setattr("kinspect.parallel.Probe.FIRST_LOOK", 0.0)
-    monkeypatch.setattr("kinspect.parallel.Probe.LOOK_EVERY", 0.0)
+    monkeypatch.setattr("kinspect.decode.parallel.CHUNK_RECORDS", 2)
+    monkeypatch.setattr("kinspect.decode.parallel.Probe.FIRST_LOOK", 0.0)
+    monkeypatch.setattr("kinspect.decode.parallel.Probe.LOOK_EVERY", 0.0)
     switch = Switch(at=5)
-    monkeypatch.setattr("kinspect.parallel.Probe.pays", lambda probe, rest, free: switch(rest, free))
+    monkeypatch.setattr("kinspect.decode.parallel.Probe.pays", lambda probe, rest, free: switch(rest, free))
     started = []
-    monkeypatch.setattr("kinspect.parallel._parallel", _counting(started))
+    monkeypatch.setattr("kinspect.decode.parallel._parallel", _counting(started))
     assert outputs(PCAPS / name, None, mode) == outputs(PCAPS / name, 1, mode)
     assert switch.looks == 5 and started == [1]  # switched at the 5th record, then workers
     switch.looks = 0
@@ -267,7 +267,7 @@ def test_switching_to_workers_midway_changes_nothing(name, mode, tmp_path, monke
 
 
 def _counting(started: list):
-    from kinspect import parallel
+    from kinspect.decode import parallel
     real = parallel._parallel
 
     def counted(*args):
@@ -278,14 +278,14 @@ def _counting(started: list):
 
 def test_small_captures_stay_in_one_process(monkeypatch):
     started = []
-    monkeypatch.setattr("kinspect.parallel._parallel", _counting(started))
-    monkeypatch.setattr("kinspect.parallel.Probe.FIRST_LOOK", 0.0)
+    monkeypatch.setattr("kinspect.decode.parallel._parallel", _counting(started))
+    monkeypatch.setattr("kinspect.decode.parallel.Probe.FIRST_LOOK", 0.0)
     path = PCAPS / "librdkafka-produce-consume.pcapng"
     assert outputs(path, None) == outputs(path, 1) and not started
 
 
 def test_the_probe_weighs_the_rest_against_the_cost_of_starting():
-    from kinspect.parallel import Probe
+    from kinspect.decode.parallel import Probe
     probe = Probe(size=1000 << 20, workers=2)
     probe.read_s, probe.finish_s, probe.done = 0.02, 0.08, 10 << 20   # 1% read: 99 more to come
     assert probe.rest() == pytest.approx(99)
@@ -300,7 +300,7 @@ def test_the_probe_weighs_the_rest_against_the_cost_of_starting():
 
 
 def test_free_cpus_count_what_the_rest_of_the_machine_uses(monkeypatch):
-    from kinspect import parallel
+    from kinspect.decode import parallel
     clock = iter([0.0, 1.0])
     machine = iter([100.0, 101.5])  # 1.5 CPU-seconds busy in that second
     monkeypatch.setattr(parallel, "_machine_busy", lambda: next(machine))
@@ -318,7 +318,7 @@ def _chunk(*sizes):
 
 
 def test_ring_regions_follow_in_order_wrap_and_free_as_results_come_back():
-    from kinspect.parallel import _Ring
+    from kinspect.decode.parallel import _Ring
 
     def put(ring, *sizes):  # odd sizes: requests without a response
         chunk = _chunk(*sizes)
@@ -345,7 +345,7 @@ def test_ring_regions_follow_in_order_wrap_and_free_as_results_come_back():
 
 
 def test_ring_hands_the_worker_the_same_bytes():
-    from kinspect.parallel import _Ring
+    from kinspect.decode.parallel import _Ring
 
     ring = _Ring(1000)
     chunk = _chunk(3, 8, 0, 13)
@@ -358,7 +358,7 @@ def test_ring_hands_the_worker_the_same_bytes():
 
 @pytest.mark.parametrize("ring_bytes", [1, 4096, 65536])
 def test_a_small_ring_wraps_waits_and_falls_back_to_the_pipe_with_the_same_output(ring_bytes, monkeypatch):
-    monkeypatch.setattr("kinspect.parallel.CHUNK_RECORDS", 3)
-    monkeypatch.setattr("kinspect.parallel.RING_BYTES", ring_bytes)
+    monkeypatch.setattr("kinspect.decode.parallel.CHUNK_RECORDS", 3)
+    monkeypatch.setattr("kinspect.decode.parallel.RING_BYTES", ring_bytes)
     path = PCAPS / "librdkafka-produce-consume.pcapng"
     assert outputs(path, 2) == outputs(path, 1)

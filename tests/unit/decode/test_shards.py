@@ -8,9 +8,9 @@ import pytest
 
 from kinspect.capture import pcap
 from kinspect.limits import Limits
-from kinspect.pipeline import NOTICES_AT_ONCE, DecodeRun
+from kinspect.decode.pipeline import NOTICES_AT_ONCE, DecodeRun
 from kinspect.render.jsonl import pieces
-from kinspect.shards import end_problems, not_whole
+from kinspect.decode.shards import end_problems, not_whole
 from tests.conftest import PCAPS, REALDATA
 from tests.unit.capture.helpers import pcap_file
 from tests.unit.native import needs_c

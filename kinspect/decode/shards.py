@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kinspect.pipeline import NOTICES_AT_ONCE
+from kinspect.decode.pipeline import NOTICES_AT_ONCE
 
 
 def not_whole(reports: list[dict]) -> list[str]:

@@ -204,7 +204,7 @@ class DecodeRun:
         ``flows`` (shard, shards): decode only the TCP connections of that shard (capture/flows.py),
         leaving the others' packets unread where the C reader can tell them. The notices of
         connections still open at the end then all pass, counted by kind in ``end_notices``.
-        Such runs' records together are one run's when kinspect.shards.not_whole finds nothing
+        Such runs' records together are one run's when kinspect.decode.shards.not_whole finds nothing
         in their ``flows_report()``s."""
         self.source = source
         self.keep_record = keep_record
@@ -468,7 +468,7 @@ class DecodeRun:
                                     "BSD loopback and raw IP; re-capture with tcpdump -i any, or convert")
 
     def flows_report(self) -> dict:
-        """After a run of some connections (``flows``): what kinspect.shards needs from each
+        """After a run of some connections (``flows``): what kinspect.decode.shards needs from each
         shard to tell whether their records together are one whole run's. ``peaks``: the most
         each bound shared by every connection counted here; ``limits``: the bounds (a whole
         run acts past them); ``end_notices``; topic ids learned and looked up in vain (see
