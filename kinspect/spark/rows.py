@@ -131,6 +131,30 @@ TASK = pa.schema([("table", pa.string())] + list(EXCHANGES) +
 # The files table: a row per input, its shards' rows summed (every shard read the whole file)
 FILE_TABLE = pa.schema([f for f in FILES if f.name not in ("shard", "flows")])
 
+# Every table by the name the data source's option "table" gives it (source.py): the Parquet of
+# `kinspect spark` and the data source take their columns from here alone. "task" is what a task
+# gives out (all three in one schema).
+TABLES = {"exchanges": EXCHANGES, "records": RECORDS, "files": FILE_TABLE, "task": TASK}
+
+
+def table_row(task_row: dict, table: str) -> dict | None:
+    """A TASK row as a row of ``table`` (its columns under that table's names), or None when it
+    belongs to another table. A files row here is one task's: the files table's row only when the
+    file was decoded whole (source.py plans the files table so)."""
+    kind = task_row["table"]
+    if table == "task":
+        return task_row
+    if kind != table:
+        return None
+    if table == "files":
+        return {name: task_row.get(task) for task, name in FILE_COLUMNS.items() if name in _FILE_TABLE_NAMES}
+    if table == "records":
+        return {name: task_row.get(task) for task, name in RECORD_COLUMNS.items()}
+    return task_row
+
+
+_FILE_TABLE_NAMES = frozenset(FILE_TABLE.names)
+
 
 def file_table(task_rows) -> list[dict]:
     """The files table's rows (FILE_TABLE) from the tasks' files rows (TASK's FILE_COLUMNS),

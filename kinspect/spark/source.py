@@ -1,0 +1,136 @@
+"""Captures as a Spark data source: ``spark.read.format("kinspect").load(paths)``.
+
+Spark 4.0's Python Data Source API (pyspark.sql.datasource). ``register(spark)`` registers it
+in a session; ``.option("table", "exchanges"|"records"|"files")`` picks the table (rows.py's
+schemas, the ones `kinspect spark` writes). The options are source_options.py's.
+
+Where each part runs: Spark plans a Python data source in a Python process it starts beside
+the driver's JVM (the schema, then ``reader()`` and ``partitions()``: the inputs are listed and
+planned there by plan.py), and reads each partition in an executor's Python worker, with the
+reader and the partition pickled. This module imports only pyspark at its top and is pickled by
+value (register()), so an executor's Python without kinspect, or with another version, gets as
+far as ``read()``, which says so in one line (``KinspectMissing``) instead of failing to unpickle.
+The kinspect objects the tasks need (key log, filter, bounds) travel pickled as bytes, opened
+after that check.
+
+Sharded files: the user's source deals each exchange of a split file to one shard, every shard
+pairing every connection (plan.Shard): exact with no check across tasks, which a data source
+cannot make. `kinspect spark` (job.py) reads the shards by connection instead and checks them
+afterwards (kinspect.decode.shards), decoding again where they might differ.
+
+Spark 4.0.5's reader has no filter pushdown (``pushFilters`` came later): the api_name,
+client_id and topic options filter in the tasks.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+NAME = "kinspect"
+MARK = "kinspect executor:"  # starts the one line of KinspectMissing (cli/spark.py finds it in Spark's error)
+
+
+class KinspectMissing(RuntimeError):
+    """The Python that runs a task has no kinspect, or another version than the driver's."""
+
+
+def require_kinspect(expected: str) -> None:
+    """Raises KinspectMissing unless this Python imports kinspect at version ``expected``."""
+    ship = ("ship it with `kinspect spark --package env.tar.gz` (or spark.archives=env.tar.gz#environment "
+            "with spark.pyspark.python=./environment/bin/python), or install kinspect==" + expected +
+            " in every executor's Python")
+    try:
+        import kinspect
+    except ImportError:
+        raise KinspectMissing(f"{MARK} kinspect is not installed in the executors' Python ({sys.executable}), "
+                              f"the driver has kinspect {expected}: {ship}") from None
+    found = getattr(kinspect, "__version__", "unknown")
+    if found != expected:
+        raise KinspectMissing(f"{MARK} the executors' Python ({sys.executable}) has kinspect {found} "
+                              f"({getattr(kinspect, '__file__', '?')}), the driver {expected}: {ship}")
+
+
+class UnitPartition(InputPartition):
+    """One planned unit (plan.Unit) as plain values: ((path, size, error), ...), shard, shards."""
+
+    def __init__(self, files: tuple, shard: int = 0, shards: int = 1):
+        super().__init__((files, shard, shards))
+
+
+class KinspectReader(DataSourceReader):
+    """The batch reader: the planned units, and what every task needs to decode one.
+
+    ``payload``: pickle of (DecodeRun options, the exchange filter or None); ``files``: an
+    accumulator for the files rows (job.py), the table's batches then holding the exchanges alone."""
+
+    def __init__(self, table: str, units: list, payload: bytes, version: str, files=None):
+        self.table, self.units, self.payload, self.version, self.files = table, units, payload, version, files
+
+    def partitions(self):
+        return [UnitPartition(*unit) for unit in self.units]
+
+    def read(self, partition):
+        require_kinspect(self.version)
+        from kinspect.spark.reading import partition_batches
+        return partition_batches(partition.value, self.table, self.payload, self.files)
+
+
+class KinspectSource(DataSource):
+    """``spark.read.format("kinspect")``. A subclass made by given() carries a plan made on the
+    driver (job.py); register()'s carries the session's parallelism as the default ``cores``."""
+
+    given = None  # (table, units, payload, files): job.py's plan, options not read
+    default_cores = 1
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self):
+        require_kinspect(_version())
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from kinspect.spark import source_options
+        table = self.given[0] if self.given else source_options.table(self.options)
+        return from_arrow_schema(source_options.schema_of(table))
+
+    def reader(self, schema):
+        if self.given:
+            return KinspectReader(*self.given[:3], _version(), self.given[3])
+        from kinspect.spark.reading import planned
+        return KinspectReader(*planned(dict(self.options), self.default_cores), _version())
+
+    def streamReader(self, schema):
+        from kinspect.spark.stream import CaptureStream
+        return CaptureStream(dict(self.options), _version())
+
+
+def _version() -> str:
+    import kinspect
+    return kinspect.__version__
+
+
+def _by_value() -> None:
+    """This module pickled by value: an executor unpickles the reader without kinspect."""
+    from pyspark import cloudpickle
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def register(spark, cores: int | None = None) -> None:
+    """Registers ``spark.read.format("kinspect")`` (and readStream's) in ``spark``. ``cores``: the
+    parallelism plans are made for (the option ``cores`` overrides it); default: the session's."""
+    _by_value()
+    if cores is None:
+        from kinspect.spark.job import parallelism
+        cores = parallelism(spark)
+    spark.dataSource.register(type("KinspectSource", (KinspectSource,), {"default_cores": cores}))
+
+
+def given(spark, name: str, table: str, units: list, payload: bytes, files=None) -> None:
+    """Registers under ``name`` a source that reads ``units`` (plain values, as UnitPartition
+    takes them) as ``table`` ("task": rows.TASK): job.py's plan, decoded by the same reader."""
+    _by_value()
+    spark.dataSource.register(type("KinspectGiven", (KinspectSource,), {
+        "given": (table, units, payload, files), "name": classmethod(lambda cls: name)}))
