@@ -27,7 +27,7 @@ from pathlib import Path
 from kinspect.capture.source import sniff_format
 from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import ERROR, INFO, WARNING, Problem
-from kinspect.limits import Limits
+from kinspect.limits import Budget, Limits
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
 from kinspect.records.stream import BatchStream
 from kinspect.storage.segment import MIN_LENGTH, find_next_batch, walk_segment
@@ -359,7 +359,7 @@ def validate_bytes(data: bytes, name: str = "<bytes>", kind: str = "records", *,
 
 # ------------------------------------------------------------------ segments and record files
 
-def walk_records(buf, file: str, report: FileReport, *, max_output: int = DEFAULT_MAX_OUTPUT,
+def walk_records(buf, file: str, report: FileReport, *, max_output: int | Limits = DEFAULT_MAX_OUTPUT,
                  progress: Callable[[int], None] | None = None,
                  segment_name: str = "") -> Iterator[Finding]:
     """Every unit (v2 batch or legacy message) of a record file, checked, as Findings.
@@ -370,7 +370,11 @@ def walk_records(buf, file: str, report: FileReport, *, max_output: int = DEFAUL
     index = 0
     next_report = PROGRESS_EVERY
     damaged = None  # (position, length, base offset, index) of the last unit, if its CRC failed
-    for kind, item, problems in walk_segment(buf, "", checks=True, max_output=max_output):
+    limits = max_output if isinstance(max_output, Limits) else Limits(max_batch_bytes=max_output)
+    # records are counted and checked, never shown: a regular batch's stay packed as their bytes
+    # (no object per record; the checks need only their count and largest timestamp)
+    budget = Budget(limits, input_bytes=len(buf), pack_records=True)
+    for kind, item, problems in walk_segment(buf, "", checks=True, max_output=budget):
         pos = item["position"]
         if progress is not None and pos >= next_report:
             progress(pos)

@@ -1,0 +1,80 @@
+"""kinspect.validate keeps a regular batch's records packed as their bytes (no object per record):
+the findings and counts must be exactly those of the walk that decodes every record to a dict.
+
+Real segments (a real broker's, Kafka's __consumer_offsets, a KRaft metadata log, the doctor
+scenario's broker) and the same bytes damaged: a byte of every batch's records flipped, in turn
+in the varints, the keys and the values, so that packing is refused or the CRC fails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kinspect import validate as validate_module
+from kinspect.limits import Budget
+from kinspect.records.packed import PackedRecords
+from kinspect.storage.segment import walk_segment
+from tests.conftest import KAFKAFUN, SAMPLES, SOC_STREAMING
+from tests.unit.native import needs_c
+
+REPO = Path(__file__).resolve().parents[2]
+SEGMENTS = [SOC_STREAMING / "auth_events-0" / "00000000000000000000.log",
+            KAFKAFUN / "__consumer_offsets-39" / "00000000000000000000.log",
+            SAMPLES / "kafka-4.1.2" / "logs" / "__cluster_metadata-0" / "00000000000000000000.log",
+            REPO / "tests" / "data" / "doctor-scenario" / "logs" / "events-0" / "00000000000000000000.log"]
+
+
+def _lines(data: bytes, name: str, pack: bool, monkeypatch) -> list[str]:
+    real = validate_module.Budget
+    monkeypatch.setattr(validate_module, "Budget", lambda limits, input_bytes=0, pack_records=False:
+                        real(limits, input_bytes, pack_records=pack))
+    report, findings = validate_module.validate_bytes(data, name, "segment")
+    monkeypatch.setattr(validate_module, "Budget", real)
+    return [json.dumps(f.to_dict(), default=str) for f in findings] + [json.dumps(report.to_dict())]
+
+
+def _damaged(data: bytes, step: int) -> bytes:
+    """One byte flipped in each batch's records, ``step`` bytes into them."""
+    out, pos = bytearray(data), 0
+    while pos + 61 < len(out):
+        length = int.from_bytes(out[pos + 8:pos + 12], "big")
+        if length < 49:
+            break
+        if 61 + step < 12 + length:
+            out[pos + 61 + step] ^= 0x5A
+        pos += 12 + length
+    return bytes(out)
+
+
+@pytest.mark.parametrize("segment", SEGMENTS, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("step", [None, 0, 1, 3, 7, 20])
+def test_packed_records_give_the_findings_of_decoded_ones(segment, step, monkeypatch):
+    data = segment.read_bytes()
+    if step is not None:
+        data = _damaged(data, step)
+    name = segment.name
+    assert _lines(data, name, True, monkeypatch) == _lines(data, name, False, monkeypatch)
+
+
+@needs_c  # packing is the C scan's; the pure-Python twin decodes every record
+def test_validate_packs_regular_batches():
+    """The walk validate runs hands the checks PackedRecords for a real segment's regular batches."""
+    data = SEGMENTS[0].read_bytes()
+    seen = []
+    real = walk_segment
+
+    def spy(buf, path, **options):
+        budget = options["max_output"]
+        assert isinstance(budget, Budget) and budget.pack_records
+        for item in real(buf, path, **options):
+            seen.append(type(item[1].get("records")))
+            yield item
+
+    validate_module.walk_segment, saved = spy, validate_module.walk_segment
+    try:
+        validate_module.validate_bytes(data, SEGMENTS[0].name, "segment")
+    finally:
+        validate_module.walk_segment = saved
+    assert seen and set(seen) == {PackedRecords}
