@@ -40,11 +40,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--consumers", type=int, default=2)
     p.add_argument("--commit-every", type=int, default=500)
     p.add_argument("--rate", type=float, default=0, help="messages/s per producer; 0: unpaced")
+    p.add_argument("--rates", default="", help="per codec, overriding --rate: none=1500,lz4=3500")
+    p.add_argument("--burst", type=int, default=256,
+                   help="messages between pacing pauses (256: bursts that fill 10-60 KB requests; "
+                        "a few: a steady stream that librdkafka's linger cuts into small requests)")
+    p.add_argument("--librdkafka-defaults", action="store_true",
+                   help="leave linger.ms and batch.size at librdkafka's defaults (else 5 ms, 64 KiB)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=600)
     args = p.parse_args(argv)
     args.codecs = args.codecs.split(",")
     args.group = args.group or f"{args.topic}-group"
+    args.rates = {codec: float(rate) for codec, rate in (item.split("=") for item in args.rates.split(",") if item)}
     if set(args.codecs) - set(CODECS):
         p.error(f"unknown codecs {sorted(set(args.codecs) - set(CODECS))}")
     return args
@@ -90,14 +97,16 @@ class Tally:
 
 
 def produce(args, codec: str, pool: list[bytes], tally: Tally) -> None:
+    batching = {} if args.librdkafka_defaults else {"linger.ms": 5, "batch.size": 64 * 1024}
     producer = ck.Producer({"bootstrap.servers": args.bootstrap, "client.id": f"bench-producer-{codec}",
-                            "compression.codec": codec, "linger.ms": 5, "batch.size": 64 * 1024})
+                            "compression.codec": codec, **batching})
     counts = {"sent": 0, "delivered": 0, "failed": 0}
 
     def report(err, _msg):
         counts["failed" if err else "delivered"] += 1
 
     rng = random.Random(f"{args.seed}-{codec}")
+    rate = args.rates.get(codec, args.rate)
     started = time.monotonic()
     for i in range(args.messages):
         value = b'{"seq": %d, "codec": "%s", ' % (i, codec.encode()) + pool[i % POOL_SIZE][1:]
@@ -110,10 +119,10 @@ def produce(args, codec: str, pool: list[bytes], tally: Tally) -> None:
             except BufferError:  # local queue full: let librdkafka drain it
                 producer.poll(0.05)
         counts["sent"] += 1
-        if i % 256 == 0:
+        if i % args.burst == 0:
             producer.poll(0)
-            if args.rate:
-                ahead = i / args.rate - (time.monotonic() - started)
+            if rate:
+                ahead = i / rate - (time.monotonic() - started)
                 if ahead > 0:
                     time.sleep(ahead)
     left = producer.flush(60)
@@ -172,6 +181,8 @@ def main(argv: list[str] | None = None) -> None:
                 "bootstrap": args.bootstrap, "topic": args.topic, "topic_status": topic_status,
                 "group": args.group, "partitions": args.partitions, "consumers": args.consumers,
                 "value_size": args.value_size, "commit_every": args.commit_every, "rate": args.rate,
+                "rates": args.rates, "burst": args.burst, "batching": "librdkafka defaults" if args.librdkafka_defaults
+                else {"linger.ms": 5, "batch.size": 64 * 1024},
                 "produced": tally.produced, "consumed": tally.consumed, "commits": tally.commits,
                 "seconds": round(time.time() - started, 1)}
     json.dump(manifest, sys.stdout, indent=1)
