@@ -1,15 +1,20 @@
 """Decode benchmark (not a test): kinspect decode against tshark on the same capture, in one run.
 
-    python tests/bench/bench_decode.py                       # both cached lab captures, one after the other
+    python tests/bench/bench_decode.py                       # the three cached lab captures, one after the other
     python tests/bench/bench_decode.py FILE --port 9092 --fractions 0.1,1 --repeat 3
 
 The two capture shapes of issue 11: the MTU-1500 capture (1M packets of 1.5 KB; record it with
 sudo python tools/record_bench_capture.py) and the loopback capture (≥ 300 MB in segments of
-4-64 KB; sudo python tools/record_loopback_capture.py). On each, every tool decodes the first
+4-64 KB; sudo python tools/record_loopback_capture.py), and issue 36's small-Produce capture
+(librdkafka at its defaults: ≥ 25k Produce requests of 2-8 KB; sudo python
+tests/bench/record_small_produce.py). On each, every tool decodes the first
 10%, 25%, 50% and 100% of the capture's packets (prefixes cut with editcap) with stdout to
 /dev/null, tools interleaved; per run: wall time, the child's own CPU time and peak RSS
 (os.wait4), packets/s and MB/s of capture, and the CPU the rest of the machine used meanwhile.
-Ratios are tshark's time over the tool's, so 2.0 means twice tshark's speed. Prints a table per
+Ratios are tshark's time over the tool's, so 2.0 means twice tshark's speed. Beside the per-byte
+figures, CPU per exchange and per record (the capture's exchanges from an untimed --summary run,
+its records from an untimed validate run, which counts every record of every record set): on
+many small requests the cost per exchange is what users meet. Prints a table per
 capture and writes tests/bench/results/decode-<capture>-<date>.json (and .md) with the machine's
 facts.
 """
@@ -33,6 +38,7 @@ from tests.bench.measure import machine_facts, run_child, snapshot_kinspect  # n
 from tests.bench.prefixes import count_packets, prefix  # noqa: E402
 from tools.record_bench_capture import capture_path, manifest_path  # noqa: E402
 from tools.record_loopback_capture import NAME as LOOPBACK_NAME  # noqa: E402
+from tests.bench.record_small_produce import NAME as SMALL_PRODUCE_NAME  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)
@@ -41,6 +47,7 @@ DEFAULT_TOOLS = (PEER, "tshark -V", "kinspect --json", "kinspect --json -j1", "k
 SHAPES = {  # the cached captures a run without FILE measures, and how to record each
     capture_path(): "sudo python tools/record_bench_capture.py",
     capture_path(name=LOOPBACK_NAME): "sudo python tools/record_loopback_capture.py",
+    capture_path(name=SMALL_PRODUCE_NAME): "sudo python tests/bench/record_small_produce.py",
 }
 
 
@@ -151,9 +158,10 @@ def growth(rows: list[dict]) -> dict:
 
 COLUMNS = (("fraction", "{:>5.0%}"), ("tool", "{:<20}"), ("packets", "{:>9,}"), ("mb", "{:>8.1f}"),
            ("wall_s", "{:>8.2f}"), ("cpu_s", "{:>8.2f}"), ("packets_per_s", "{:>9,}"),
-           ("mb_per_s", "{:>7.2f}"), ("peak_rss_mb", "{:>8.1f}"), ("peak_tree_pss_mb", "{:>8.1f}"), ("speed_vs_tshark_wall", "{:>6}"),
+           ("mb_per_s", "{:>7.2f}"), ("us_per_exchange_cpu", "{:>8}"), ("us_per_record_cpu", "{:>8}"),
+           ("peak_rss_mb", "{:>8.1f}"), ("peak_tree_pss_mb", "{:>8.1f}"), ("speed_vs_tshark_wall", "{:>6}"),
            ("speed_vs_tshark_cpu", "{:>6}"), ("others_cores", "{:>6.2f}"))
-HEADINGS = ("part", "tool", "packets", "MB", "wall s", "cpu s", "pkts/s", "MB/s", "RSS MB", "tree MB",
+HEADINGS = ("part", "tool", "packets", "MB", "wall s", "cpu s", "pkts/s", "MB/s", "µs/exch", "µs/rec", "RSS MB", "tree MB",
             "×wall", "×cpu", "others")
 
 
@@ -168,11 +176,13 @@ def table(rows: list[dict]) -> str:
 
 def markdown(rows: list[dict]) -> str:
     """The table for tests/bench/README.md: medians, ratios against tshark, the others' load."""
-    lines = ["| part | tool | wall s | cpu s | pkts/s (wall) | MB/s (wall) | peak RSS MB | tree PSS MB "
-             "| ×tshark wall | ×tshark cpu | others' CPUs |", "|" + "---|" * 11]
+    lines = ["| part | tool | wall s | cpu s | pkts/s (wall) | MB/s (wall) | CPU µs/exchange | CPU µs/record "
+             "| CPU ns/byte | peak RSS MB | tree PSS MB | ×tshark wall | ×tshark cpu | others' CPUs |",
+             "|" + "---|" * 14]
     for r in rows:
         lines.append(f"| {r['fraction']:.0%} | {r['tool']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} "
-                     f"| {r['packets_per_s']:,} | {r['mb_per_s']:.1f} | {r['peak_rss_mb']:,.0f} "
+                     f"| {r['packets_per_s']:,} | {r['mb_per_s']:.1f} | {r.get('us_per_exchange_cpu')} "
+                     f"| {r.get('us_per_record_cpu')} | {r.get('ns_per_byte_cpu')} | {r['peak_rss_mb']:,.0f} "
                      f"| {r['peak_tree_pss_mb']:,.0f} | {r['speed_vs_tshark_wall']} | {r['speed_vs_tshark_cpu']} "
                      f"| {r.get('others_cores', 0):.2f} |")
     return "\n".join(lines)
@@ -219,12 +229,18 @@ def bench_capture(capture: Path, args, tools: list[str], fractions: list[float],
     if not summary_rows:
         summary_rows = _api_mix(capture, port, code)
     rows = aggregate(runs)
+    counts = {}
+    for fraction in fractions:
+        part = next(r for r in runs if r["fraction"] == fraction)
+        counts[fraction] = _counts(prefix(capture, part["packets"], count_packets(capture)), port, code)
+    per_unit(rows, counts)
     result = {"benchmark": "decode", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "seconds": round(time.time() - started, 1), "machine": facts,
               "load_average_after": os.getloadavg(),
               "capture": {"file": capture.name, "port": port, "packets": count_packets(capture),
                           "bytes": capture.stat().st_size, "manifest": _manifest_digest(manifest),
-                          "exchanges_by_api": [r for r in summary_rows if "count" in r and "error" not in r]},
+                          "exchanges_by_api": [r for r in summary_rows if "count" in r and "error" not in r],
+                          "counts_by_part": {str(f): c for f, c in counts.items()}},
               "commands": {tool: _shown(commands(port)[tool]("FILE")) for tool in tools},
               "rows": rows, "growth": growth(rows), "runs": runs}
     out = args.out or RESULTS / f"decode-{capture.stem}-{time.strftime('%Y%m%d-%H%M', time.gmtime(started))}.json"
@@ -249,6 +265,33 @@ def bench_capture(capture: Path, args, tools: list[str], fractions: list[float],
     print(note)
     print(f"results: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}", flush=True)
     return out
+
+
+def per_unit(rows: list[dict], counts: dict[float, dict]) -> None:
+    """CPU per exchange, per record and per byte of capture, beside each row's rates."""
+    for row in rows:
+        count = counts.get(row["fraction"], {})
+        cpu = row["cpu_s"]
+        row["exchanges"], row["records"] = count.get("exchanges"), count.get("records")
+        row["us_per_exchange_cpu"] = round(cpu / count["exchanges"] * 1e6, 2) if count.get("exchanges") else None
+        row["us_per_record_cpu"] = round(cpu / count["records"] * 1e6, 3) if count.get("records") else None
+        row["ns_per_byte_cpu"] = round(cpu / (row["mb"] * 1e6) * 1e9, 3) if row["mb"] else None
+
+
+def _counts(path: Path, port: int, code: Path) -> dict:
+    """Exchanges (all, and Produce) from one untimed --summary run, record sets, batches and
+    records from one untimed validate run (it counts every record of every record set)."""
+    rows = _api_mix(path, port, code)
+    exchanges = [r for r in rows if r.get("type") == "summary" and "count" in r]
+    argv = [sys.executable, "-m", "kinspect", "validate", "--json", str(path)]
+    with tempfile.TemporaryFile("w+") as out:
+        run_child(argv, stdout=out, cwd=code)
+        out.seek(0)
+        report = [json.loads(line) for line in out if line.strip()][-1]
+    return {"exchanges": sum(r["count"] for r in exchanges),
+            "produce_exchanges": sum(r["count"] for r in exchanges if r.get("api_name") == "Produce"),
+            "record_sets": report.get("record_sets"), "batches": report.get("batches"),
+            "records": report.get("records")}
 
 
 def _api_mix(capture: Path, port: int, code: Path) -> list[dict]:
