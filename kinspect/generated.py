@@ -1,5 +1,5 @@
-"""Where generated source becomes code: wire/messages.py's body decoders and storage/structs.py's
-readers are Python source generated from Kafka's schemas, compiled on first use.
+"""Where generated source becomes code: the body decoders and storage/structs.py's readers are
+Python source generated from Kafka's schemas (wire/codegen.py), compiled on first use.
 
 ``code(source, filename)`` is compile() unless an adapter installed another compiler with the
 same signature: the command line installs cli/codecache.py's, which keeps the bytecode between

@@ -22,7 +22,8 @@ from kinspect.problems import WARNING, Problem
 from kinspect.wire.apis import api_name, error_name, is_known, response_header_version
 from kinspect.wire.encode import encode_request
 from kinspect.wire.headers import parse_response_header
-from kinspect.wire.messages import decode_body, layout
+from kinspect.wire.layouts import layout
+from kinspect.wire.messages import decode_body
 
 LIST_OFFSETS, METADATA, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 9, 10
 DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, CONSUMER_GROUP_DESCRIBE = 15, 16, 18, 69

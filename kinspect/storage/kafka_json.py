@@ -15,7 +15,7 @@ import math
 from decimal import Decimal
 
 from kinspect.storage import structs
-from kinspect.wire.messages import NO_DEFAULT, Field
+from kinspect.wire.layouts import NO_DEFAULT, Field
 
 _ESCAPES = {i: f"\\u{i:04X}" for i in range(0x20)}
 _ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r",

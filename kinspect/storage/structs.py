@@ -3,8 +3,8 @@
 The coordinator records (kinspect/storage/_record_schemas.py, generated from Kafka's JSON
 definitions), the share-group state records (share_schemas.py) and the KRaft metadata
 records (metadata_schemas.py) are described in the same
-notation as the protocol bodies, so kinspect/wire/messages.py compiles them into the same
-generated decoders: one exec'd function per (struct, version), bounds-checked, never raising.
+notation as the protocol bodies, so the wire's code generator (kinspect/wire/codegen.py)
+compiles them into the same generated decoders: one exec'd function per (struct, version), bounds-checked, never raising.
 
 UUIDs are written as Kafka prints them (URL-safe base64, no padding), as in partition.metadata,
 meta.properties and kafka-dump-log, not as the dashed hex of the wire decoder.
@@ -16,12 +16,13 @@ import base64
 from dataclasses import replace
 from functools import lru_cache
 
-from kinspect import generated
 from kinspect.problems import ERROR, Problem
 from kinspect.storage._record_schemas import STRUCTS
 from kinspect.storage.metadata_schemas import METADATA_RECORDS
 from kinspect.storage.share_schemas import SHARE_STRUCTS
-from kinspect.wire import schema_runtime as messages
+from kinspect.wire.codegen import Generator, compile_decoder
+from kinspect.wire.decoder_runtime import run_decoder, short_read
+from kinspect.wire.layouts import Layout, resolve_fields
 
 SEGMENTS: dict[str, tuple] = {
     **STRUCTS,
@@ -40,7 +41,7 @@ def _partial_run(buf, pos: int, end: int, o: dict, run: tuple) -> None:
     """The generated decoders' run of fixed-size fields, writing UUIDs the Kafka way."""
     for key, unpack, size in run:
         if end - pos < size:
-            messages.short_read(size, end - pos, key, pos)
+            short_read(size, end - pos, key, pos)
         value = unpack(buf, pos)[0]
         o[key] = kafka_uuid(value) if size == 16 else value
         pos += size
@@ -66,15 +67,15 @@ def versions(name: str) -> tuple[int, int] | None:
 
 
 @lru_cache(maxsize=None)
-def layout(name: str, version: int) -> messages.Layout:
+def layout(name: str, version: int) -> Layout:
     """The resolved fields of one struct version (which must exist: see has_version)."""
     first, last, flexible_from, fields, commons, _ = _segment(name, version)
     flexible = flexible_from is not None and version >= flexible_from
-    resolved = messages.resolve_fields(fields, commons, version, flexible)
-    return messages.Layout(-1, version, name, flexible, resolved)
+    resolved = resolve_fields(fields, commons, version, flexible)
+    return Layout(-1, version, name, flexible, resolved)
 
 
-class _Generator(messages.Generator):
+class _StructGenerator(Generator):
     """The wire generator, plus tagged nullable structs (not in the protocol, but in
     coordinator records): their presence marker is an unsigned varint, 0 null and 1 present,
     where a plain nullable struct's is an int8, -1 null."""
@@ -90,24 +91,10 @@ class _Generator(messages.Generator):
         super().struct_field(f, body, obj, ind, where, path_expr)
 
 
-def _generate(lay: messages.Layout) -> tuple[str, dict]:
-    gen = _Generator(lay.flexible)
-    gen.function(lay.fields)
-    for table, functions in gen.tag_tables.items():
-        entries = ", ".join(f"{tag}: {fn}" for tag, fn in functions.items())
-        gen.lines.append(f"{table} = {{{entries}}}")
-    return "\n".join(gen.lines) + "\n", gen.names
-
-
 @lru_cache(maxsize=None)
 def _decoder(name: str, version: int):
-    source, names = _generate(layout(name, version))
-    namespace = dict(messages.RUNTIME)
-    namespace.update(names)
-    namespace["_uuid"] = kafka_uuid
-    namespace["_partial_run"] = _partial_run
-    exec(generated.code(source, f"<kinspect {name} v{version}>"), namespace)
-    return namespace["decode"]
+    return compile_decoder(layout(name, version), f"<kinspect {name} v{version}>", _StructGenerator,
+                           {"_uuid": kafka_uuid, "_partial_run": _partial_run})
 
 
 def decode_struct(name: str, version: int, buf: bytes | memoryview, base: int = 0,
@@ -121,4 +108,4 @@ def decode_struct(name: str, version: int, buf: bytes | memoryview, base: int = 
                             ERROR, "record_version", known, version)]
     if not isinstance(buf, bytes):
         buf = bytes(buf)
-    return messages.run_decoder(_decoder(name, version), buf, base, prefix, True)
+    return run_decoder(_decoder(name, version), buf, base, prefix, True)

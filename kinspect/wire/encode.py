@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 
 from kinspect.wire.apis import request_header_version
-from kinspect.wire.messages import FIXED, NO_DEFAULT, Field, layout
+from kinspect.wire.layouts import FIXED, NO_DEFAULT, Field, layout
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")

@@ -8,7 +8,8 @@ import pytest
 from kinspect.problems import ERROR, INFO, WARNING
 from kinspect.wire.apis import API_NAMES, request_header_version, response_header_version
 from kinspect.wire.encode import encode_body
-from kinspect.wire.messages import decode_body, decoder_source, layout, snake
+from kinspect.wire.layouts import layout
+from kinspect.wire.messages import decode_body, decoder_source
 from tests.conftest import PCAPS, REALDATA
 
 KAFKAJS = REALDATA / "kafkajs" / "src" / "protocol" / "requests"
@@ -501,16 +502,9 @@ def test_nullable_struct_and_memoryview_input():
     assert decode_body(68, 0, "response", raw) == (body, [])
 
 
-def test_snake_case_names():
-    assert snake("TopicData") == "topic_data"
-    assert snake("ThrottleTimeMs") == "throttle_time_ms"
-    assert snake("ErrorCode") == "error_code"
-    assert snake("isKRaftController") == "is_k_raft_controller"  # as kio spells it
-    assert snake("Enable2Pc") == "enable2_pc"
-
-
 def test_every_known_body_version_compiles():
-    from kinspect.wire.messages import DEFINED, _compiled
+    from kinspect.wire.layouts import DEFINED
+    from kinspect.wire.messages import _compiled
 
     for key, version, kind in DEFINED:
         assert callable(_compiled(key, version, kind))

@@ -19,7 +19,7 @@ from kinspect.cli import cli
 from kinspect.wire import apis, secrets
 from kinspect.wire.encode import encode_body, encode_request
 from kinspect.wire.exchange import Connection, complete
-from kinspect.wire.messages import DEFINED, layout
+from kinspect.wire.layouts import DEFINED, layout
 from kinspect.wire.topics import TopicNames
 
 PASSWORD = b"alice-pw"
