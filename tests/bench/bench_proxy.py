@@ -53,6 +53,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.bench.measure import machine_facts  # noqa: E402
 from tests.integration.test_proxy_lab import free_base  # noqa: E402
 from tests.lab.kafka import KafkaBroker, free_port  # noqa: E402
 
@@ -331,8 +332,8 @@ def main() -> None:
     summary = _residences(rows, sizes, modes) if args.residence_only else _summary(rows, sizes, modes)
     stamp = time.strftime("%Y%m%d-%H%M", time.gmtime())
     results = REPO / "tests" / "bench" / "results"
-    (results / f"proxy-{stamp}.json").write_text(json.dumps({"args": vars(args), "rows": rows,
-                                                              "summary": summary}, indent=1))
+    (results / f"proxy-{stamp}.json").write_text(json.dumps({"args": vars(args), "machine": machine_facts(),
+                                                              "rows": rows, "summary": summary}, indent=1))
     (results / f"proxy-{stamp}.md").write_text(_markdown(summary))
     print(_markdown(summary))
 

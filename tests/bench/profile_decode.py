@@ -3,8 +3,9 @@
     python tests/bench/profile_decode.py                       # both cached captures (MTU-1500: first 25%)
     python tests/bench/profile_decode.py FILE --fraction 1 --repeat 3
 
-Without FILE: the MTU-1500 capture's first 25% (tools/record_bench_capture.py) and the whole
-loopback capture (tools/record_loopback_capture.py), one after the other.
+Without FILE: the MTU-1500 capture's first 25% (tools/record_bench_capture.py), the whole
+loopback capture (tools/record_loopback_capture.py) and the small-Produce capture's first 25%
+(tests/bench/record_small_produce.py), one after the other.
 
 Two views, written to tests/bench/results/profile-<capture>-<date>.json and printed:
 - stages: the pipeline cut after each layer (tests/bench/stages.py), one process per run,
@@ -13,6 +14,9 @@ Two views, written to tests/bench/results/profile-<capture>-<date>.json and prin
 - cProfile of the real command in one process (-j1, as the stages run), own time folded into
   layers (tests/bench/layers.py), and the top functions. The profiler inflates Python-heavy
   layers; use it for the detail.
+- exchange steps: what finishing one exchange costs, step by step (pairing, body decoding,
+  records, topic naming, error codes, redaction, filters, JSON assembly, write), per API
+  (tests/bench/profile_exchange.py).
 """
 
 from __future__ import annotations
@@ -36,13 +40,15 @@ from tests.bench.prefixes import fraction_prefix  # noqa: E402
 from tests.bench.stages import STAGES  # noqa: E402
 from tools.record_bench_capture import capture_path  # noqa: E402
 from tools.record_loopback_capture import NAME as LOOPBACK_NAME  # noqa: E402
+from tests.bench.record_small_produce import NAME as SMALL_PRODUCE_NAME  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STAGE_LAYERS = {"read": "capture reader", "link": "link", "tcp": "tcp",
                 "frames": "frames, headers, pairing", "bodies": "body decode (record sets raw)",
                 "records": "records (decompress, parse)", "checks": "record checks",
                 "json": "JSON encode", "write": "output write"}
-DEFAULT_FRACTIONS = {capture_path(): 0.25, capture_path(name=LOOPBACK_NAME): 1.0}  # the captures without FILE
+DEFAULT_FRACTIONS = {capture_path(): 0.25, capture_path(name=LOOPBACK_NAME): 1.0,  # the captures without FILE
+                     capture_path(name=SMALL_PRODUCE_NAME): 0.25}
 
 
 def stage_costs(path: Path, repeat: int, code: Path) -> list[dict]:
@@ -68,6 +74,13 @@ def full_command(path: Path, repeat: int, code: Path) -> dict:
             for _ in range(repeat)]
     best = min(runs, key=lambda r: r.cpu_s)
     return best.to_dict()
+
+
+def exchange_steps(path: Path, repeat: int, code: Path) -> dict:
+    """Each step of finishing an exchange, per API (tests/bench/profile_exchange.py)."""
+    out = subprocess.run([sys.executable, "-m", "tests.bench.profile_exchange", str(path), "--repeat", str(repeat)],
+                         cwd=code, env=child_env(), capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
 
 
 def profile(path: Path, code: Path) -> dict:
@@ -117,11 +130,12 @@ def profile_capture(capture: Path, fraction: float, args, facts: dict, code: Pat
     stages = stage_costs(path, args.repeat, code)
     command = full_command(path, args.repeat, code)
     profiled = profile(path, code)
+    steps = exchange_steps(path, args.repeat, code)
     result = {"benchmark": "decode profile", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "machine": facts, "load_average_after": os.getloadavg(),
               "capture": {"file": path.name, "of": capture.name, "fraction": fraction, "packets": packets,
                           "bytes": path.stat().st_size},
-              "stages": stages, "command": command, "cprofile": profiled}
+              "stages": stages, "command": command, "cprofile": profiled, "exchange_steps": steps}
     out = args.out or RESULTS / f"profile-{capture.stem}-{time.strftime('%Y%m%d-%H%M', time.gmtime(started))}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
@@ -141,6 +155,12 @@ def profile_capture(capture: Path, fraction: float, args, facts: dict, code: Pat
     print("\ntop functions by own time")
     for row in profiled["top_functions"][:15]:
         print(f"  {row['own_s']:7.2f} s {row['calls']:>9,}  {row['function']}  [{row['layer']}]")
+    groups = [g for g, n in steps["exchanges"].items() if n]
+    counts = ", ".join(f"{g}: {steps['exchanges'][g]:,}" for g in groups)
+    print(f"\nper exchange, CPU µs ({counts} exchanges)")
+    for name, per in steps["us_per_exchange"].items():
+        print(f"  {name:52} " + " ".join(f"{per[g]:8.2f}" for g in groups))
+    print(f"  {'all steps':52} " + " ".join(f"{steps['us_per_exchange_total'][g]:8.2f}" for g in groups))
     print(f"\nresults: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}", flush=True)
     return out
 
