@@ -47,6 +47,7 @@ COMMANDS = {
     "dump": "kinspect.cli.dump",
     "offsets": "kinspect.cli.offsets",
     "proxy": "kinspect.cli.proxy",
+    "report": "kinspect.cli.report",
     "sniff": "kinspect.cli.sniff",
     "spark": "kinspect.cli.spark",
     "validate": "kinspect.cli.validate",
