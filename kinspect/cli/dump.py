@@ -14,15 +14,12 @@ from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.inputs import Tally, readable, walk
 from kinspect.limits import Limits
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
-from kinspect.records.stream import RecordStream
-from kinspect.render.jsonl import dumpb, dumps
-from kinspect.render.safe import escape, path_text
+from kinspect.render.dump_output import dump_renderer
+from kinspect.render.dump_views import MODES
+from kinspect.render.safe import path_text
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
-from kinspect.storage.kafka_format import KafkaFormat
 from kinspect.storage.mapped import mapped, release
-from kinspect.render.dump_lines import TableFormat
-from kinspect.storage.views import MODES, record_view
 
 EPILOG = """\b
 Examples:
@@ -115,9 +112,7 @@ def dump(paths, listed, records, data, mode, style, kind, no_internal, no_checks
                           checks=not no_checks, shallow=no_checks and not records
                           and style != "kafka", limits=limits, show_secrets=show_secrets,
                           values=None if schemas is None else _schema_values(schemas, show_secrets))
-    renderer = (KafkaRenderer(out, records, data, not no_internal, exact) if style == "kafka"
-                else JsonRenderer(out, data, mode) if out.as_json
-                else TableRenderer(out, data, mode))
+    renderer = dump_renderer(out, style, records, data, mode, internal=not no_internal, exact=exact)
     tally = Tally()
     for entry in walk(paths, lambda path, named: _kind(path, kind), unrecognised=UNRECOGNISED):
         tally.add(entry)
@@ -226,127 +221,3 @@ def _dump_one(path: Path, info: files.FileInfo, options: DumpOptions, renderer, 
             finally:
                 events.close()
         return summary
-
-
-# -- renderers -----------------------------------------------------------------------------------
-
-class JsonRenderer:
-    """JSON Lines; every line of a file carries the file's topic and partition (after "file"), as
-    kcat -J's messages do, so that a line read alone says where it came from."""
-
-    def __init__(self, out: Output, data: bool, mode: str):
-        self.out, self.data, self.mode = out, data, mode
-        self.where = {"topic": None, "partition": None}
-
-    def event(self, event: dict) -> None:
-        if event["type"] == "file":
-            self.where = {"topic": event.get("topic"), "partition": event.get("partition")}
-        elif "file" in event:
-            event = {"type": event.pop("type"), "file": event.pop("file"), **self.where, **event}
-        records = event.get("records")
-        if records and event["type"] == "batch":
-            if not self.data:  # the hot path of big segments: records written as text
-                del event["records"]
-                head = dumpb(event)[:-1]
-                chunks = records.chunks() if isinstance(records, RecordStream) else [records]
-                self._write(b'%s,"records":[' % head)
-                for number, chunk in enumerate(chunks):
-                    self._write(b"%s%s" % (b"," if number else b"", _records_json(chunk).encode()))
-                self._write(b"]}\n")
-                return
-            view, mode = record_view, self.mode
-            if isinstance(records, RecordStream):
-                event["records"] = records.mapped(lambda r: view(r, True, mode))
-            else:
-                event["records"] = [view(r, True, mode) for r in records]
-        self.out.record(event)
-
-    def _write(self, line: bytes) -> None:
-        """As Output.record writes: to stdout's buffer, after what the text layer holds."""
-        stream = self.out.stream
-        binary = getattr(stream, "buffer", None)
-        if binary is None:
-            stream.write(line.decode("utf-8"))
-        else:
-            stream.flush()
-            binary.write(line)
-
-    def finish(self) -> None:
-        pass
-
-
-def _records_json(records: list[dict]) -> str:
-    """record_view(record, data=False) of each record as JSON, without building the dicts."""
-    parts = []
-    for r in records:
-        keys = ",".join(dumps(h["key"]) for h in r["headers"]) if r["headers"] else ""
-        extra = f',"sequence":{r["sequence"]}' if "sequence" in r else (
-            f',"crc":{dumps(r["crc"])},"crc_valid":{dumps(r["crc_valid"])}')
-        parts.append(f'{{"offset":{r["offset"]},"timestamp":{r["timestamp"]},"key_size":'
-                     f'{r["key_size"]},"value_size":{r["value_size"]}{extra},'
-                     f'"header_keys":[{keys}]}}')
-    return ",".join(parts)
-
-
-class TableRenderer:
-    """Rich on a terminal; plain text written straight out when piped (much faster)."""
-
-    def __init__(self, out: Output, data: bool, mode: str):
-        self.out = out
-        self.write = None if out.interactive else out.stream.write
-        self.format = TableFormat(data, mode, plain_records=self.write is not None)
-
-    def event(self, event: dict) -> None:
-        for text in self.format.lines(event):
-            self._line(text)
-        records = event.get("records")
-        if isinstance(records, RecordStream):  # too big to hold: its lines a chunk at a time
-            for chunk in records.chunks():
-                if self.write is None:
-                    for text in self.format.record_lines(event, chunk):
-                        self.out.text(text)
-                elif chunk:  # escaped as they were built
-                    self.write("\n".join(self.format.record_texts(event, chunk)) + "\n")
-
-    def _line(self, text) -> None:
-        if self.write is None:
-            self.out.text(text)
-        elif isinstance(text, str):  # a record line, escaped as it was built
-            self.write(text + "\n")
-        else:
-            self.write(escape(text.plain, layout=True) + "\n")
-
-    def finish(self) -> None:
-        pass
-
-
-class KafkaRenderer:
-    """kafka-dump-log's stdout lines; its stderr lines on stderr.
-
-    Control characters from the data are escaped, as in every other text output, unless
-    ``exact`` (--format kafka-exact) asks for kafka-dump-log's bytes, to diff the two."""
-
-    def __init__(self, out: Output, records: bool, data: bool, internal: bool, exact: bool = False):
-        self.out = out
-        self.format = KafkaFormat(deep=records, data=data, internal=internal)
-        self.shown = None if exact else escape
-
-    def event(self, event: dict) -> None:
-        self._write(self.format.lines(event))
-        records = event.get("records")
-        if self.format.deep and isinstance(records, RecordStream):  # a chunk at a time
-            for chunk in records.chunks():
-                self._write(self.format.record_lines(event, chunk))
-        for line in self.format.immediate_errors():
-            self.out.warn(line)
-
-    def _write(self, lines: list[str]) -> None:
-        if lines:
-            if self.shown is not None:
-                lines = [self.shown(line) for line in lines]
-            self.out.stream.write("\n".join(lines) + "\n")
-
-    def finish(self) -> None:
-        self.out.stream.flush()
-        for line in self.format.errors():
-            self.out.warn(line)

@@ -18,7 +18,7 @@ from kinspect.records.stream import RecordStream
 from kinspect.render.jsonl import dumps
 from kinspect.render.safe import escape
 from kinspect.render.text import problem_lines
-from kinspect.storage.views import record_view
+from kinspect.render.dump_views import record_view
 
 KIND_NAMES = {"log": "segment", "kraft_snapshot": "KRaft snapshot", "index": "offset index",
               "timeindex": "time index", "producer_snapshot": "producer state snapshot",
@@ -42,9 +42,9 @@ class TableFormat:
 
     def lines(self, event: dict) -> list[Text | str]:
         self._lines = []
-        handler = getattr(self, "_" + event["type"], None)
+        handler = self.HANDLERS.get(event["type"])
         if handler is not None:
-            handler(event)
+            handler(self, event)
         self._lines += problem_lines(event)
         return self._lines
 
@@ -230,6 +230,15 @@ class TableFormat:
             text = counts
         style = "red" if problems.get("error") else "yellow" if problems.get("warning") else "dim"
         self.line(Text(text, style=style))
+
+    HANDLERS = {  # event type → the method writing its lines; other types show their problems only
+        "file": _file, "batch": _batch, "damage": _damage, "padding": _padding,
+        "index_entry": _index_entry, "time_index_entry": _time_index_entry,
+        "index_zero_tail": _index_zero_tail, "producer_snapshot": _producer_snapshot,
+        "producer": _producer, "aborted_txn": _aborted_txn, "checkpoint": _checkpoint,
+        "partition_metadata": _partition_metadata, "properties": _properties,
+        "json_file": _json_file, "notice": _notice, "summary": _summary,
+    }
 
 
 def _time(ms) -> str:

@@ -3,6 +3,6 @@
 segment.py walks .log segments and KRaft snapshots past damage; index.py, snapshot.py,
 txnindex.py and checkpoints.py read the other files; offsets_records.py,
 transaction_state.py, share_state.py and cluster_metadata.py decode internal topics' records
-(structs.py runs the wire decoder's machinery over their schemas); dump.py turns a file into
-events, kafka_format.py and views.py show them.
+(structs.py compiles their schemas with the wire's code generator); dump.py turns a file into
+events, which kinspect/render/ shows (dump_output.py).
 """

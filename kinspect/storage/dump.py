@@ -7,7 +7,7 @@
 buf holds the file's bytes (an mmap is fine: segments are walked batch by batch); companion
 (suffix) returns the bytes of the same segment's .log (for .index, .timeindex, .txnindex) or
 None. Every file yields a "file" event first and a "summary" event last. Events keep bytes as
-bytes: renderers decide how to show them (views.py, kafka_format.py). Problems are attached as
+bytes: kinspect/render/ decides how to show them (dump_output.py). Problems are attached as
 dicts (Problem.to_dict()) under "problems".
 
 Secrets in KRaft metadata records (cluster_metadata.redact_secrets) are redacted in the events

@@ -133,7 +133,7 @@ class DumpViews:
     and the JSON Lines with records shown by views.record_view."""
 
     def __init__(self, records: bool, data: bool, mode: str = "auto", shallow: bool = False):
-        from kinspect.storage.kafka_format import KafkaFormat
+        from kinspect.render.kafka_format import KafkaFormat
         from kinspect.render.dump_lines import TableFormat
 
         self.data, self.mode = data, mode
@@ -143,7 +143,7 @@ class DumpViews:
     def show(self, event: dict) -> None:
         from kinspect.records.stream import RecordStream
         from kinspect.render.jsonl import dumpb
-        from kinspect.storage.views import record_view
+        from kinspect.render.dump_views import record_view
 
         check_tree(event)
         lines = self.table.lines(event)

@@ -17,7 +17,7 @@ import pytest
 
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
-from kinspect.storage.kafka_format import KafkaFormat
+from kinspect.render.kafka_format import KafkaFormat
 from tests.conftest import KAFKAFUN, SAMPLES, SOC_STREAMING, UNLICENSED
 from tests.lab.kafka import KafkaTools, LabError
 

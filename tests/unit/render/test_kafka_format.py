@@ -11,7 +11,7 @@ import pytest
 
 from kinspect.storage.dump import DumpOptions, dump_file
 from kinspect.storage.files import companion, describe
-from kinspect.storage.kafka_format import KafkaFormat, batch_line
+from kinspect.render.kafka_format import KafkaFormat, batch_line
 from tests.conftest import SAMPLES
 
 DUMPS = sorted(SAMPLES.glob("*/logs/**/*.dump.txt"))

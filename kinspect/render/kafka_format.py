@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 
 from kinspect.records.stream import RecordStream
-from kinspect.storage import kafka_json, structs
+from kinspect.render import kafka_json
+from kinspect.storage import structs
 from kinspect.storage._record_schemas import GROUP_RECORD_TYPES, TRANSACTION_RECORD_TYPES
 from kinspect.storage.share_schemas import SHARE_RECORD_TYPES
 
@@ -50,8 +51,8 @@ class KafkaFormat:
     # -- per event --------------------------------------------------------------------------
 
     def lines(self, event: dict) -> list[str]:
-        handler = getattr(self, "_" + event["type"], None)
-        return handler(event) if handler is not None else []
+        handler = self.HANDLERS.get(event["type"])
+        return handler(self, event) if handler is not None else []
 
     def immediate_errors(self) -> list[str]:
         """stderr lines kafka-dump-log prints as it goes (unknown files, corrupt snapshots)."""
@@ -112,8 +113,6 @@ class KafkaFormat:
         if self._current.get("invalid_from") is None:
             self._current["invalid_from"] = event["position"]
         return []
-
-    _padding = _damage
 
     def _batch(self, event: dict) -> list[str]:
         out = [batch_line(event)]
@@ -219,6 +218,12 @@ class KafkaFormat:
         return [f"version: {event['version']} producerId: {event['producer_id']} firstOffset: "
                 f"{event['first_offset']} lastOffset: {event['last_offset']} lastStableOffset: "
                 f"{event['last_stable_offset']}"]
+
+    HANDLERS = {  # event type → the method giving its lines; other types print nothing
+        "file": _file, "summary": _summary, "damage": _damage, "padding": _damage,
+        "batch": _batch, "index_entry": _index_entry, "time_index_entry": _time_index_entry,
+        "producer_snapshot": _producer_snapshot, "producer": _producer, "aborted_txn": _aborted_txn,
+    }
 
 
 def batch_line(event: dict) -> str:

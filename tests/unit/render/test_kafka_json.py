@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from kinspect.storage.kafka_json import double, java_json, java_text, string
+from kinspect.render.kafka_json import double, java_json, java_text, string
 
 
 def test_jackson_string_escapes():

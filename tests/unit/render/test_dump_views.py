@@ -1,4 +1,4 @@
-from kinspect.storage.views import record_view, show
+from kinspect.render.dump_views import record_view, show
 
 
 def test_show_modes():

@@ -1,0 +1,58 @@
+"""render/dump_output.py: the renderer each dump option picks, and the JSON writer's fast path
+(records without --data written as text) against what record_view gives."""
+
+import io
+import json
+
+import pytest
+
+from kinspect.cli.output import Output
+from kinspect.render.dump_output import JsonRenderer, KafkaRenderer, TableRenderer, dump_renderer
+from kinspect.render.dump_views import record_view
+from kinspect.storage.dump import DumpOptions, dump_file
+from kinspect.storage.files import companion, describe
+from tests.conftest import SAMPLES
+
+LEGACY = SAMPLES / "kafka-3.9.2-legacy" / "logs"
+SEGMENTS = sorted(p for p in [*(SAMPLES / "kafka-4.1.2" / "logs").glob("*/*.log"), *LEGACY.glob("*/*.log")])
+
+
+def _out(as_json: bool):
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    return Output(as_json, stream), stream
+
+
+def _events(path, **options):
+    def other(suffix):
+        file = companion(path, suffix)
+        return file.read_bytes() if file.is_file() and file != path else None
+    return dump_file(path.name, path.read_bytes(), describe(path), DumpOptions(**options), other)
+
+
+@pytest.mark.parametrize("as_json, style, kind", [
+    (False, "table", TableRenderer), (True, "table", JsonRenderer), (False, "kafka", KafkaRenderer)])
+def test_each_option_picks_its_renderer(as_json, style, kind):
+    assert type(dump_renderer(_out(as_json)[0], style)) is kind
+
+
+@pytest.mark.parametrize("path", SEGMENTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_records_written_as_text_are_their_record_views(path):
+    """Without --data, a batch's records skip the dicts: the line must still be the JSON of
+    record_view(record, data=False) of each record, with the file's topic and partition."""
+    out, stream = _out(True)
+    renderer = dump_renderer(out, "table", records=True)
+    expected = []
+    where = {}
+    for event in _events(path, records=True):
+        if event["type"] == "file":
+            where = {"topic": event.get("topic"), "partition": event.get("partition")}
+        if event["type"] == "batch":
+            view = {"type": "batch", "file": event["file"], **where,
+                    **{k: v for k, v in event.items() if k not in ("type", "file", "records")},
+                    "records": [record_view(r, False, "auto") for r in event["records"]]}
+            expected.append(json.loads(json.dumps(view, default=str)))
+        renderer.event(event)
+    renderer.finish()
+    lines = [json.loads(line) for line in stream.buffer.getvalue().decode().splitlines()]
+    batches = [line for line in lines if line["type"] == "batch"]
+    assert batches and batches == expected
