@@ -14,7 +14,8 @@ from kinspect.report.gather import Gathered
 from kinspect.report.histogram import bins
 from kinspect.report.timeline import MAX_SERIES, OTHERS
 
-ROWS = 1000  # rows a table shows (the rest are counted)
+ROWS = 1000      # rows a table shows (the rest are counted)
+FINDINGS = 200   # findings shown, most severe first (the rest are counted)
 CHART_OF = {"rebalance": "rebalance", "lag": "lag", "slow": "latency-p99", "errors": "errors",
             "producer_sequence": "errors", "throttle": "clients", "removed_api_versions": "clients",
             "hanging_transaction": "findings"}
@@ -33,7 +34,8 @@ def build(gathered: Gathered, inputs: list[str], log_dir: str | None) -> dict:
             "exchanges": gathered.doctor.exchanges,
             "bucket_s": timeline.width if timeline.buckets else None,
             "span": [iso(timeline.origin), iso(timeline.times()[-1] + timeline.width)] if timeline.buckets else None,
-            "findings": [_finding(i, f) for i, f in enumerate(gathered.findings)],
+            "findings": [_finding(i, f) for i, f in enumerate(gathered.findings[:FINDINGS])],
+            "findings_total": len(gathered.findings),
             "notices": [shown(n.get("what", n)) for n in gathered.notices] + [shown(p) for p in gathered.log_dir_problems],
             "sections": sections}
 
@@ -124,15 +126,15 @@ def _cell(value) -> str:
 
 def _groups(gathered: Gathered) -> dict:
     rounds = []
-    for found in gathered.findings:
-        if found["check"] == "rebalance" and found.get("rounds"):
-            rounds.append({"name": shown(found["group"]), "points": [
-                [round(r["started"] * 1000, 3), r["members"],
-                 round((r["assigned"] or r["started"]) * 1000, 3), r["generation"], r.get("joined"),
-                 r.get("left"), r["pause_ms"]] for r in found["rounds"]]})
+    rebalanced = [f for f in gathered.findings if f["check"] == "rebalance" and f.get("rounds")]
+    for found in sorted(rebalanced, key=lambda f: -f["rebalances"])[:MAX_SERIES]:
+        rounds.append({"name": shown(found["group"]), "points": [
+            [round(r["started"] * 1000, 3), r["members"], round((r["assigned"] or r["started"]) * 1000, 3),
+             r["generation"], r.get("joined"), r.get("left"), r["pause_ms"]] for r in found["rounds"]]})
+    most = sorted(gathered.lag_rows, key=lambda r: -r["lag"])[:MAX_SERIES]
     lag = [{"name": shown(f"{row['group']} {row['topic']}-{row['partition']}"),
             "points": [[round(p["time"] * 1000, 3), p["lag"]] for p in row["series"]]}
-           for row in gathered.lag_rows]
+           for row in gathered.lag_rows if any(row is m for m in most)]
     lag_table = [[shown(row[c]) if row[c] is not None else "-" for c in
                   ("group", "topic", "partition", "committed_offset", "log_end_offset", "lag", "lag_seconds", "isolation")]
                  for row in gathered.lag_rows[:ROWS]]
@@ -140,10 +142,14 @@ def _groups(gathered: Gathered) -> dict:
         {"id": "rebalance", "title": "Rebalances per group", "mark": "rounds", "x": TIME,
          "y": {"title": "members after the round", "type": "linear"}, "series": rounds,
          "note": "one point per generation formed after the first, at the round's start; the bar runs to "
-                 "the last assignment (time without an assignment)"},
+                 "the last assignment (time without an assignment)"
+                 + (f"; the {MAX_SERIES} groups that rebalanced most of {len(rebalanced)}"
+                    if len(rebalanced) > MAX_SERIES else "")},
         {"id": "lag", "title": "Lag per group and partition", "mark": "line", "x": TIME,
          "y": {"title": "lag (records)", "type": "linear"}, "series": lag,
-         "note": "log end minus committed offset, as kafka-consumer-groups computes LAG"}],
+         "note": "log end minus committed offset, as kafka-consumer-groups computes LAG"
+                 + (f"; the {MAX_SERIES} group partitions most behind of {len(gathered.lag_rows)}"
+                    if len(gathered.lag_rows) > MAX_SERIES else "")}],
         "tables": [{"id": "lag-table", "title": "Lag at the end of the capture",
                     "columns": ["group", "topic", "partition", "committed", "log end", "lag", "lag seconds",
                                 "isolation"], "rows": lag_table}]}

@@ -118,14 +118,17 @@ def _nav(model: dict) -> str:
 def _findings(model: dict) -> str:
     found = model["findings"]
     counts = ", ".join(f"{sum(1 for f in found if f['severity'] == s)} {s}" for s in SEVERITY_ORDER)
-    out = [f"<section id=\"findings\"><h2>Findings ({len(found)}: {counts})</h2>"]
+    total = model["findings_total"]
+    out = [f"<section id=\"findings\"><h2>Findings ({total}: {counts})</h2>"]
     if not found:
         out.append("<p class=\"empty\">No findings.</p>")
-    charted = {c["id"] for s in model["sections"] for c in s["charts"]} | {
-        t["id"].removesuffix("-table") for s in model["sections"] for t in s["tables"]} | {"clients"}
+    elif total > len(found):
+        out.append(f"<p class=\"note\">The {len(found)} most severe are shown; kinspect doctor --json lists all.</p>")
+    targets = {c["id"]: f"chart-{c['id']}" for s in model["sections"] for c in s["charts"]}
+    targets.update({s["id"]: s["id"] for s in model["sections"] if s["id"] == "clients"})
     for f in found:
-        target = f["chart"] if f["chart"] in charted else "findings"
-        link = f" <a href=\"#{text(_anchor(target))}\">chart</a>" if target != "findings" else ""
+        target = targets.get(f["chart"])
+        link = f" <a href=\"#{text(target)}\">chart</a>" if target else ""
         facts = "".join(f"<tr><th>{text(k)}</th><td>{text(v)}</td></tr>" for k, v in f["facts"])
         evidence = "".join(f"<li>{text(e['time'] or '-')} <span class=\"cmd\">{text(e['command'])}</span></li>"
                            for e in f["evidence"])
@@ -136,10 +139,6 @@ def _findings(model: dict) -> str:
                    f"<ul class=\"evidence\">{evidence}</ul></details></div>")
     out.append("</section>")
     return "".join(out)
-
-
-def _anchor(target: str) -> str:
-    return "clients" if target == "clients" else f"chart-{target}"
 
 
 def _section(section: dict) -> str:
