@@ -36,6 +36,7 @@ want gcc gcc        # builds kinspect/native
 want strace strace  # shows that inputs are only ever read
 want socat socat    # bench_proxy --peer
 want tmux tmux      # the progress bar's test reads a real terminal's screen
+want chromium chromium  # kinspect report's pages are loaded in it (tests/integration/test_report_browser.py)
 want maven mvn      # the lab's Kafka jars
 if [ "$(java_major)" -lt 17 ] || ! command -v javac >/dev/null 2>&1; then
   packages+=(openjdk-17-jdk-headless)  # Kafka 4 and Spark 4 need Java 17 or later

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO
 
 TOOLS = ("tshark", "dumpcap", "editcap", "mergecap", "capinfos", "tcpdump", "ip", "gcc", "strace",
-         "socat", "tmux", "mvn", "javac")
+         "socat", "tmux", "chromium", "mvn", "javac")
 REAL = ("bash", "dirname", "basename", "awk", "id", "mkdir", "cp")  # what the script itself runs on
 
 LOGGER = """#!/bin/bash
