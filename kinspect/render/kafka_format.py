@@ -20,17 +20,14 @@ import os
 
 from kinspect.records.stream import RecordStream
 from kinspect.render import kafka_json
-from kinspect.storage import structs
 from kinspect.storage._record_schemas import GROUP_RECORD_TYPES, TRANSACTION_RECORD_TYPES
 from kinspect.storage.share_schemas import SHARE_RECORD_TYPES
 
 DUMPED_KINDS = ("log", "kraft_snapshot", "index", "timeindex", "producer_snapshot", "txnindex")
 BOOTSTRAP = "bootstrap.checkpoint"
-CONTROL_JSON = {"SNAPSHOT_HEADER": ("SnapshotHeader ", "SnapshotHeaderRecord"),
-                "SNAPSHOT_FOOTER": ("SnapshotFooter ", "SnapshotFooterRecord"),
-                "KRAFT_VERSION": ("KRaftVersion ", "KRaftVersionRecord"),
-                "KRAFT_VOTERS": ("KRaftVoters ", "VotersRecord"),
-                "LEADER_CHANGE": ("LeaderChange: ", "LeaderChangeMessage")}
+CONTROL_LABELS = {"SNAPSHOT_HEADER": "SnapshotHeader ", "SNAPSHOT_FOOTER": "SnapshotFooter ",
+                  "KRAFT_VERSION": "KRaftVersion ", "KRAFT_VOTERS": "KRaftVoters ",
+                  "LEADER_CHANGE": "LeaderChange: "}
 TYPE_TABLES = {"TransactionLog": TRANSACTION_RECORD_TYPES, "ShareSnapshot": SHARE_RECORD_TYPES,
                "ShareUpdate": SHARE_RECORD_TYPES}
 CONTROL_IDS = {"ABORT": 0, "COMMIT": 1, "LEADER_CHANGE": 2, "SNAPSHOT_HEADER": 3,
@@ -143,7 +140,7 @@ class KafkaFormat:
         else:
             line += f" isValid: {_bool(record.get('crc_valid'))} crc: {record.get('crc')}}}"
         if batch.get("is_control"):
-            line += _control(batch.get("control") or {}, record.get("value"))
+            line += _control(batch.get("control") or {}, record.get("control_value"))
         elif self.data:
             key, payload = self._key_and_payload(record)
             prefix = " "
@@ -259,16 +256,14 @@ def _text(value: bytes | str | None) -> str | None:
     return kafka_json.java_text(value)
 
 
-def _control(control: dict, value: bytes | None) -> str:
+def _control(control: dict, value: dict | None) -> str:
+    """value: the record's value decoded as its struct (storage/dump.py's "control_value")."""
     kind = control.get("type")
     if kind in ("ABORT", "COMMIT"):
         return f" endTxnMarker: {kind} coordinatorEpoch: {control.get('coordinator_epoch')}"
-    if kind in CONTROL_JSON and value is not None and len(value) >= 2:
-        label, name = CONTROL_JSON[kind]
-        low, high = structs.versions(name)
-        version = min(max(int.from_bytes(value[:2], "big", signed=True), low), high)
-        data, _ = structs.decode_struct(name, version, value)
-        return f" {label}{kafka_json.java_json(name, version, data)}"
+    if kind in CONTROL_LABELS and value is not None:
+        json = kafka_json.java_json(value["struct"], value["version"], value["data"])
+        return f" {CONTROL_LABELS[kind]}{json}"
     raw = kind or "UNKNOWN"
     type_id = raw[8:-1] if raw.startswith("UNKNOWN(") else CONTROL_IDS.get(raw, -1)
     return f" controlType: UNKNOWN({type_id})"

@@ -26,7 +26,7 @@ from kinspect.records import batch as v2
 from kinspect.limits import Limits
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT, decompress
 from kinspect.records.stream import RecordStream
-from kinspect.storage import checkpoints, index, segment, snapshot, txnindex
+from kinspect.storage import checkpoints, index, segment, snapshot, structs, txnindex
 from kinspect.storage.cluster_metadata import decode_metadata_record, redact_secrets
 from kinspect.storage.files import FileInfo
 from kinspect.storage.offsets_records import decode_offsets_record
@@ -39,6 +39,11 @@ RECORD_DECODERS = {  # (key, value) -> (decoded, problems)
     "__transaction_state": decode_transaction_record,
     "__cluster_metadata": lambda key, value: decode_metadata_record(value),
     "__share_group_state": decode_share_state_record,
+}
+CONTROL_STRUCTS = {  # a control batch's type → the struct its records' values hold
+    "SNAPSHOT_HEADER": "SnapshotHeaderRecord", "SNAPSHOT_FOOTER": "SnapshotFooterRecord",
+    "KRAFT_VERSION": "KRaftVersionRecord", "KRAFT_VOTERS": "VotersRecord",
+    "LEADER_CHANGE": "LeaderChangeMessage",
 }
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
@@ -194,7 +199,8 @@ def _first_legacy(unit: dict) -> int:
 def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list[Problem],
              max_output: int, hide: bool = False, values=None):
     """The unit's record dicts (its own, fresh per batch) with sizes, sequences, CRCs of
-    legacy messages and, with a decoder, the decoded internal record; hide: KRaft metadata
+    legacy messages, a control record's value decoded as its struct ("control_value") and,
+    with a decoder, the decoded internal record; hide: KRaft metadata
     records' secrets redacted; values: applied to each record after its sizes (schema-framed
     keys and values decoded). A batch too big to hold (a RecordStream) gets the same fields on
     each record as it is streamed out."""
@@ -203,6 +209,8 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
     decode = decoder is not None and not event.get("is_control")
     hide = hide and not event.get("is_control")
     values = None if event.get("is_control") else values
+    struct_name = CONTROL_STRUCTS.get((event.get("control") or {}).get("type"))
+    control = _control_value(struct_name) if event.get("is_control") and struct_name else None
     number = -1
 
     def sizes(record: dict) -> dict:
@@ -229,6 +237,7 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
             records = records.with_stored_crc().mapped(_no_timestamp_as_minus_one)
         records = records.mapped(sizes)
         records = records.mapped(decoded) if decode else records
+        records = records.mapped(control) if control is not None else records
         records = records.mapped(_applied(values)) if values is not None else records
         return records.mapped(_hide_metadata_secrets) if hide else records
     for record in records:
@@ -238,6 +247,9 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
     if decode:
         for record in records:
             decoded(record)
+    if control is not None:
+        for record in records:
+            control(record)
     if values is not None:
         for record in records:
             values(record)
@@ -245,6 +257,22 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
         for record in records:
             _hide_metadata_secrets(record)
     return records
+
+
+def _control_value(name: str):
+    """Decode a control record's value as the struct ``name``, at the version its first two bytes
+    say (the nearest one kinspect knows): {"struct", "version", "data"}, as kafka-dump-log prints
+    it. Faults are the batch's to report (records.control)."""
+    low, high = structs.versions(name)
+
+    def decode(record: dict) -> dict:
+        value = record["value"]
+        if value is not None and len(value) >= 2:
+            version = min(max(int.from_bytes(value[:2], "big", signed=True), low), high)
+            data, _ = structs.decode_struct(name, version, value)
+            record["control_value"] = {"struct": name, "version": version, "data": data}
+        return record
+    return decode
 
 
 def _applied(values):

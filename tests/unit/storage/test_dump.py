@@ -89,3 +89,15 @@ def test_every_file_of_every_log_dir_dumps_without_exceptions():
 def test_sequence_wraps_like_kafka():
     assert increment_sequence(5, 3) == 8
     assert increment_sequence(2**31 - 2, 3) == 1
+
+
+def test_control_records_carry_their_value_decoded_as_its_struct():
+    snapshot = need(KAFKA4 / "__cluster_metadata-0" / "00000000000000000037-0000000001.checkpoint")
+    header = of_type(events(snapshot, records=True), "batch")[0]
+    assert header["control"]["type"] == "SNAPSHOT_HEADER"
+    [record] = header["records"]
+    assert record["control_value"] == {"struct": "SnapshotHeaderRecord", "version": 0,
+                                       "data": {"version": 0,
+                                                "last_contained_log_timestamp": 1795308683168}}
+    data_batches = [b for b in of_type(events(snapshot, records=True), "batch") if not b["is_control"]]
+    assert all("control_value" not in r for b in data_batches for r in b["records"])
