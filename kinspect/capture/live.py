@@ -35,7 +35,7 @@ from collections import deque
 from kinspect.capture.pcap import PcapParser
 from kinspect.capture.pcapng import PcapngParser
 from kinspect.capture.source import sniff_format
-from kinspect.capture.tcp import TICK
+from kinspect.capture.stream import TICK
 from kinspect.problems import Problem
 
 BACKENDS = ("auto", "ring", "dumpcap", "tcpdump")

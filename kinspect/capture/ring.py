@@ -22,7 +22,7 @@ import struct
 import time
 
 from kinspect import native
-from kinspect.capture.tcp import TICK
+from kinspect.capture.stream import TICK
 
 SOL_PACKET = 263
 PACKET_VERSION = 10

@@ -2,7 +2,7 @@
 
 Each direction of a connection is a stream named by its flow ``(src_ip, sport, dst_ip,
 dport)``; the reverse direction is the swapped tuple. ``segment()`` and ``finish()`` return
-lists of events, NamedTuples told apart by type (``type(ev) is StreamData``):
+lists of events (capture/stream.py), NamedTuples told apart by type (``type(ev) is StreamData``):
 
 - ``StreamStart(flow, ts, syn)``: first sight of a direction; ``syn`` when it began with a SYN.
 - ``StreamData(flow, ts, data)``: the next in-order bytes, each delivered once; ``ts`` is the
@@ -25,41 +25,15 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from operator import attrgetter
-from typing import NamedTuple
+
+from kinspect.capture.stream import Flow, StreamData, StreamEnd, StreamGap, StreamStart
 
 FIN, SYN, RST = 1, 2, 4
 MASK = 0xFFFFFFFF
 HALF = 0x80000000
 
-Flow = tuple  # (src_ip, sport, dst_ip, dport)
-# The link type of a live source's tick, (now, TICK, b"", 0): no packet, time passing (pipeline.py)
-TICK = -1
 _new = tuple.__new__
 _LAST_TS = attrgetter("last_ts")
-
-
-class StreamStart(NamedTuple):
-    flow: Flow
-    ts: float
-    syn: bool
-
-
-class StreamData(NamedTuple):
-    flow: Flow
-    ts: float
-    data: bytes
-
-
-class StreamGap(NamedTuple):
-    flow: Flow
-    ts: float
-    missing: int
-
-
-class StreamEnd(NamedTuple):
-    flow: Flow
-    ts: float
-    reason: str
 
 
 class _Direction:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from kinspect.capture.tcp import TICK
+from kinspect.capture.stream import TICK
 
 SHB, IDB, EPB = 0x0A0D0D0A, 1, 6
 BYTE_ORDER_MAGIC = 0x1A2B3C4D

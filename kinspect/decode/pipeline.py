@@ -1,14 +1,14 @@
 """The decode adapter: a packet source feeds link decode, TCP reassembly and the Kafka session.
 
 This is the only place where the pieces meet; each of them is sans-I/O and knows nothing of
-the others. The seam is the packet source: a capture file or stdin (``open_capture``), or any
-object with the same face (``PacketSource``), such as a live interface (capture/live.py). All of
-them feed the one TCP → Kafka path below; nothing is decoded anywhere else.
+the others. The seam (capture/stream.py) is the packet source: a capture file or stdin
+(``open_capture``), or any object with the same face (``PacketSource``), such as a live interface
+(capture/live.py). All of them feed the one TCP → Kafka path below; nothing is decoded anywhere else.
 
-The other seam is the stream source (``StreamSource``): connections already split into their
-two byte streams, as a proxy relays them. No link or TCP layer: its events (``StreamOpen`` with
-the client's flow, then capture/tcp.py's StreamData, StreamGap and StreamEnd, and ticks) feed the
-same Kafka session.
+The other side of the seam is the stream source (``StreamSource``): connections already split
+into their two byte streams, as a proxy relays them. No link or TCP layer: its events
+(``StreamOpen`` with the client's flow, then StreamData, StreamGap and StreamEnd, and ticks) feed
+the same Kafka session.
 
 TLS (tls/layer.py) sits between the two on the packet path: every new direction is watched until
 its first bytes say whether it is TLS; a plaintext direction then leaves ``watch`` and its events
@@ -25,13 +25,14 @@ go out as "no response" exchanges) and connections idle longer than ``idle_timeo
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterator, NamedTuple, Protocol
+from typing import Callable, Iterator
 
 from kinspect.capture.flows import flow_shard
 from kinspect.capture.link import decoder_for
 from kinspect.capture.pcapng import TLS_KEY_LOG
 from kinspect.capture.source import CaptureError, open_capture
-from kinspect.capture.tcp import TICK, StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
+from kinspect.capture.stream import TICK, StreamData, StreamEnd, StreamGap, StreamOpen, StreamStart
+from kinspect.capture.tcp import TcpReassembler
 from kinspect.limits import DEFAULT_LIMITS, RECORDS_FLOOR, Budget, Limits
 from kinspect.tls.keylog import KeyLog
 from kinspect.tls.layer import MAX_MARKS, TlsLayer
@@ -63,40 +64,6 @@ FRAME_WORK = 512
 # left them, per million; the whole run's frames stay within it while the shards' sum does
 GZIP_SHARE = "gzip work for frames (per million of what the bound left)"
 PER_MILLION = 1_000_000
-
-
-class PacketSource(Protocol):
-    """What the pipeline reads packets from: capture.source.Capture, or a live source."""
-
-    size: int | None
-    problems: list
-
-    def packets(self) -> Iterator[tuple]: ...  # (ts, linktype, data, number), or TICK ticks
-    @property
-    def bytes_read(self) -> int: ...
-    def __enter__(self): ...
-    def __exit__(self, *exc): ...
-
-
-class StreamOpen(NamedTuple):
-    """A stream source's new connection: ``flow`` is its client side (client → server)."""
-    flow: tuple
-    ts: float
-
-
-class StreamSource(Protocol):
-    """What the pipeline reads byte streams from (a proxy): ``streams()`` yields StreamOpen,
-    StreamData, StreamGap (bytes not given to the decoder) and StreamEnd events, and ticks
-    ``(now, TICK)``."""
-
-    size: int | None
-    problems: list
-
-    def streams(self) -> Iterator[tuple]: ...
-    @property
-    def bytes_read(self) -> int: ...
-    def __enter__(self): ...
-    def __exit__(self, *exc): ...
 
 
 def _dispatch(session: KafkaSession, event) -> list:

@@ -7,7 +7,7 @@ passes ``limit`` bytes the decoder has fallen behind: chunks are skipped (counte
 and the next chunk that fits is preceded by a gap of that many bytes, which the Kafka session
 reports as a notice and resynchronises after. The relay never waits for the decoder.
 
-``PipeSource`` is the other end: a StreamSource (pipeline.py) reading the pipe. When the relay
+``PipeSource`` is the other end: a StreamSource (capture/stream.py) reading the pipe. When the relay
 stops, the decoder's backlog has until --drain-timeout's end: then the relay drops what it still
 queues (``PipeWriter.abort``, counted) and sends the decoder SIGUSR1 (``stop_now``), after which
 ``PipeSource`` decodes nothing more, counts what is left in the pipe (``left``) and ends, so that
@@ -30,8 +30,7 @@ import time
 from collections import deque
 from typing import Iterator
 
-from kinspect.capture.tcp import TICK, StreamData, StreamEnd, StreamGap
-from kinspect.decode.pipeline import StreamOpen
+from kinspect.capture.stream import TICK, StreamData, StreamEnd, StreamGap, StreamOpen
 
 HEADER = struct.Struct("<BIdI")
 OPEN, CLIENT, SERVER, CLIENT_GAP, SERVER_GAP, CLIENT_END, SERVER_END = range(7)

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from kinspect.addresses import format_addr
-from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap
+from kinspect.capture.stream import StreamData, StreamEnd, StreamGap
 from kinspect.tls import keylog as kl
 from kinspect.tls.handshake import (CLIENT_HELLO, FINISHED, HELLO_REQUEST, KEY_UPDATE, SERVER_HELLO, HandshakeError,
                                     HandshakeReader, client_hello, server_hello, version_name)

@@ -16,7 +16,7 @@ import harness
 
 with harness.instrumented("kinspect.tls"):
     from kinspect import native
-    from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap
+    from kinspect.capture.stream import StreamData, StreamEnd, StreamGap
     from kinspect.tls import handshake, keylog, keys, records
     from kinspect.tls.layer import TlsLayer
 

@@ -18,7 +18,7 @@ import formats
 import harness
 
 with harness.instrumented("kinspect.tls"):
-    from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap
+    from kinspect.capture.stream import StreamData, StreamEnd, StreamGap
     from kinspect.tls import handshake, keylog
     from kinspect.tls.layer import TlsLayer
     from kinspect.tls.records import RecordReader

@@ -5,7 +5,7 @@ import struct
 
 from kinspect.capture.pcapng import PcapngParser
 from kinspect.capture.source import open_capture
-from kinspect.capture.tcp import TICK
+from kinspect.capture.stream import TICK
 from kinspect.capture.write import Recording, _block, interface_description, section_header
 from kinspect.decode.pipeline import DecodeRun
 from kinspect.render.jsonl import dumps

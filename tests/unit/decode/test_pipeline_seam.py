@@ -4,7 +4,7 @@ same path as a file, and the ticks expire pending requests and idle connections 
 import json
 
 from kinspect.capture.source import open_capture
-from kinspect.capture.tcp import TICK
+from kinspect.capture.stream import TICK
 from kinspect.decode.pipeline import DecodeRun
 from kinspect.render.jsonl import dumps
 from tests.conftest import PCAPS

@@ -1,9 +1,9 @@
 """Produce with acks=0 through the stream seam, as the proxy feeds it: the exchange comes out at
 once, expecting no response, and neither the summary nor the live figures count it missing."""
 
-from kinspect.capture.tcp import StreamData, StreamEnd
+from kinspect.capture.stream import StreamData, StreamEnd, StreamOpen
 from kinspect.live.stats import LiveStats
-from kinspect.decode.pipeline import DecodeRun, StreamOpen
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.decode.summary import Summary
 from kinspect.wire.encode import encode_request
 

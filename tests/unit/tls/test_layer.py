@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap
+from kinspect.capture.stream import StreamData, StreamEnd, StreamGap
 from kinspect.tls import KeyLog
 from kinspect.tls.layer import TlsLayer
 from tests.unit.tls.memtls import converse
