@@ -16,6 +16,7 @@ from kinspect.report.timeline import MAX_SERIES, OTHERS
 
 ROWS = 1000      # rows a table shows (the rest are counted)
 FINDINGS = 200   # findings shown, most severe first (the rest are counted)
+CELL = 1200      # characters of a client table's cell (its APIs and topics lists)
 CHART_OF = {"rebalance": "rebalance", "lag": "lag", "slow": "latency-p99", "errors": "errors",
             "producer_sequence": "errors", "throttle": "clients", "removed_api_versions": "clients",
             "hanging_transaction": "findings"}
@@ -172,7 +173,7 @@ def _clients(gathered: Gathered) -> dict:
     rows = []
     for r in gathered.inventory.rows()[:ROWS]:
         honoured = r["throttling_honoured"]
-        rows.append([shown(_cell(v)) for v in (
+        rows.append([shown(_cell(v), CELL) for v in (
             r["client_id"], " ".join(str(v) for v in (r["software_name"], r["software_version"]) if v) or None,
             r["addresses"], r["connections"],
             " ".join(f"{a['api_name']}:{','.join(map(str, a['versions']))}" for a in r["apis"]),

@@ -41,10 +41,19 @@ SCRIPT = """
 (function () {
   var charts = JSON.parse(document.getElementById("kinspect-charts").textContent);
   var views = {}, drawing = [];
+  function rows(c) {  // the columns back into one row per point, series names in place of indexes
+    var out = [];
+    for (var i = 0; i < c.x.length; i++) {
+      var row = {s: c.names[c.s[i]], x: c.x[i], y: c.y[i]};
+      c.extra.forEach(function (key) { row[key] = c[key][i]; });
+      out.push(row);
+    }
+    return out;
+  }
   charts.forEach(function (chart) {
     var spec = vegaLite.compile(chart.spec).spec;
     var view = new vega.View(vega.parse(spec), {renderer: "svg", container: "#chart-" + chart.id, hover: true});
-    view.insert("points", chart.rows);
+    view.insert("points", rows(chart.columns));
     views[chart.id] = view;
     drawing.push(view.runAsync());
   });
@@ -75,7 +84,7 @@ def _hash(script: str) -> str:
 
 def render(model: dict, title: str = "kinspect report") -> str:
     charts = [c for s in model["sections"] for c in s["charts"] if c["series"]]
-    data = script_json([{"id": c["id"], "spec": vega.spec(c), "rows": vega.rows(c)} for c in charts])
+    data = script_json([{"id": c["id"], "spec": vega.spec(c), "columns": vega.columns(c)} for c in charts])
     scripts = [runtime(), SCRIPT]
     policy = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
               f"script-src 'unsafe-eval' {' '.join(_hash(s) for s in scripts)}")

@@ -10,20 +10,31 @@ _TOOLTIP_TIME = {"timeUnit": "utcyearmonthdatehoursminutessecondsmilliseconds",
                  "format": "%Y-%m-%d %H:%M:%S.%L UTC"}
 
 
-def rows(chart: dict) -> list[dict]:
-    """One row per point: its series "s", "x", "y" and, by mark, "x2" and the round's facts."""
-    out = []
-    mark = chart["mark"]
-    for series in chart["series"]:
-        name = series["name"]
+EXTRA = {"histogram": ("x2",), "rounds": ("x2", "generation", "joined", "left", "pause_ms")}
+
+
+def columns(chart: dict) -> dict:
+    """The chart's points as columns: series names once ("names"), then per point its series'
+    index "s", "x", "y" and, by mark, "x2" and a round's facts ("extra" names them). The page
+    turns them back into one row per point, names in place of indexes (rows() here does the same)."""
+    extra = EXTRA.get(chart["mark"], ())
+    out = {"names": [], "s": [], "x": [], "y": [], "extra": list(extra), **{k: [] for k in extra}}
+    for index, series in enumerate(chart["series"]):
+        out["names"].append(series["name"])
         for point in series["points"]:
-            row = {"s": name, "x": point[0], "y": point[1]}
-            if mark == "histogram":
-                row["x2"] = point[2]
-            elif mark == "rounds":
-                row.update(x2=point[2], generation=point[3], joined=point[4], left=point[5], pause_ms=point[6])
-            out.append(row)
+            out["s"].append(index)
+            out["x"].append(point[0])
+            out["y"].append(point[1])
+            for at, key in enumerate(extra, 2):
+                out[key].append(point[at])
     return out
+
+
+def rows(chart: dict) -> list[dict]:
+    """One row per point, as the page's script makes them from columns()."""
+    data = columns(chart)
+    return [{"s": data["names"][s], "x": x, "y": y, **{k: data[k][i] for k in data["extra"]}}
+            for i, (s, x, y) in enumerate(zip(data["s"], data["x"], data["y"]))]
 
 
 def spec(chart: dict) -> dict:

@@ -56,3 +56,9 @@ def test_script_json_inside_a_script_element_stays_one_element():
 
 def test_bytes_become_their_shown_text_in_json():
     assert json.loads(script_json({"b": b"\xff<x>"})) == {"b": "\\xff<x>"}
+
+
+def test_a_long_value_is_cut_and_the_rest_counted():
+    assert shown("a" * 10, longest=4) == "aaaa… (6 more characters)"
+    assert shown("\x1b" * 10, longest=4) == "\\x1b… (6 more characters)"
+    assert shown("abcd", longest=4) == "abcd"
