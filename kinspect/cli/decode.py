@@ -14,7 +14,8 @@ from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.limits import Limits
 from kinspect.decode.filters import ExchangeFilter
-from kinspect.decode.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
+from kinspect.decode.finish import JSON, RECORD, SUMMARY
+from kinspect.decode.parallel import WorkerDied, run_outputs
 from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
 from kinspect.render.safe import path_text
@@ -82,7 +83,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
         try:
             with out.progress(run.size) as bar:
                 # with --count, this process writes every line, so that it can count them
-                outputs = finished(run, keep, mode, 1 if count else jobs, bar.update,
+                outputs = run_outputs(run, keep, mode, 1 if count else jobs, bar.update,
                                    sink=out if mode == JSON and not count else None)
                 for output, has_error in outputs:
                     any_problems |= has_error

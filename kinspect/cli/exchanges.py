@@ -128,7 +128,7 @@ def emit(out: Output, output, mode: str, totals: Summary, lines: bool, verbose: 
     """One finished record of a live adapter (sniff, the proxy) out as its mode says: into the
     summary's totals, or written at once (JSON pieces, or the text lines) and flushed, unless
     ``lines`` is false (the dashboard holds the terminal)."""
-    from kinspect.decode.parallel import JSON, SUMMARY
+    from kinspect.decode.finish import JSON, SUMMARY
 
     if mode == SUMMARY:
         totals.add(output)

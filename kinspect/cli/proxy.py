@@ -1,8 +1,9 @@
 """kinspect proxy: a Kafka relay that decodes what it passes.
 
 Thin: the relay, the listeners and the rewriting are kinspect.proxy's; the decoding runs in a
-child process through pipeline.py's stream-source seam (proxy/tap.py's PipeSource), and its
-lines, JSON, filters and summary are decode's and sniff's (cli/exchanges.py).
+child process through the stream-source seam (proxy/tap.py's PipeSource into pipeline.DecodeRun)
+and live/loop.py's loop, as sniff's does, and its lines, JSON, filters and summary are decode's
+and sniff's (cli/exchanges.py).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from kinspect.cli.exchanges import emit, filter_options, print_summary
 from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.decode.filters import ExchangeFilter
-from kinspect.limits import Budget, Limits
-from kinspect.decode.parallel import JSON, RECORD, SUMMARY, finish
+from kinspect.limits import Limits
+from kinspect.decode.finish import JSON, RECORD, SUMMARY
 from kinspect.decode.pipeline import DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from kinspect.decode.summary import Summary
@@ -213,58 +214,37 @@ class _Decoder:
         self.limits, self.title = limits, title
 
     def __call__(self, fd: int) -> int:
-        from kinspect.live.stats import LiveStats
+        from kinspect.live.loop import LiveLoop
         from kinspect.proxy.tap import PipeSource
 
         out = self.out
         source = PipeSource(fd)
-        stats = LiveStats()
-        board = None
+        loop = LiveLoop()
+        stats = loop.stats
         run = None
 
         def tick(now: float) -> None:
             stats.set_capture(in_flight=run.session.in_flight())
-            if board is not None:
-                board.refresh()
+            loop.refresh()
 
         run = DecodeRun(source, max_frame=self.max_frame, limits=self.limits, show_secrets=self.show_secrets,
                         pending_timeout=self.pending_timeout, on_tick=tick)
-        server = None
         if self.metrics_port is not None:
-            from kinspect.live.metrics import serve
             try:
-                server = serve(stats, self.metrics_port, self.metrics_address)
+                loop.serve_metrics(self.metrics_port, self.metrics_address)
             except OSError as e:
                 out.warn(f"kinspect: --metrics-port {self.metrics_port}: {e.strerror or e}; no metrics served")
         mode = SUMMARY if self.summary else JSON if out.as_json else RECORD
         if self.dashboard:
-            from kinspect.live.dashboard import Dashboard
             console = out.console if out.interactive else out.err
-            board = Dashboard(stats, console, title=f"proxy {self.title}")
-        lines = not (board is not None and out.interactive)
+            loop.dashboard(console, title=f"proxy {self.title}")
+        lines = not (loop.board is not None and out.interactive)
         write = None if out.interactive else out.stream.write
         totals = Summary()
-        any_problems = False
         started = time.monotonic()
-        try:
-            if board is not None:
-                board.__enter__()
-            topics = run.topics
-            budget = Budget(self.limits, pack_records=True)
-            for record in run.raw_records():
-                if record.get("kind") == "gap" and record["type"] == "notice":
-                    _skipped(record)
-                budget.next_unit()
-                output, error = finish(record, topics, self.keep, mode, budget)
-                stats.add(record)
-                any_problems |= error
-                if output is not None:
-                    emit(out, output, mode, totals, lines, self.verbose, write)
-        finally:
-            if board is not None:
-                board.__exit__(None, None, None)
-            if server is not None:
-                server.shutdown()
+        with loop:
+            any_problems = loop.run(run, lambda output: emit(out, output, mode, totals, lines, self.verbose, write),
+                                    keep=self.keep, mode=mode, before=_skipped)
         if self.summary:
             print_summary(out, totals)
         snap = stats.snapshot()
@@ -282,7 +262,10 @@ class _Decoder:
 
 
 def _skipped(notice: dict) -> None:
-    """A gap in a proxied stream is bytes the decoder skipped (it fell behind), never bytes lost."""
+    """A gap in a proxied stream is bytes the decoder skipped (it fell behind), never bytes lost:
+    its notice says so (other records pass as they are)."""
+    if notice.get("kind") != "gap" or notice["type"] != "notice":
+        return
     side = "client" if "client side" in notice["what"] else "broker"
     notice["kind"] = "skipped"
     notice["what"] = (f"{notice.get('missing')} bytes from the {side} not decoded: the decoder fell behind "

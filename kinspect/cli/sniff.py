@@ -1,8 +1,8 @@
 """kinspect sniff: live Kafka traffic from network interfaces, decoded as it happens.
 
 Thin: a live packet source (capture/live.py) feeds pipeline.DecodeRun, the one decoding path
-decode uses; the lines, JSON, filters and summary are decode's (cli/exchanges.py); the dashboard
-and metrics endpoint are live/'s.
+decode uses, and live/loop.py's loop finishes its records; the lines, JSON, filters and summary
+are decode's (cli/exchanges.py); the dashboard and metrics endpoint are live/'s.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from kinspect.cli.limits import limit_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
 from kinspect.decode.filters import ExchangeFilter
-from kinspect.limits import Budget, Limits
-from kinspect.decode.parallel import JSON, RECORD, SUMMARY, finish
+from kinspect.limits import Limits
+from kinspect.decode.finish import JSON, RECORD, SUMMARY
 from kinspect.decode.pipeline import DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, EXIT_USAGE
 from kinspect.decode.summary import Summary
@@ -96,7 +96,7 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
     and the drop counts follow.
     """
     from kinspect.capture.live import LiveError, build_filter, open_live
-    from kinspect.live.stats import LiveStats
+    from kinspect.live.loop import LiveLoop
 
     interfaces = list(dict.fromkeys(interfaces))
     keylogs = keylog.paths if keylog is not None else []
@@ -121,18 +121,16 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
     if source.backend == "dumpcap" and backend == "auto":
         from kinspect.capture.live import DUMPCAP_DELAY_NOTE
         out.warn(f"kinspect: note: {DUMPCAP_DELAY_NOTE}")
-    stats = LiveStats()
-    session = _Session(source, stats, out, duration)
+    loop = LiveLoop()
+    session = _Session(source, loop, out, duration)
     run = DecodeRun(source, ports=kafka_ports, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,
                     max_connections=max_connections, show_secrets=show_secrets,
                     pending_timeout=pending_timeout, idle_timeout=idle_timeout, on_tick=session.tick,
                     keylog=keylog)  # its files are read again when a connection's keys are missing
     session.run = run
-    server = None
     if metrics_port is not None:
-        from kinspect.live.metrics import serve
         try:
-            server = serve(stats, metrics_port, metrics_address)
+            loop.serve_metrics(metrics_port, metrics_address)
         except ImportError:
             source.close()
             out.warn("kinspect: --metrics-port needs prometheus_client: pip install prometheus_client")
@@ -142,43 +140,21 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
             out.warn(f"kinspect: --metrics-port {metrics_port}: {e.strerror or e}; choose another port")
             sys.exit(EXIT_USAGE)
     mode = SUMMARY if summary else JSON if out.as_json else RECORD
-    board = None
     if dashboard:
-        from kinspect.live.dashboard import Dashboard
         console = out.console if out.interactive else out.err
-        board = session.board = Dashboard(stats, console, title=f"{', '.join(interfaces)} ({source.backend})")
+        loop.dashboard(console, title=f"{', '.join(interfaces)} ({source.backend})")
     totals = Summary()
-    any_problems = False
-    shown = 0
     # lines go out as they come; the dashboard takes the terminal's place when there is one
-    lines = not (board is not None and out.interactive)
+    lines = not (loop.board is not None and out.interactive)
     write = None if out.interactive else out.stream.write
     session.install_signals()
     try:
-        if board is not None:
-            board.__enter__()
-        with source:
-            topics = run.topics
-            budget = Budget(limits, pack_records=True)
-            for record in run.raw_records():
-                budget.next_unit()
-                output, error = finish(record, topics, keep, mode, budget)
-                stats.add(record)
-                any_problems |= error
-                if output is None:
-                    continue
-                emit(out, output, mode, totals, lines, verbose, write)
-                if record.get("type") == "exchange":
-                    shown += 1
-                    if count is not None and shown >= count:
-                        break
+        with loop, source:
+            any_problems = loop.run(run, lambda output: emit(out, output, mode, totals, lines, verbose, write),
+                                    keep=keep, mode=mode, count=count)
             session.final(mode, summary)
     finally:
         session.restore_signals()
-        if board is not None:
-            board.__exit__(None, None, None)
-        if server is not None:
-            server.shutdown()
     if summary:
         print_summary(out, totals)
     exit_code = EXIT_OK
@@ -202,10 +178,9 @@ class _Session:
     """What happens on the pipeline's ticks and on signals: the kernel's counters once a second,
     drop warnings, the dashboard, --duration; Ctrl-C and SIGTERM stop the source cleanly."""
 
-    def __init__(self, source, stats, out: Output, duration: float | None):
-        self.source, self.stats, self.out = source, stats, out
+    def __init__(self, source, loop, out: Output, duration: float | None):
+        self.source, self.loop, self.stats, self.out = source, loop, loop.stats, out
         self.run: DecodeRun | None = None
-        self.board = None
         self.started = time.monotonic()
         self.deadline = None if duration is None else self.started + duration
         self.next_stats = 0.0
@@ -236,8 +211,7 @@ class _Session:
         if clock >= self.next_stats:
             self.next_stats = clock + STATS_EVERY
             self._read_counters()
-        if self.board is not None:
-            self.board.refresh()
+        self.loop.refresh()
 
     def _read_counters(self) -> None:
         counters = self.source.statistics()

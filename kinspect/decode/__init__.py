@@ -1,3 +1,3 @@
-"""Decoding: the source seam (pipeline.py), finishing exchanges on worker processes
-(parallel.py), the user's filters (filters.py), the summary (summary.py) and the checks on a
-split run (shards.py)."""
+"""Decoding: the source seam's one pipeline (pipeline.py), the one finishing step (finish.py),
+finishing on worker processes (parallel.py), the user's filters (filters.py), the summary
+(summary.py) and the checks on a split run (shards.py)."""

@@ -23,11 +23,9 @@ import time
 from collections import deque
 from typing import Callable, Iterator, Protocol
 
-from kinspect.decode.filters import topics_of
-from kinspect.limits import Budget
-from kinspect.render.jsonl import pieces
+from kinspect.decode.finish import JSON, RECORD, Finish
 from kinspect.wire import messages
-from kinspect.wire.exchange import RAW, complete
+from kinspect.wire.exchange import RAW
 from kinspect.wire.topics import TopicNames
 
 LEARN_APIS = frozenset({3, 19, 75})   # Metadata, CreateTopics, DescribeTopicPartitions responses
@@ -36,28 +34,6 @@ CHUNK_BYTES = 4 << 20
 IN_FLIGHT_PER_JOB = 3
 PIECE_BYTES = 1 << 20  # workers write whole lines, this much at a time
 RING_BYTES = 48 << 20  # the payloads of the chunks in flight (see _Ring)
-
-JSON, SUMMARY, RECORD = "json", "summary", "record"
-
-
-def finish(record: dict, topics: TopicNames, keep: Callable[[dict], bool], mode: str,
-           budget: Budget | None = None):
-    """(output or None when filtered out, whether the record has an error problem). A JSON
-    output is the line's pieces: one, or more written as they are encoded when the record holds
-    batches too big to hold (see render.jsonl.pieces)."""
-    if RAW in record:
-        complete(record, topics, budget)
-    problems = record.get("problems")
-    error = bool(problems) and any(p.get("severity") == "error" for p in problems)
-    if not keep(record):
-        return None, error
-    if mode == JSON:
-        return pieces(record, newline=True), error
-    if mode == SUMMARY and record.get("type") == "exchange":
-        slim = {k: v for k, v in record.items() if k not in ("request", "response")}
-        slim["_topics"] = sorted(topics_of(record)) if record["error_codes"] else []
-        return slim, error
-    return record, error
 
 
 def default_jobs() -> int:
@@ -103,12 +79,13 @@ def _how(exitcode: int | None) -> str:
     return f"killed by signal {-exitcode}, {name}{hint}"
 
 
-def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int | None,
-             progress: Callable[[int], None] | None = None, sink: Sink | None = None
-             ) -> Iterator[tuple]:
-    """(output, has_error) for every record of a DecodeRun, in order, using ``jobs`` processes;
-    ``jobs`` None: in this process, until the work measured so far says that default_jobs()
-    workers would finish the rest sooner (see Probe), then with them.
+def run_outputs(run, keep: Callable[[dict], bool], mode: str, jobs: int | None,
+                progress: Callable[[int], None] | None = None, sink: Sink | None = None,
+                stages: tuple = ()) -> Iterator[tuple]:
+    """(output, has_error) for every record of a DecodeRun, finished (decode/finish.py) in order,
+    using ``jobs`` processes; ``jobs`` None: in this process, until the work measured so far says
+    that default_jobs() workers would finish the rest sooner (see Probe), then with them.
+    ``keep``, ``mode`` and ``stages``: the finishing step's (finish.Finish).
 
     With a ``sink`` (JSON mode), the lines go to ``sink.write_line`` in order and the outputs
     yielded are None; without one, JSON outputs are the lines' bytes.
@@ -119,35 +96,36 @@ def finished(run, keep: Callable[[dict], bool], mode: str, jobs: int | None,
     in-memory stream would be lost)."""
     keep_heap()  # before any worker forks: they inherit it
     records = run.raw_records(progress)
+    finish = Finish(run.topics, run.limits, keep=keep, mode=mode, stages=stages)
     if mode == RECORD or sink is not None and not _has_fd(sink) or jobs is not None and jobs <= 1:
-        yield from _here(records, run, keep, mode, sink)
+        yield from _here(records, finish, sink)
         return
     if jobs is None:
         jobs = default_jobs()
         if jobs <= 1:
-            yield from _here(records, run, keep, mode, sink)
+            yield from _here(records, finish, sink)
             return
         probe = Probe(run.size, jobs)
-        yield from _here(records, run, keep, mode, sink, probe)
+        yield from _here(records, finish, sink, probe)
         if not probe.switched:
             return
     if sink is not None:
         sink.flush()  # nothing of the main process's may follow the workers' lines
-    yield from _parallel(records, run, keep, mode, jobs, sink)
+    yield from _parallel(records, run, finish, jobs, sink)
 
 
-def _here(records: Iterator[dict], run, keep, mode: str, sink: Sink | None,
+def _here(records: Iterator[dict], finish: Finish, sink: Sink | None,
           probe: Probe | None = None) -> Iterator[tuple]:
-    """Records finished in this process; with a ``probe``, only until it says to hand the rest
-    to workers (``records`` then goes on from there)."""
-    topics = run.topics
-    budget = Budget(run.limits, pack_records=True)
+    """Records finished in this process, each a unit of its own (written before the next);
+    with a ``probe``, only until it says to hand the rest to workers (``records`` then goes on
+    from there)."""
+    mode = finish.mode
+    one = finish.record
     clock = time.thread_time
     started = clock()
     for record in records:
         read = clock()
-        budget.next_unit()  # the record before this one is written out
-        output, error = finish(record, topics, keep, mode, budget)
+        output, error = one(record)
         if mode == JSON and output is not None:
             if sink is None:
                 output = b"".join(output)
@@ -273,10 +251,11 @@ _worker: dict = {}
 START, DONE, WRITING = range(3)
 
 
-def _init(keep, mode, sink, turn, next_chunk, written, limits, ring) -> None:
+def _init(finish: Finish, sink, turn, next_chunk, written, ring) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    _worker.update(keep=keep, mode=mode, topics=TopicNames(), sink=sink, turn=turn, next=next_chunk,
-                   written=written, limits=limits, ring=ring)
+    topics = TopicNames()
+    _worker.update(finish=finish.twin(topics), topics=topics, sink=sink, turn=turn, next=next_chunk,
+                   written=written, ring=ring)
 
 
 # glibc's mallopt parameters, and the values workers use
@@ -308,15 +287,15 @@ def _work(task) -> list:
     index, names, chunk, placed = task
     if placed:
         _Ring.take(_worker["ring"], chunk, placed)
-    topics = _worker["topics"]
-    topics.names = names
-    keep, mode = _worker["keep"], _worker["mode"]
-    # the chunk's output is held until its turn: one unit
-    budget = Budget(_worker["limits"], pack_records=True)
+    _worker["topics"].names = names
+    finish = _worker["finish"]
+    mode = finish.mode
+    finish.new_unit()  # the chunk's output is held until its turn: one unit
+    held = finish.held
     results = []
     for number, record in enumerate(chunk):
         chunk[number] = None  # decoded records die once encoded: held, they cost +40% CPU in cache misses
-        results.append(finish(record, topics, keep, mode, budget))
+        results.append(held(record))
     sink = _worker["sink"]
     if sink is None:
         return [(b"".join(o) if mode == JSON and o is not None else o, e) for o, e in results]
@@ -456,7 +435,7 @@ class _Forks:
         return process
 
 
-def _parallel(records, run, keep, mode, jobs, sink) -> Iterator[tuple]:
+def _parallel(records, run, finish: Finish, jobs, sink) -> Iterator[tuple]:
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
@@ -465,7 +444,7 @@ def _parallel(records, run, keep, mode, jobs, sink) -> Iterator[tuple]:
     written = context.Array("q", 3, lock=False)
     ring = _Ring(RING_BYTES)  # mapped before the workers fork: theirs too
     pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_init,
-                               initargs=(keep, mode, sink, turn, next_chunk, written, run.limits, ring.buf))
+                               initargs=(finish, sink, turn, next_chunk, written, ring.buf))
     workers = context.started
     pending: deque = deque()  # (future, its chunk's ring region or None), oldest first
     try:

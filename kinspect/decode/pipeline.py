@@ -10,6 +10,8 @@ into their two byte streams, as a proxy relays them. No link or TCP layer: its e
 (``StreamOpen`` with the client's flow, then StreamData, StreamGap and StreamEnd, and ticks) feed
 the same Kafka session.
 
+What comes out, ``raw_records()``, is finished by decode/finish.py (``records()`` does it).
+
 TLS (tls/layer.py) sits between the two on the packet path: every new direction is watched until
 its first bytes say whether it is TLS; a plaintext direction then leaves ``watch`` and its events
 go straight to the session, a TLS one's come out of the layer as plaintext events (and notices).
@@ -33,10 +35,10 @@ from kinspect.capture.pcapng import TLS_KEY_LOG
 from kinspect.capture.source import CaptureError, open_capture
 from kinspect.capture.stream import TICK, StreamData, StreamEnd, StreamGap, StreamOpen, StreamStart
 from kinspect.capture.tcp import TcpReassembler
+from kinspect.decode.finish import decoded_records
 from kinspect.limits import DEFAULT_LIMITS, RECORDS_FLOOR, Budget, Limits
 from kinspect.tls.keylog import KeyLog
 from kinspect.tls.layer import MAX_MARKS, TlsLayer
-from kinspect.wire.exchange import RAW, complete
 from kinspect.wire.frames import MAX_FRAME
 from kinspect.wire.session import DEFAULT_PORTS, UNDECIDED_LIMIT, KafkaSession
 from kinspect.wire.topics import RecordedTopicNames, TopicNames
@@ -48,11 +50,6 @@ MAX_CONNECTIONS = 20_000  # TCP connections followed at once (--max-connections)
 # lines, not one each (the counts in decode --summary stay whole)
 NOTICES_AT_ONCE = 10
 EXPIRE_EVERY = 1.0  # seconds between expiry passes over pending requests and idle connections
-# Responses that may name topic ids (TopicNames.learn): api key -> the first version whose topic
-# entries carry both TopicId and Name (checked against Kafka's own specs). A run that gives out
-# only some records (``keep_record``) still decodes these among the others, so that its Fetch
-# v13+ rows name their topics as one whole run would.
-TOPIC_NAMING = {3: 10, 19: 7, 20: 6, 75: 0, 91: 0, 92: 0}
 TLS_PATIENCE = 5.0  # seconds a live run holds a TLS connection's records while its keys may still come
 OWNERS_CACHED = 1 << 16  # flows whose shard a run of some connections (``flows``) remembers
 # Bytes of work a Kafka frame counts for in a gzip'ed capture's bound (capture/source.py), on top
@@ -179,7 +176,7 @@ class DecodeRun:
         self.end_notices: dict[str, int] = {}
         self.unread = 0  # with flows: packets of other shards' connections the C reader left out
         self._reassembler: TcpReassembler | None = None
-        self._budget: Budget | None = None
+        self.budget: Budget | None = None  # the finishing step's (decode/finish.py); flows_report reads it
         self.limits = limits
         self.max_connections = max_connections
         self.pending_timeout = pending_timeout
@@ -302,33 +299,10 @@ class DecodeRun:
         return self.session.kafka_connections
 
     def records(self, progress: Callable[[int], None] | None = None, pack_records: bool = False) -> Iterator[dict]:
-        """Every output record in order, exchanges with their bodies decoded; ``pack_records``:
-        regular batches may keep their records as bytes (records/packed.py), for a reader that
-        needs only their count."""
-        topics = self.topics
-        budget = self._budget = Budget(self.limits, pack_records=pack_records)
-        if self.keep_record is not None:
-            yield from self._kept_records(progress, topics, budget)
-            return
-        for record in self.raw_records(progress):
-            if RAW in record:
-                budget.next_unit()  # the exchange before this one was consumed
-                complete(record, topics, budget)
-            yield record
-
-    def _kept_records(self, progress, topics: TopicNames, budget: Budget) -> Iterator[dict]:
-        """records() of those keep_record keeps: the others' exchanges are completed only when
-        their response may teach topic names, and not given out."""
-        keep = self.keep_record
-        for record in self.raw_records(progress):
-            mine = keep(record)
-            if RAW in record:
-                if not mine and record["api_version"] < TOPIC_NAMING.get(record["api_key"], 1 << 15):
-                    continue
-                budget.next_unit()
-                complete(record, topics, budget)
-            if mine:
-                yield record
+        """Every output record in order, exchanges finished (decode/finish.py's decoded_records);
+        ``pack_records``: regular batches may keep their records as bytes (records/packed.py),
+        for a reader that needs only their count."""
+        return decoded_records(self, progress, pack_records)
 
     def raw_records(self, progress: Callable[[int], None] | None = None) -> Iterator[dict]:
         """Output records in order; exchanges carry their bodies raw (``exchange.complete`` decodes)."""
@@ -441,11 +415,12 @@ class DecodeRun:
         run acts past them); ``end_notices``; topic ids learned and looked up in vain (see
         RecordedTopicNames)."""
         r, session, topics = self._reassembler, self.session, self.topics
-        budget = self._budget or Budget(self.limits)
+        budget = self.budget
         # what the exchanges decompressed and decoded beyond their bytes' grants: one run's
-        # budget is its allowance less all of these together (limits.Budget)
-        beyond = {"decompressed bytes beyond grants": (self.limits.max_batch_bytes, budget.inflate_low),
-                  "records beyond grants": (RECORDS_FLOOR, budget.decode_low)}
+        # budget is its allowance less all of these together (limits.Budget); none finished, none
+        inflate = (self.limits.max_batch_bytes, budget.inflate_low if budget else self.limits.max_batch_bytes)
+        beyond = {"decompressed bytes beyond grants": inflate,
+                  "records beyond grants": (RECORDS_FLOOR, budget.decode_low if budget else RECORDS_FLOOR)}
         peaks = {"streams": 0, "held": 0, "held_segments": 0, "closed": 0} if r is None else r.peaks
         return {
             "shard": list(self.flows or (0, 1)),

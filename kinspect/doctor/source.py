@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from kinspect.decode.parallel import RECORD, finished
-
-
-def _every(record: dict) -> bool:
-    return True
+from kinspect.decode.finish import RECORD, every
+from kinspect.decode.parallel import run_outputs
 
 
 def capture_records(run, progress: Callable[[int], None] | None = None,
                     capture: str | None = None) -> Iterator[dict]:
     """Every record of a pipeline.DecodeRun, finished, in order; with ``capture``, exchanges
     carry it (findings' evidence names the file)."""
-    for output, _ in finished(run, _every, RECORD, 1, progress):
+    for output, _ in run_outputs(run, every, RECORD, 1, progress):
         if output is not None:
             if capture is not None:
                 output["capture"] = capture

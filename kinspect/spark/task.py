@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from kinspect import native
 from kinspect.capture.source import CaptureError
+from kinspect.decode.finish import decoded_records
 from kinspect.decode.parallel import keep_heap
 from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.render.safe import path_text
@@ -78,7 +79,7 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
     exchanges = problems = 0
     error = None
     try:
-        for record in run.records(pack_records=not records):  # rows need only a batch's count
+        for record in decoded_records(run, pack_records=not records):  # rows need only a batch's count
             if record["type"] == "exchange":
                 exchanges += 1
                 problems += len(record["problems"])

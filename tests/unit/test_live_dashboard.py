@@ -18,7 +18,7 @@ from kinspect.decode.filters import ExchangeFilter, topics_of
 from kinspect.limits import Budget, Limits
 from kinspect.live.dashboard import TOP, Dashboard, _size
 from kinspect.live.stats import WINDOW, LiveStats
-from kinspect.decode.parallel import RECORD, finish
+from kinspect.decode.finish import RECORD, finish_record
 from kinspect.decode.pipeline import DecodeRun
 from tests.conftest import PCAPS
 
@@ -47,7 +47,7 @@ def _feed():
     first = True
     for record in run.raw_records():
         budget.next_unit()
-        finish(record, run.topics, keep, RECORD, budget)
+        finish_record(record, run.topics, keep, RECORD, budget)
         stamp = record.get("response_time") or record.get("request_time") or record.get("time") or now[0]
         if first:  # the dashboard's clock starts with the capture
             stats.started = now[0] = stamp

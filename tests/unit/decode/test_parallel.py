@@ -11,7 +11,8 @@ from collections import deque
 import pytest
 
 from kinspect.decode.filters import ExchangeFilter
-from kinspect.decode.parallel import JSON, RECORD, SUMMARY, WorkerDied, finished
+from kinspect.decode.finish import JSON, RECORD, SUMMARY
+from kinspect.decode.parallel import WorkerDied, run_outputs
 from kinspect.decode.pipeline import DecodeRun
 from tests.conftest import PCAPS, REALDATA
 
@@ -20,7 +21,7 @@ CAPTURES = sorted(PCAPS.glob("*.pcap*")) + [REALDATA / "ndpi/kafka.pcapng"]
 
 def outputs(path, jobs, mode=JSON, keep=None, monkeypatch=None):
     run = DecodeRun(path)
-    return list(finished(run, keep or ExchangeFilter(), mode, jobs))
+    return list(run_outputs(run, keep or ExchangeFilter(), mode, jobs))
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
@@ -71,7 +72,7 @@ def test_lines_for_a_sink_without_a_file_descriptor_are_written_here(monkeypatch
     monkeypatch.setattr("kinspect.decode.parallel._parallel", no_workers)
     path = PCAPS / "librdkafka-produce-consume.pcapng"
     sink = Memory()
-    assert all(output is None for output, _ in finished(DecodeRun(path), ExchangeFilter(), JSON, 2, sink=sink))
+    assert all(output is None for output, _ in run_outputs(DecodeRun(path), ExchangeFilter(), JSON, 2, sink=sink))
     assert sink.lines == [line for line, _ in outputs(path, 1)] and len(sink.lines) > 50
 
 
@@ -101,7 +102,7 @@ class FileSink:
 
 def sunk(path, jobs, out_file) -> tuple[bytes, list]:
     sink = FileSink(out_file)
-    results = list(finished(DecodeRun(path), ExchangeFilter(), JSON, jobs, sink=sink))
+    results = list(run_outputs(DecodeRun(path), ExchangeFilter(), JSON, jobs, sink=sink))
     sink.file.close()
     return out_file.read_bytes(), results
 
@@ -126,7 +127,7 @@ def test_a_failing_write_reaches_the_main_process(tmp_path, monkeypatch):
             raise BrokenPipeError("reader went away")
 
     with pytest.raises(BrokenPipeError):
-        list(finished(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
+        list(run_outputs(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
                       sink=Broken(tmp_path / "x")))
 
 
@@ -177,7 +178,7 @@ def test_a_worker_killed_mid_line_leaves_whole_lines_in_a_file(tmp_path, monkeyp
     name = "librdkafka-produce-consume.pcapng"
     sink = DyingSink(tmp_path / "out.jsonl", at=5, part=0.5)
     with Deadline(60), pytest.raises(WorkerDied) as died:
-        list(finished(DecodeRun(PCAPS / name), ExchangeFilter(), JSON, 2, sink=sink))
+        list(run_outputs(DecodeRun(PCAPS / name), ExchangeFilter(), JSON, 2, sink=sink))
     sink.file.close()
     assert died.value.exitcode == -signal.SIGKILL and not died.value.cut
     assert "killed by signal 9, SIGKILL (out of memory?)" in str(died.value)
@@ -193,7 +194,7 @@ def test_a_worker_killed_before_its_turn_stops_the_others_waiting_for_it(tmp_pat
     name = "librdkafka-produce-consume.pcapng"
     sink = DyingSink(tmp_path / "out.jsonl", at=3, part=0.0)
     with Deadline(60), pytest.raises(WorkerDied) as died:
-        list(finished(DecodeRun(PCAPS / name), ExchangeFilter(), JSON, 3, sink=sink))
+        list(run_outputs(DecodeRun(PCAPS / name), ExchangeFilter(), JSON, 3, sink=sink))
     sink.file.close()
     assert died.value.exitcode == -signal.SIGKILL and not died.value.cut
     written = (tmp_path / "out.jsonl").read_bytes()
@@ -214,7 +215,7 @@ def test_a_worker_killed_mid_line_on_a_pipe_is_reported_as_cut(monkeypatch):
     sink.file = os.fdopen(write_end, "wb")
     reader.start()
     with Deadline(60), pytest.raises(WorkerDied) as died:
-        list(finished(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
+        list(run_outputs(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
                       sink=sink))
     sink.file.close()
     reader.join(10)
@@ -230,7 +231,7 @@ def test_a_worker_stopped_by_another_signal_is_named(tmp_path):
 
     sink = Signalled(tmp_path / "out.jsonl", at=1, part=None)
     with Deadline(60), pytest.raises(WorkerDied) as died:
-        list(finished(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
+        list(run_outputs(DecodeRun(PCAPS / "librdkafka-produce-consume.pcapng"), ExchangeFilter(), JSON, 2,
                       sink=sink))
     assert "killed by signal 10, SIGUSR1" in str(died.value) and "memory" not in str(died.value)
 

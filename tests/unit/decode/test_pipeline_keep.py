@@ -6,7 +6,8 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from kinspect.decode.pipeline import TOPIC_NAMING, DecodeRun
+from kinspect.decode.finish import TOPIC_NAMING
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.render.jsonl import pieces
 from kinspect.spark.plan import Shard, connection_shard
 from tests.conftest import PCAPS, REALDATA, SPECS

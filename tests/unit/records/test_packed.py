@@ -17,7 +17,7 @@ import pytest
 
 from kinspect import native
 from kinspect.limits import DEFAULT_LIMITS, Budget
-from kinspect.decode.parallel import JSON, SUMMARY, finish
+from kinspect.decode.finish import JSON, SUMMARY, finish_record
 from kinspect.decode.pipeline import DecodeRun
 from kinspect.records.checks import check_batch
 from kinspect.records.packed import PackedRecords
@@ -191,7 +191,7 @@ def outputs(path, mode: str, pack: bool) -> list:
     topics, keep = TopicNames(), lambda exchange: True
     found = []
     for raw in run.raw_records():
-        output, error = finish(raw, topics, keep, mode, Budget(DEFAULT_LIMITS, pack_records=pack))
+        output, error = finish_record(raw, topics, keep, mode, Budget(DEFAULT_LIMITS, pack_records=pack))
         found.append((b"".join(output) if mode == JSON else output, error))
     return found
 

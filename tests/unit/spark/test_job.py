@@ -175,7 +175,7 @@ def test_local_masters_retry_tasks(master, expected):
 
 def test_summary_equals_decode_summary_of_the_same_exchanges(spark_session, tables):
     """Spark's percentile_approx at the chosen accuracy gives decode --summary's nearest-rank values."""
-    from kinspect.decode.parallel import SUMMARY, finish
+    from kinspect.decode.finish import SUMMARY, finish_record
     from kinspect.decode.pipeline import DecodeRun
     from kinspect.spark import summary
     from kinspect.decode.summary import Summary
@@ -188,7 +188,7 @@ def test_summary_equals_decode_summary_of_the_same_exchanges(spark_session, tabl
         run = DecodeRun(str(capture))
         topics = TopicNames()
         for record in run.raw_records():
-            output, _ = finish(record, topics, lambda r: True, SUMMARY)
+            output, _ = finish_record(record, topics, lambda r: True, SUMMARY)
             expected.add(output)
     want = {r["api_name"]: {k: v for k, v in r.items() if k != "type"} for r in expected.rows()}
     got = {r["api_name"]: r for r in rows["apis"]}
