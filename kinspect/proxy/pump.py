@@ -22,7 +22,7 @@ import time
 from collections import deque
 
 from kinspect import native
-from kinspect.proxy.relay import Link, _never, connected
+from kinspect.proxy.link import Link, connected, never
 from kinspect.proxy.rewrite import carries_addresses
 from kinspect.proxy.tap import CLIENT, SERVER
 
@@ -46,7 +46,7 @@ class PumpedLink(Link):
         self.added = False
         self.fds: tuple[int, int] | None = None
         self.wants = self.responses.wants_whole
-        self.responses.wants_whole = _never  # DATA copies went on already: follow them only
+        self.responses.wants_whole = never  # DATA copies went on already: follow them only
         try:
             host, port = client.getpeername()[:2]
             self.label = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -111,7 +111,7 @@ class PumpedLink(Link):
         try:
             out = self.responses.feed(data)
         finally:
-            self.responses.wants_whole = _never
+            self.responses.wants_whole = never
         self.proxy.pump.release(self.conn, out)
         self.down += len(out)
         if out:
