@@ -34,7 +34,8 @@ findings. One file, no network needed to view it: it opens from a mail attachmen
 
 \b
 Exit codes: 0 written; 1 written, and a capture was damaged or held no Kafka traffic; 2 usage
-error; 3 input unreadable; 4 kinspect could not finish; 130 interrupted.
+error; 3 input unreadable (the page is written from what could be read, if anything); 4 kinspect
+could not finish; 130 interrupted.
 """
 
 
@@ -86,6 +87,8 @@ def report(captures, output, log_dir, title, thresholds: Thresholds, ports, no_h
         except LogDirUnreadable as e:
             out.warn(f"kinspect: {path_text(str(e))}")
             sys.exit(EXIT_UNREADABLE)
+    if exit_code == EXIT_UNREADABLE and not gathered.doctor.exchanges and log_dir is None:
+        sys.exit(exit_code)  # nothing was read: no page
     gathered.finish()
     html = render(build(gathered, [path_text(str(c)) for c in captures],
                         path_text(str(log_dir)) if log_dir is not None else None), title)
