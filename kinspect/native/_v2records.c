@@ -405,11 +405,12 @@ typedef struct {
     int fixed;
 } Packed;
 
-/* 1: read; 0: arguments C leaves to Python (numbers past 64 bits, a window outside data). */
+/* 1: read; 0: arguments C leaves to Python (numbers past 64 bits, a window outside data).
+ * data and size: args[0]'s bytes. */
 static int
-read_packed_args(PyObject *const *args, Packed *b)
+read_packed_args(PyObject *const *args, const char *data, Py_ssize_t size, Packed *b)
 {
-    b->p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    b->p = (const unsigned char *)data;
     b->pos = PyLong_AsSsize_t(args[1]);
     b->end = PyLong_AsSsize_t(args[2]);
     b->base_offset = PyLong_AsLongLong(args[3]);
@@ -420,7 +421,7 @@ read_packed_args(PyObject *const *args, Packed *b)
         PyErr_Clear();
         return 0;
     }
-    return b->pos >= 0 && b->end <= PyBytes_GET_SIZE(args[0]) && b->pos <= b->end;
+    return b->pos >= 0 && b->end <= size && b->pos <= b->end;
 }
 
 /* Record number ``count`` at b->pos, framed, with its offset and timestamp: 0, or -1 when the
@@ -449,33 +450,53 @@ next_packed(const Packed *b, Py_ssize_t count, Frame *f, long long *offset, long
  *     -> (count, largest timestamp or None) | None
  * Not None when decode() would decode every record of data[pos:end] in one call of ``limit``,
  * every header key is UTF-8 and the offset deltas are 0, 1, 2, ...; the largest timestamp is
- * None with a fixed one, or without records. */
+ * None with a fixed one, or without records. data: bytes, or any contiguous buffer (a view of
+ * a mapped segment: validate scans a batch where it lies, without copying it). */
 static PyObject *
 scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "scan(data: bytes, pos, end, base_offset, base_timestamp, "
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "scan(data: bytes-like, pos, end, base_offset, base_timestamp, "
                                          "fixed_timestamp, limit)");
         return NULL;
     }
+    Py_buffer view = {0};
+    const char *data;
+    Py_ssize_t size;
+    if (PyBytes_Check(args[0])) {
+        data = PyBytes_AS_STRING(args[0]);
+        size = PyBytes_GET_SIZE(args[0]);
+    } else {
+        if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+            return NULL;
+        data = view.buf;
+        size = view.len;
+    }
+    PyObject *result = Py_None;
     Packed b;
     Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
-    if (!read_packed_args(args, &b))
-        Py_RETURN_NONE;
+    if (!read_packed_args(args, data, size, &b))
+        goto done;
     Py_ssize_t count = 0;
     long long largest = 0, offset, timestamp;
     while (b.pos < b.end) {
         Frame f;
         if (count >= limit || next_packed(&b, count, &f, &offset, &timestamp))
-            Py_RETURN_NONE;
+            goto done;
         if (count == 0 || timestamp > largest)
             largest = timestamp;
         b.pos = f.end;
         count++;
     }
-    if (b.fixed || count == 0)
-        return Py_BuildValue("(nO)", count, Py_None);
-    return Py_BuildValue("(nL)", count, largest);
+    result = b.fixed || count == 0 ? Py_BuildValue("(nO)", count, Py_None)
+                                   : Py_BuildValue("(nL)", count, largest);
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
+    return result;
+done:
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
+    Py_RETURN_NONE;
 }
 
 /* The JSON text being written: a bytes object grown as needed, shrunk to fit at the end. */
@@ -740,7 +761,7 @@ to_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Packed b;
-    if (!read_packed_args(args, &b))
+    if (!read_packed_args(args, PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), &b))
         Py_RETURN_NONE;
     const unsigned char *p = b.p;
     Py_ssize_t size = (b.end - b.pos) + (b.end - b.pos) / 4 + 4096;

@@ -9,6 +9,7 @@ path and byte.
 
 from __future__ import annotations
 
+import mmap
 import struct
 
 from kinspect.records.crc import crc32c
@@ -78,6 +79,8 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
     if codec == 0:
         if isinstance(buf, bytes):
             data, start, shift = buf, payload_start, base
+        elif budget.pack_records and view.readonly and type(view.obj) is mmap.mmap:
+            data, start, shift = view, payload_start, base  # a read-only mapped file: packed where it lies
         else:  # copy only this batch's records, never the whole (maybe mmapped) buffer
             data, start, shift = bytes(view[payload_start:end]), 0, base + payload_start
         stop, compressed_at, codec_label = end - payload_start + start, None, ""
@@ -97,6 +100,8 @@ def decode_batch(buf, view: memoryview, pos: int, index: int, path: str, base: i
     cap, bad_keys = ProblemCap(problems), []
     packed = (pack(data, start, stop, base_offset, base_timestamp, fixed_timestamp, limit)
               if budget.pack_records and not attributes & CONTROL_BIT else None)
+    if packed is None and data is view:  # to be decoded: this batch's records copied out
+        data, start, stop, shift = bytes(view[payload_start:end]), 0, end - payload_start, base + payload_start
     got = None if _fast is None or packed is not None else _fast(
         data, start, stop, base_offset, base_timestamp, fixed_timestamp, limit, bad_keys,
         cap.room("headers"))

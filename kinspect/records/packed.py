@@ -20,7 +20,7 @@ class PackedRecords:
     __slots__ = ("data", "start", "stop", "base_offset", "base_timestamp", "fixed_timestamp",
                  "count", "largest_timestamp")
 
-    def __init__(self, data: bytes, start: int, stop: int, base_offset: int, base_timestamp: int,
+    def __init__(self, data: bytes | memoryview, start: int, stop: int, base_offset: int, base_timestamp: int,
                  fixed_timestamp: int | None, count: int, largest_timestamp: int | None):
         """The records of ``data[start:stop]``; ``largest_timestamp`` is None with a fixed one."""
         self.data, self.start, self.stop = data, start, stop
@@ -30,14 +30,22 @@ class PackedRecords:
 
     def to_json(self) -> bytes | None:
         """The records as a JSON array, as render/jsonl.py writes their dicts."""
-        return native.v2records.to_json(self.data, self.start, self.stop, self.base_offset,
-                                        self.base_timestamp, self.fixed_timestamp)
+        data, start, stop = self._bytes()
+        return native.v2records.to_json(data, start, stop, self.base_offset, self.base_timestamp,
+                                        self.fixed_timestamp)
 
     def records(self) -> list[dict]:
         """The records as dicts, as decode_batch holds those of a batch it does not pack."""
-        got = native.v2records.decode(self.data, self.start, self.stop, self.base_offset,
-                                      self.base_timestamp, self.fixed_timestamp, self.count, [], 0)
+        data, start, stop = self._bytes()
+        got = native.v2records.decode(data, start, stop, self.base_offset, self.base_timestamp,
+                                      self.fixed_timestamp, self.count, [], 0)
         return got[0]
+
+    def _bytes(self) -> tuple[bytes, int, int]:
+        """data, start and stop, with the records copied out of a view (of a mapped file)."""
+        if type(self.data) is bytes:
+            return self.data, self.start, self.stop
+        return bytes(self.data[self.start:self.stop]), 0, self.stop - self.start
 
     def __len__(self) -> int:
         return self.count
@@ -55,11 +63,12 @@ class PackedRecords:
         return f"<PackedRecords of {self.count} records>"
 
 
-def scan(data: bytes, start: int, stop: int, base_offset: int, base_timestamp: int,
+def scan(data: bytes | memoryview, start: int, stop: int, base_offset: int, base_timestamp: int,
          fixed_timestamp: int | None, limit: int) -> PackedRecords | None:
     """The records of data[start:stop] packed, or None when they don't qualify (see the
-    module's docstring) or there are more than ``limit``."""
-    if native.v2records is None or type(data) is not bytes:
+    module's docstring) or there are more than ``limit``. A view (of a mapped file) is packed
+    where it lies: its records are copied out only if read."""
+    if native.v2records is None or type(data) not in (bytes, memoryview):
         return None
     got = native.v2records.scan(data, start, stop, base_offset, base_timestamp, fixed_timestamp,
                                 limit)

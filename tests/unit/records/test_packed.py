@@ -21,6 +21,7 @@ from kinspect.decode.finish import JSON, SUMMARY, finish_record
 from kinspect.decode.pipeline import DecodeRun
 from kinspect.records.checks import check_batch
 from kinspect.records.packed import PackedRecords
+from kinspect.records.packed import scan as packed_scan
 from kinspect.records.recordset import decode_records
 from kinspect.render import jsonl
 from kinspect.wire.topics import TopicNames
@@ -260,3 +261,46 @@ def test_a_batch_is_packed_only_when_asked_and_never_a_control_batch():
         assert (False, PackedRecords) in kinds[True]
     else:  # the Python twins never pack: the C scan says which batches may be
         assert kinds[True] == kinds[False]
+
+
+@needs_c
+def test_a_view_is_scanned_where_it_lies_as_its_bytes_are(payloads):
+    """validate packs a mapped segment's batches where they lie: scan over a view of a larger
+    buffer says what it says over the bytes, and the packed records read the same."""
+    for data, base_offset, base_timestamp, fixed in payloads:
+        around = memoryview(b"\x07" * 13 + data + b"\x09" * 5)
+        start, stop = 13, 13 + len(data)
+        assert scan(around, start, stop, base_offset, base_timestamp, fixed, 1 << 20) == scan(
+            data, 0, len(data), base_offset, base_timestamp, fixed, 1 << 20)
+        from_view = packed_scan(around, start, stop, base_offset, base_timestamp, fixed, 1 << 20)
+        from_bytes = packed_scan(data, 0, len(data), base_offset, base_timestamp, fixed, 1 << 20)
+        assert (from_view is None) == (from_bytes is None)
+        if from_view is not None:
+            assert from_view.to_json() == from_bytes.to_json()
+            assert list(from_view) == list(from_bytes) and len(from_view) == len(from_bytes)
+    with pytest.raises(TypeError):
+        scan("not bytes", 0, 0, 0, 0, None, 1)
+
+
+def test_a_mapped_segments_batches_decode_as_their_bytes_do(tmp_path):
+    """decode_batch on a mapped file (a view: packed in place, copied only to be decoded to
+    dicts) gives what it gives on the file's bytes, packed or not."""
+    import mmap
+
+    from kinspect.storage.segment import walk_segment
+    segment = SAMPLES / "kafka-4.1.2" / "logs" / "__cluster_metadata-0" / "00000000000000000000.log"
+    data = segment.read_bytes()
+
+    def walked(buf, pack: bool) -> list:
+        budget = Budget(DEFAULT_LIMITS, input_bytes=len(data), pack_records=pack)
+        return [orjson.loads(jsonl.dumpb({"kind": kind, "item": item,
+                                          "problems": [str(p) for p in problems]}))
+                for kind, item, problems in walk_segment(buf, "s", checks=True, max_output=budget)]
+
+    with open(segment, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        view = memoryview(mapped)
+        try:
+            for pack in (True, False):
+                assert walked(view, pack) == walked(data, pack) == walked(data, not pack)
+        finally:
+            view.release()
