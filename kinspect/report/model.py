@@ -23,6 +23,14 @@ CHART_OF = {"rebalance": "rebalance", "lag": "lag", "slow": "latency-p99", "erro
 TIME = {"title": "time (UTC)", "type": "time"}
 
 
+def _time(gathered: Gathered) -> dict:
+    """The time axis of the capture's charts: all of them span the capture (ms since the epoch)."""
+    times = gathered.timeline.times()
+    if not times:
+        return TIME
+    return {**TIME, "domain": [round(times[0] * 1000, 3), round((times[-1] + gathered.timeline.width) * 1000, 3)]}
+
+
 def build(gathered: Gathered, inputs: list[str], log_dir: str | None) -> dict:
     sections = []
     timeline = gathered.timeline
@@ -78,7 +86,7 @@ def _time_series(times: list[float], by_name: dict[str, list]) -> list[dict]:
 
 def _rate_chart(gathered: Gathered, chart_id: str, title: str, field: str, kind: str, unit: str) -> dict:
     timeline = gathered.timeline
-    return {"id": chart_id, "title": title, "mark": "line", "x": TIME, "y": {"title": unit, "type": "linear"},
+    return {"id": chart_id, "title": title, "mark": "line", "x": _time(gathered), "y": {"title": unit, "type": "linear"},
             "series": _time_series(timeline.times(), timeline.rates(field, kind)),
             "note": f"mean per second over each {timeline.width:g} s bucket"}
 
@@ -93,7 +101,7 @@ def _traffic(gathered: Gathered) -> dict:
 
 def _latency(gathered: Gathered) -> dict:
     timeline = gathered.timeline
-    charts = [{"id": f"latency-p{q}", "title": f"Latency p{q} per API", "mark": "line", "x": TIME,
+    charts = [{"id": f"latency-p{q}", "title": f"Latency p{q} per API", "mark": "line", "x": _time(gathered),
                "y": {"title": f"p{q} latency (ms)", "type": "linear"},
                "series": _time_series(timeline.times(), timeline.latency(q)),
                "note": f"nearest-rank p{q} of the exchanges answered in each {timeline.width:g} s bucket"}
@@ -131,7 +139,8 @@ def _groups(gathered: Gathered) -> dict:
     for found in sorted(rebalanced, key=lambda f: -f["rebalances"])[:MAX_SERIES]:
         rounds.append({"name": shown(found["group"]), "points": [
             [round(r["started"] * 1000, 3), r["members"], round((r["assigned"] or r["started"]) * 1000, 3),
-             r["generation"], r.get("joined"), r.get("left"), r["pause_ms"]] for r in found["rounds"]]})
+             r["generation"], r.get("joined"), r.get("left"), r["pause_ms"], _round_label(r)]
+            for r in found["rounds"]]})
     most = sorted(gathered.lag_rows, key=lambda r: -r["lag"])[:MAX_SERIES]
     lag = [{"name": shown(f"{row['group']} {row['topic']}-{row['partition']}"),
             "points": [[round(p["time"] * 1000, 3), p["lag"]] for p in row["series"]]}
@@ -140,13 +149,14 @@ def _groups(gathered: Gathered) -> dict:
                   ("group", "topic", "partition", "committed_offset", "log_end_offset", "lag", "lag_seconds", "isolation")]
                  for row in gathered.lag_rows[:ROWS]]
     return {"id": "groups", "title": "Consumer groups", "charts": [
-        {"id": "rebalance", "title": "Rebalances per group", "mark": "rounds", "x": TIME,
+        {"id": "rebalance", "title": "Rebalances per group", "mark": "rounds", "x": _time(gathered),
          "y": {"title": "members after the round", "type": "linear"}, "series": rounds,
-         "note": "one point per generation formed after the first, at the round's start; the bar runs to "
-                 "the last assignment (time without an assignment)"
+         "note": "one point per generation formed after the first, at the round's start, labelled with "
+                 "its generation and the members that joined (+) and left (-); the bar runs to the last "
+                 "assignment (the time without one)"
                  + (f"; the {MAX_SERIES} groups that rebalanced most of {len(rebalanced)}"
                     if len(rebalanced) > MAX_SERIES else "")},
-        {"id": "lag", "title": "Lag per group and partition", "mark": "line", "x": TIME,
+        {"id": "lag", "title": "Lag per group and partition", "mark": "line", "x": _time(gathered),
          "y": {"title": "lag (records)", "type": "linear"}, "series": lag,
          "note": "log end minus committed offset, as kafka-consumer-groups computes LAG"
                  + (f"; the {MAX_SERIES} group partitions most behind of {len(gathered.lag_rows)}"
@@ -156,12 +166,18 @@ def _groups(gathered: Gathered) -> dict:
                                 "isolation"], "rows": lag_table}]}
 
 
+def _round_label(done: dict) -> str:
+    joined, left = done.get("joined"), done.get("left")
+    moves = f" +{joined} -{left}" if joined is not None and left is not None else ""
+    return f"gen {done['generation']}{moves}"
+
+
 def _errors(gathered: Gathered) -> dict:
     timeline = gathered.timeline
     rows = [[shown(r["api_name"]), shown(r["error"]), shown(r["topic"]), str(r["count"])]
             for r in gathered.summary.error_rows()[:ROWS]]
     return {"id": "errors-section", "title": "Errors", "charts": [
-        {"id": "errors", "title": "Error codes over time", "mark": "line", "x": TIME,
+        {"id": "errors", "title": "Error codes over time", "mark": "line", "x": _time(gathered),
          "y": {"title": "errors/s", "type": "linear"},
          "series": _time_series(timeline.times(), timeline.rates("errors", "error")),
          "note": f"error codes in responses, mean per second over each {timeline.width:g} s bucket"}],

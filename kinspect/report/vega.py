@@ -10,7 +10,7 @@ _TOOLTIP_TIME = {"timeUnit": "utcyearmonthdatehoursminutessecondsmilliseconds",
                  "format": "%Y-%m-%d %H:%M:%S.%L UTC"}
 
 
-EXTRA = {"histogram": ("x2",), "rounds": ("x2", "generation", "joined", "left", "pause_ms")}
+EXTRA = {"histogram": ("x2",), "rounds": ("x2", "generation", "joined", "left", "pause_ms", "label")}
 
 
 def columns(chart: dict) -> dict:
@@ -54,26 +54,32 @@ def spec(chart: dict) -> dict:
                 "encoding": {"x": {**x, "sort": None}, "y": y, "tooltip": tooltip}}
     if mark == "histogram":
         return {**base, "mark": {"type": "bar", "opacity": 0.6, "binSpacing": 0},
-                "encoding": {"x": x, "x2": {"field": "x2"}, "y": {**y, "stack": None}, "color": color,
+                "encoding": {"x": x, "x2": {"field": "x2"}, "y": {**y, "stack": None}, "y2": {"datum": 0},
+                             "color": color,
                              "tooltip": tooltip + [{"field": "x2", "type": "quantitative", "title": "up to"}]}}
     if mark == "rounds":
         tip = tooltip + [{"field": "x2", "type": "temporal", "title": "assigned", **_TOOLTIP_TIME},
                          {"field": "generation", "type": "quantitative"},
                          {"field": "joined", "type": "quantitative"}, {"field": "left", "type": "quantitative"},
                          {"field": "pause_ms", "type": "quantitative", "title": "without assignment (ms)"}]
+        shared = {**x, "scale": {"type": "utc"}}  # one layer sets the domain: layers' domains would be merged
         return {**base, "layer": [
+            {"mark": {"type": "line", "interpolate": "step-after", "strokeWidth": 1, "opacity": 0.6},
+             "encoding": {"x": shared, "y": y, "color": color}},
             {"mark": {"type": "rule", "strokeWidth": 6, "opacity": 0.5},
-             "encoding": {"x": x, "x2": {"field": "x2"}, "y": y, "color": color, "tooltip": tip}},
+             "encoding": {"x": shared, "x2": {"field": "x2"}, "y": y, "color": color, "tooltip": tip}},
             {"mark": {"type": "point", "filled": True, "size": 60},
-             "encoding": {"x": x, "y": y, "color": color, "tooltip": tip}}]}
+             "encoding": {"x": x, "y": y, "color": color, "tooltip": tip}},
+            {"mark": {"type": "text", "dy": -10, "fontSize": 10},
+             "encoding": {"x": shared, "y": y, "text": {"field": "label"}, "color": color}}]}
     raise ValueError(f"unknown mark {mark!r}")
 
 
 def _channel(field: str, axis: dict) -> dict:
     kind = axis["type"]
     if kind == "time":
-        return {"field": field, "type": "temporal", "title": axis["title"], "scale": {"type": "utc"},
-                "axis": _TIME_AXIS}
+        scale = {"type": "utc", **({"domain": axis["domain"]} if axis.get("domain") else {})}
+        return {"field": field, "type": "temporal", "title": axis["title"], "scale": scale, "axis": _TIME_AXIS}
     if kind == "band":
         return {"field": field, "type": "nominal", "title": axis["title"], "axis": {"labelLimit": 200}}
     scale = {"type": "log"} if kind == "log" else {"zero": True}

@@ -8,8 +8,8 @@ per round; per run the wall time, the CPU time (the child's and its reaped worke
 RSS of the largest process and the sampled peak PSS of the process tree (tests/bench/measure.py),
 and the report's page size. The 1 GB-class capture is the cached small-Produce recording
 (tools/record_small_produce_capture.py) four times over, each copy's timestamps moved past the
-one before (editcap -t, mergecap -a): 4 x 276 MB, four times as many exchanges over four times
-the span. The medians, report's ratios to decode --summary and the page sizes are printed and
+one before and its loopback addresses moved to a /16 of their own (so its connections are new):
+4 x 276 MB, four times the exchanges over four times the span, from four "brokers". The medians, report's ratios to decode --summary and the page sizes are printed and
 written to tests/bench/results/report-<capture>-<date>.json (and .md).
 """
 
@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import json
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -37,19 +38,33 @@ COPIES = 4
 
 
 def one_gb_class(source: Path = SMALL_PRODUCE, copies: int = COPIES) -> Path:
-    """``source`` ``copies`` times over, each copy after the one before in time; made once."""
+    """``source`` ``copies`` times over, each copy after the one before in time and on addresses
+    of its own (copy n: every 127.0.0.x address becomes 127.n.0.x, so its connections are new
+    ones, not retransmissions of the first copy's); made once."""
     out = source.with_name(f"{source.stem}.x{copies}{source.suffix}")
     if out.is_file() and out.stat().st_mtime >= source.stat().st_mtime:
         return out
     span = _span_s(source) + 1
-    with tempfile.TemporaryDirectory(dir=source.parent) as scratch:
-        parts = []
+    with open(source, "rb") as read, open(str(out) + ".part", "wb") as write:
+        header = read.read(24)
+        write.write(header)
+        order = "<" if header[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+        record = struct.Struct(order + "IIII")
         for n in range(copies):
-            part = Path(scratch) / f"{n}.pcap"
-            subprocess.run(["editcap", "-t", str(round(n * span, 3)), str(source), str(part)], check=True)
-            parts.append(str(part))
-        subprocess.run(["mergecap", "-a", "-F", "pcap", "-w", str(out) + ".part", *parts], check=True)
-        Path(str(out) + ".part").rename(out)
+            read.seek(24)
+            while True:
+                head = read.read(16)
+                if len(head) < 16:
+                    break
+                seconds, fraction, kept, length = record.unpack(head)
+                data = bytearray(read.read(kept))
+                if n and len(data) >= 34 and data[12:14] == b"\x08\x00":  # Ethernet, IPv4
+                    for at in (26, 30):  # source and destination address
+                        if data[at] == 127:
+                            data[at + 1] = n
+                write.write(record.pack(seconds + round(n * span), fraction, kept, length))
+                write.write(data)
+    Path(str(out) + ".part").rename(out)
     return out
 
 

@@ -5,7 +5,7 @@ from kinspect.report.vega import columns, rows, spec
 LINE = {"id": "c", "title": "t", "mark": "line", "x": {"title": "time (UTC)", "type": "time"},
         "y": {"title": "requests/s", "type": "linear"},
         "series": [{"name": "Produce", "points": [[1000.0, 1], [2000.0, 2]]}, {"name": "<b>", "points": [[1000.0, 3]]}]}
-ROUNDS = {**LINE, "mark": "rounds", "series": [{"name": "g", "points": [[1.0, 3, 2.0, 7, 1, 0, 1000.0]]}]}
+ROUNDS = {**LINE, "mark": "rounds", "series": [{"name": "g", "points": [[1.0, 3, 2.0, 7, 1, 0, 1000.0, "gen 7 +1 -0"]]}]}
 
 
 def test_columns_hold_every_point_once_and_rows_give_them_back():
@@ -14,7 +14,7 @@ def test_columns_hold_every_point_once_and_rows_give_them_back():
     assert rows(LINE) == [{"s": "Produce", "x": 1000.0, "y": 1}, {"s": "Produce", "x": 2000.0, "y": 2},
                           {"s": "<b>", "x": 1000.0, "y": 3}]
     assert rows(ROUNDS) == [{"s": "g", "x": 1.0, "y": 3, "x2": 2.0, "generation": 7, "joined": 1, "left": 0,
-                             "pause_ms": 1000.0}]
+                             "pause_ms": 1000.0, "label": "gen 7 +1 -0"}]
 
 
 def test_time_axes_are_utc_and_labelled():
@@ -25,6 +25,15 @@ def test_time_axes_are_utc_and_labelled():
     tip = next(t for t in made["encoding"]["tooltip"] if t["field"] == "x")
     assert tip["timeUnit"].startswith("utc") and tip["format"].endswith("UTC")
     assert made["data"] == {"name": "points"}
+
+
+def test_the_time_axis_spans_the_domain_given():
+    made = spec({**LINE, "x": {**LINE["x"], "domain": [0.0, 5000.0]}})
+    assert made["encoding"]["x"]["scale"] == {"type": "utc", "domain": [0.0, 5000.0]}
+
+
+def test_histogram_bars_stand_on_zero():
+    assert spec({**LINE, "mark": "histogram"})["encoding"]["y2"] == {"datum": 0}
 
 
 def test_every_mark_has_a_spec():
