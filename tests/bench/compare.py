@@ -98,8 +98,14 @@ def provenance(result: dict) -> dict:
     commit = kinspect.get("commit") or machine.get("commit") or result.get("commit") or result.get("head")
     model = machine.get("cpu_model") or machine.get("platform")
     cpus = machine.get("nproc") or machine.get("cpus")
+    subject = result.get("capture") if isinstance(result.get("capture"), dict) else result.get("segment")
+    subject = subject if isinstance(subject, dict) else {}
+    measured = ", ".join(f"{key} {subject[key]}" for key in ("file", "packets", "bytes") if key in subject)
+    runs = result.get("runs") if isinstance(result.get("runs"), list) else []
+    others = sorted(r["others_cores"] for r in runs if isinstance(r, dict) and "others_cores" in r)
     return {"commit": commit, "machine": f"{cpus} CPUs, {model}" if model or cpus else None,
-            "when": result.get("date") or result.get("when")}
+            "when": result.get("date") or result.get("when"), "input": measured or None,
+            "others": others[len(others) // 2] if others else None}
 
 
 @dataclass(frozen=True)
@@ -158,9 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     facts = [provenance(old), provenance(new)]
     for label, path, fact in (("old", args.old, facts[0]), ("new", args.new, facts[1])):
         print(f"{label}: {path.name}: kinspect {fact['commit'][:12] if fact['commit'] else 'commit not recorded'}, "
-              f"{fact['machine'] or 'machine not recorded'}, {fact['when'] or 'date not recorded'}")
+              f"{fact['machine'] or 'machine not recorded'}, {fact['when'] or 'date not recorded'}"
+              + ("" if fact["others"] is None else f", others kept {fact['others']} CPUs busy (median)"))
     if facts[0]["machine"] != facts[1]["machine"]:
         print("warning: the machines differ, so the figures may too")
+    if facts[0]["input"] != facts[1]["input"]:
+        print(f"warning: the inputs differ ({facts[0]['input']}; {facts[1]['input']})")
     changes = compare(old, new, floor_seconds=args.floor_seconds, floor_mb=args.floor_mb)
     if not changes:
         print("compare: the files share no figure", file=sys.stderr)

@@ -51,6 +51,21 @@ DEFAULT_FRACTIONS = {capture_path(): 0.25, capture_path(name=LOOPBACK_NAME): 1.0
                      capture_path(name=SMALL_PRODUCE_NAME): 0.25}
 
 
+def stage_instructions(path: Path, code: Path) -> list[dict]:
+    """Each stage's instructions under callgrind (one run each: the count does not depend on the
+    machine's load), and what each adds to the one before."""
+    from tests.bench.instructions import instructions
+    python = str(Path(sys.executable).resolve())  # the real binary: valgrind does not follow shims
+    rows, previous = [], 0
+    for stage in STAGES:
+        count = instructions([python, "-m", "tests.bench.stages", stage, str(path)], code)
+        rows.append({"stage": stage, "layer": STAGE_LAYERS[stage], "instructions": count,
+                     "adds_instructions": count - previous})
+        previous = count
+        print(f"  stage {stage:8} {count / 1e9:7.2f} G instructions", file=sys.stderr, flush=True)
+    return rows
+
+
 def stage_costs(path: Path, repeat: int, code: Path) -> list[dict]:
     rows, previous = [], 0.0
     for stage in STAGES:
@@ -106,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="stage runs; the best CPU time counts")
     parser.add_argument("--code", default="HEAD", help="git ref of the kinspect to profile, or 'worktree'")
     parser.add_argument("--out", type=Path, help="results JSON; one capture only")
+    parser.add_argument("--instructions", action="store_true",
+                        help="the stages' instructions under callgrind instead of their CPU time (a loaded "
+                             "machine moves CPU time, not instruction counts); no cProfile, no exchange steps")
     args = parser.parse_args(argv)
     captures = [c.resolve() for c in args.capture] or [c for c in DEFAULT_FRACTIONS if c.is_file()]
     if not captures:
@@ -127,6 +145,8 @@ def profile_capture(capture: Path, fraction: float, args, facts: dict, code: Pat
     path, packets = fraction_prefix(capture, fraction)
     started = time.time()
     facts["load_average"] = os.getloadavg()
+    if args.instructions:
+        return instructions_capture(capture, path, packets, fraction, started, args, facts, code)
     stages = stage_costs(path, args.repeat, code)
     command = full_command(path, args.repeat, code)
     profiled = profile(path, code)
@@ -161,6 +181,24 @@ def profile_capture(capture: Path, fraction: float, args, facts: dict, code: Pat
     for name, per in steps["us_per_exchange"].items():
         print(f"  {name:52} " + " ".join(f"{per[g]:8.2f}" for g in groups))
     print(f"  {'all steps':52} " + " ".join(f"{steps['us_per_exchange_total'][g]:8.2f}" for g in groups))
+    print(f"\nresults: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}", flush=True)
+    return out
+
+
+def instructions_capture(capture: Path, path: Path, packets: int, fraction: float, started: float, args,
+                         facts: dict, code: Path) -> Path:
+    stages = stage_instructions(path, code)
+    result = {"benchmark": "decode profile (instructions)",
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "machine": facts,
+              "capture": {"file": path.name, "of": capture.name, "fraction": fraction, "packets": packets,
+                          "bytes": path.stat().st_size}, "stages": stages}
+    stamp = time.strftime('%Y%m%d-%H%M', time.gmtime(started))
+    out = args.out or RESULTS / f"profile-instructions-{capture.stem}-{stamp}.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"\n{path.name}: {packets:,} packets, {path.stat().st_size / 1e6:.1f} MB")
+    print(f"{'layer (stage)':32} {'adds M instr':>12} {'per packet':>10}")
+    for row in stages:
+        print(f"{row['layer']:32} {row['adds_instructions'] / 1e6:12.1f} {row['adds_instructions'] / packets:10,.0f}")
     print(f"\nresults: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}", flush=True)
     return out
 

@@ -120,3 +120,11 @@ def test_unreadable_files_exit_2(tmp_path, capsys, content):
 
 def test_files_with_no_figure_in_common_exit_2(tmp_path):
     assert compare.main([str(DECODE), str(VALIDATE)]) == 2
+
+
+def test_a_different_input_is_said(tmp_path, capsys):
+    new = _load(DECODE)
+    new["capture"]["packets"] += 1  # a capture recorded again
+    compare.main([str(DECODE), str(_write(tmp_path, "new.json", new))])
+    out = capsys.readouterr().out
+    assert "warning: the inputs differ" in out and "warning: the machines differ" not in out
