@@ -1,12 +1,12 @@
 """Generators of hostile inputs for kinspect report (issue 35): names that are long and hostile
 in HTML, in numbers past every cap of the page.
 
-``long_hostile_names(root, count=4_000)`` writes ``report-names.pcap`` (about 260 MB at the default
+``long_hostile_names(root, count=4_000)`` writes ``report-names.pcap`` (131 MB at the default
 count): on one connection, ``count`` Metadata v12 exchanges, each from a client id of its own
 32,000 characters long that opens with ``</title><script>``, asking for a topic of its own named
 with ``</script>`` and quotes (249 characters), answered UNKNOWN_TOPIC_OR_PARTITION, at
 one-second steps so the timeline's buckets widen past 240. Every client id is a client row, every
-(API, error, topic) a summary error row, every topic a findings line. Run
+(API, error, topic) a summary error row. Run
 
     kinspect report PATH -o OUT.html
 
