@@ -24,11 +24,17 @@ TIME = {"title": "time (UTC)", "type": "time"}
 
 
 def _time(gathered: Gathered) -> dict:
-    """The time axis of the capture's charts: all of them span the capture (ms since the epoch)."""
+    """The time axis of the capture's charts: all of them span the capture (ms since the epoch).
+    Within one UTC day the ticks are times and the title names the day; past it, dates and times."""
     times = gathered.timeline.times()
     if not times:
         return TIME
-    return {**TIME, "domain": [round(times[0] * 1000, 3), round((times[-1] + gathered.timeline.width) * 1000, 3)]}
+    start, end = times[0], times[-1] + gathered.timeline.width
+    first, last = iso(start), iso(end - 0.001)
+    same_day = first is not None and last is not None and first[:10] == last[:10]
+    return {**TIME, "domain": [round(start * 1000, 3), round(end * 1000, 3)],
+            "title": f"time (UTC, {first[:10]})" if same_day else "time (UTC)",
+            "format": "%H:%M:%S" if same_day else "%Y-%m-%d %H:%M"}
 
 
 def build(gathered: Gathered, inputs: list[str], log_dir: str | None) -> dict:

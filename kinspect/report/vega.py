@@ -5,7 +5,7 @@ from __future__ import annotations
 
 WIDTH, HEIGHT = 880, 240
 DATA = "points"
-_TIME_AXIS = {"format": "%H:%M:%S", "labelOverlap": True}  # a utc scale labels in UTC
+_TIME_AXIS = {"format": "%Y-%m-%d %H:%M:%S", "labelOverlap": True}  # a utc scale labels in UTC
 _TOOLTIP_TIME = {"timeUnit": "utcyearmonthdatehoursminutessecondsmilliseconds",
                  "format": "%Y-%m-%d %H:%M:%S.%L UTC"}
 
@@ -50,7 +50,7 @@ def spec(chart: dict) -> dict:
         return {**base, "mark": {"type": "line", "point": {"size": 16}, "strokeWidth": 1.5},
                 "encoding": {"x": x, "y": y, "color": color, "tooltip": tooltip}}
     if mark == "bar":
-        return {**base, "mark": {"type": "bar"},
+        return {**base, "mark": {"type": "bar", "width": {"band": 0.6}},
                 "encoding": {"x": {**x, "sort": None}, "y": y, "tooltip": tooltip}}
     if mark == "histogram":
         return {**base, "mark": {"type": "bar", "opacity": 0.6, "binSpacing": 0},
@@ -79,7 +79,8 @@ def _channel(field: str, axis: dict) -> dict:
     kind = axis["type"]
     if kind == "time":
         scale = {"type": "utc", **({"domain": axis["domain"]} if axis.get("domain") else {})}
-        return {"field": field, "type": "temporal", "title": axis["title"], "scale": scale, "axis": _TIME_AXIS}
+        return {"field": field, "type": "temporal", "title": axis["title"], "scale": scale,
+                "axis": {**_TIME_AXIS, **({"format": axis["format"]} if axis.get("format") else {})}}
     if kind == "band":
         return {"field": field, "type": "nominal", "title": axis["title"], "axis": {"labelLimit": 200}}
     scale = {"type": "log"} if kind == "log" else {"zero": True}

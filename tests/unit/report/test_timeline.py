@@ -64,3 +64,19 @@ def test_records_without_time_or_not_exchanges_are_left_out():
     timeline.add({"type": "notice", "kind": "gap"})
     timeline.add(_exchange(None))
     assert timeline.times() == []
+
+
+def test_the_time_axis_names_the_day_or_gives_dates():
+    from kinspect.report.gather import Gathered
+    from kinspect.report.model import _time
+
+    one_day = Gathered()
+    one_day.timeline.add(_exchange(1_764_288_000.0 + 3600))   # 2025-11-28T01:00Z
+    one_day.timeline.add(_exchange(1_764_288_000.0 + 7200))
+    axis = _time(one_day)
+    assert axis["title"] == "time (UTC, 2025-11-28)" and axis["format"] == "%H:%M:%S"
+    assert axis["domain"][0] <= (1_764_288_000.0 + 3600) * 1000 and axis["domain"][1] > (1_764_288_000.0 + 7200) * 1000
+    two_days = Gathered()
+    two_days.timeline.add(_exchange(1_764_288_000.0 - 60))
+    two_days.timeline.add(_exchange(1_764_288_000.0 + 60))
+    assert _time(two_days)["title"] == "time (UTC)" and _time(two_days)["format"] == "%Y-%m-%d %H:%M"

@@ -27,9 +27,11 @@ def test_time_axes_are_utc_and_labelled():
     assert made["data"] == {"name": "points"}
 
 
-def test_the_time_axis_spans_the_domain_given():
-    made = spec({**LINE, "x": {**LINE["x"], "domain": [0.0, 5000.0]}})
+def test_the_time_axis_spans_the_domain_given_in_the_format_given():
+    made = spec({**LINE, "x": {**LINE["x"], "domain": [0.0, 5000.0], "format": "%H:%M:%S"}})
     assert made["encoding"]["x"]["scale"] == {"type": "utc", "domain": [0.0, 5000.0]}
+    assert made["encoding"]["x"]["axis"]["format"] == "%H:%M:%S"
+    assert spec(LINE)["encoding"]["x"]["axis"]["format"] == "%Y-%m-%d %H:%M:%S"
 
 
 def test_histogram_bars_stand_on_zero():
