@@ -162,7 +162,14 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
                     sys.exit(EXIT_UNREADABLE)
                 options["filesystems"] = filesystem_options(session)
             units = plan(files, cores=job.parallelism(session), target=task_mb << 20)
-            written = _write(session, units, out, fmt, options, keep if keep.active else None, records)
+            try:
+                written = _write(session, units, out, fmt, options, keep if keep.active else None, records)
+            except Exception as e:
+                line = _executor_line(e)
+                if line is None:
+                    raise
+                click.echo(f"kinspect: {escape(line)}", err=True)
+                sys.exit(EXIT_UNFINISHED)
             if summary:
                 from kinspect.spark import summary as summaries
                 tables = summaries.summarize(job.read_exchanges(session, out, fmt))
@@ -278,6 +285,17 @@ def _write(session, units, out, fmt, options, keep, records):
     from kinspect.spark.progress import Bar
     with Bar(units) as bar:
         return job.write(session, units, out, fmt, options, keep=keep, progress=bar, records=records)
+
+
+def _executor_line(error: Exception) -> str | None:
+    """The one line a task's Python gave when it had no kinspect or another version (source.py's
+    KinspectMissing), out of Spark's error and the worker's traceback in it; else None."""
+    from kinspect.spark.source import MARK
+    text = str(error)
+    at = text.rfind(MARK)
+    if at < 0:
+        return None
+    return text[at:].splitlines()[0].strip()
 
 
 def _first_line(error: Exception) -> str:

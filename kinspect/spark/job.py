@@ -1,8 +1,9 @@
 """The Spark fan-out of `kinspect spark`: one task per planned unit, rows written by Spark.
 
-``spark.range(n, numPartitions=n).mapInArrow(...)``: task i decodes unit i (plan.py) in the
-executor's Python, streaming from its file, and hands Spark Arrow batches of rows.TASK. No RDD,
-so it runs over Spark Connect too. The job that decodes writes ``exchanges/`` (Parquet
+The units (plan.py) are read through the kinspect data source (source.py), a client of it like
+any job's ``spark.read.format("kinspect")``: task i decodes unit i in the executor's Python,
+streaming from its file, and hands Spark Arrow batches of rows.TASK. No RDD, so it runs over
+Spark Connect too. The job that decodes writes ``exchanges/`` (Parquet
 partitioned by api_name, or JSON Lines) as the rows come, one open writer per api_name
 (no sort), so that Spark's writing overlaps the Python decoding. ``files/`` (one row per input,
 its shards summed) is written after it:
@@ -25,7 +26,7 @@ from kinspect.render.safe import path_text
 from kinspect.spark import jvmcache
 from kinspect.spark.plan import Unit
 from kinspect.spark.requirements import SparkMissing, check_requirements  # noqa: F401 (SparkMissing: the CLI's)
-from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, FILE_TABLE, RECORD_COLUMNS, TASK, file_table
+from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, FILE_TABLE, RECORD_COLUMNS, TABLES, file_table
 from kinspect.spark.warm import Warm
 
 DEFAULT_MASTER = "local[*]"
@@ -380,33 +381,6 @@ def shipped_keylog(keylog, local: bool):
     return keylog if local else keylog.portable()
 
 
-def _decoder(units: list[Unit], options: dict, keep, files=None):
-    """The function each task runs: the unit of each id it is given, as Arrow batches of
-    rows.TASK. With ``files`` (an accumulator of rows lists), the files rows go there instead,
-    once a unit is done, and the batches hold the exchanges alone, as rows.EXCHANGES."""
-    def decode(batches):
-        from kinspect.spark.rows import arrow_batches
-        from kinspect.spark.task import unit_batches, unit_rows
-        for batch in batches:
-            for i in batch.column(0).to_pylist():
-                if files is None:
-                    yield from unit_batches(units[i], options, keep)
-                else:
-                    yield from arrow_batches(_diverted(unit_rows(units[i], options, keep), files), EXCHANGES)
-    return decode
-
-
-def _diverted(rows, files):
-    """``rows`` but its files rows, which go to the accumulator ``files`` after the last row."""
-    held = []
-    for row in rows:
-        if row["table"] == "files":
-            held.append(row)
-        else:
-            yield row
-    files.add(held)
-
-
 class _RowLists:
     """An AccumulatorParam (pyspark's protocol) that joins lists of rows."""
 
@@ -424,12 +398,51 @@ def spark_schema(schema):
 
 
 def decoded(spark, units: list[Unit], options: dict | None = None, keep=None, files=None):
-    """The TASK rows of every unit, one task per unit (unit 0, the largest, first); ``keep``:
+    """The TASK rows of every unit, one task per unit (unit 0, the largest, first), read through
+    the kinspect data source (source.py: the same reader as spark.read.format("kinspect")); ``keep``:
     decode's exchange filter, or None. ``files``: an accumulator that takes the files rows, the
-    rest being the EXCHANGES rows alone."""
-    n = len(units)
-    return spark.range(n, numPartitions=max(n, 1)).mapInArrow(_decoder(units, options or {}, keep, files),
-                                                              spark_schema(TASK if files is None else EXCHANGES))
+    rest being the EXCHANGES rows alone.
+
+    Spark plans a Python data source in a Python it starts from the executors' interpreter path:
+    a packed environment's (./environment/bin/python, shipped with --package) exists on the
+    executors only, so then the same reader's read() runs in mapInArrow, one task per unit."""
+    from kinspect.spark import source
+    from kinspect.spark.reading import payload, plain
+    table = "task" if files is None else "exchanges"
+    given = [plain(u) for u in units]
+    data = payload(options or {}, keep)
+    if not plans_here(spark):
+        reader = source.KinspectReader(table, given, data, source._version(), files)
+        n = len(units)
+        return spark.range(n, numPartitions=max(n, 1)).mapInArrow(_reading(reader), spark_schema(TABLES[table]))
+    global _sources
+    _sources += 1
+    name = f"kinspect_job_{_sources}"
+    source.given(spark, name, table, given, data, files)
+    return spark.read.format(name).load()
+
+
+_sources = 0  # data sources job.py registered in this process: each read gets a name of its own
+
+
+def _reading(reader):
+    """mapInArrow's function: the units of the ids it is given, read by ``reader``."""
+    def read(batches):
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                yield from reader.read(reader.partitions()[i])
+    return read
+
+
+def plans_here(spark) -> bool:
+    """Whether Spark can plan a Python data source beside the driver: the interpreter its tasks
+    run (classic: the SparkContext's pythonExec; Connect: spark.sql.execution.pyspark.python) is
+    an absolute path or a command, not a path relative to an executor's directory."""
+    if is_connect(spark):
+        python = spark.conf.get("spark.sql.execution.pyspark.python", None) or ""
+    else:
+        python = spark.sparkContext.pythonExec or ""
+    return os.path.isabs(python) or "/" not in python
 
 
 # Over Spark Connect, the decoded rows are written once to OUT/_decoded (Parquet) and read back

@@ -41,27 +41,110 @@ def planned(options: dict, default_cores: int) -> tuple[str, list, bytes]:
     table = opts.table(options)
     decode = opts.decode_options(options)
     keep = opts.exchange_filter(options)
-    try:
-        inputs = find_inputs(opts.paths(options)).inputs
-    except NoInputs as e:
-        raise NothingToRead(f"kinspect data source: {e}") from None
-    # the files table is one row per input: its files are decoded whole (no shards to sum)
-    units = plan(inputs, cores=1 if table == "files" else opts.cores(options, default_cores),
-                 target=opts.task_bytes(options))
+    if opts.rotation(options):
+        if table == "files":
+            raise opts.OptionError("kinspect data source: option rotation: the exchanges and records tables only")
+        units = rotation_units(opts.paths(options))
+    else:
+        try:
+            inputs = find_inputs(opts.paths(options)).inputs
+        except NoInputs as e:
+            raise NothingToRead(f"kinspect data source: {e}") from None
+        # the files table is one row per input: its files are decoded whole (no shards to sum)
+        units = [plain(u) for u in plan(inputs, cores=1 if table == "files" else opts.cores(options, default_cores),
+                                        target=opts.task_bytes(options))]
     keylog = opts.keylog_paths(options)
     if keylog:
         from kinspect.tls.keylog import KeyLog
         decode["keylog"] = KeyLog.from_files(keylog).portable()  # every secret: an executor may not see the file
     decode["records"] = table == "records"
-    return table, [plain(u) for u in units], payload(decode, keep)
+    return table, units, payload(decode, keep)
+
+
+def rotation_units(paths: list[str]) -> list[tuple]:
+    """A rotation's files as the batch source reads them (rotation.py): each after the one before,
+    the last one final."""
+    from kinspect.spark.rotation import listed
+    files = [f for path in paths for f in listed(path)]
+    if not files:
+        raise NothingToRead(f"kinspect data source: {', '.join(paths)}: no capture file to read")
+    return [("rotation", files[i - 1] if i else None, f, False, i == len(files) - 1) for i, f in enumerate(files)]
+
+
+def streamed(options: dict) -> tuple:
+    """(directory, table, payload, settle seconds or None) of a streaming read."""
+    from kinspect.spark import source_options as opts
+    opts.check_known(options)
+    table = opts.table(options)
+    if table == "files":
+        raise opts.OptionError("kinspect data source: readStream gives the exchanges and records tables")
+    paths = opts.paths(options)
+    if len(paths) != 1:
+        raise opts.OptionError("kinspect data source: readStream reads one directory (or glob) of rotating files")
+    decode = opts.decode_options(options)
+    keylog = opts.keylog_paths(options)
+    if keylog:
+        from kinspect.tls.keylog import KeyLog
+        decode["keylog"] = KeyLog.from_files(keylog).portable()
+    decode["records"] = table == "records"
+    return paths[0], table, payload(decode, opts.exchange_filter(options)), opts.settle(options)
+
+
+def stream_end(path: str, settle: float | None, now: float | None = None) -> dict:
+    """The latest offset: the last complete file (every file but the newest; the newest too, as
+    the last of all, once unchanged for ``settle`` seconds)."""
+    import os
+    import time
+
+    from kinspect.spark.rotation import listed
+    files = listed(path)
+    if not files:
+        return {"last": "", "final": False}
+    newest = files[-1]
+    if settle is not None:
+        try:
+            idle = (now if now is not None else time.time()) - os.stat(newest).st_mtime
+        except OSError:
+            idle = 0.0
+        if idle >= settle:
+            return {"last": os.path.basename(newest), "final": True}
+    if len(files) == 1:
+        return {"last": "", "final": False}
+    return {"last": os.path.basename(files[-2]), "final": False}
+
+
+def stream_partitions(path: str, start: dict, end: dict) -> list[tuple]:
+    """The files after ``start``'s last up to ``end``'s, each with the file before it."""
+    import os
+
+    from kinspect.spark.rotation import listed, order
+    files = listed(path)
+    after = order(start["last"]) if start.get("last") else None
+    upto = order(end["last"]) if end.get("last") else None
+    if upto is None:
+        return []
+    out = []
+    for i, f in enumerate(files):
+        key = order(f)
+        if (after is not None and key <= after) or key > upto:
+            continue
+        prev = files[i - 1] if i else None
+        prev_final = bool(start.get("final")) and prev is not None and os.path.basename(prev) == start.get("last")
+        final = bool(end.get("final")) and os.path.basename(f) == end["last"]
+        out.append((prev, f, prev_final, final))
+    return out
 
 
 def partition_batches(value: tuple, table: str, given: bytes, files=None, size: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """One partition (a plain unit) decoded as Arrow batches of ``table`` (rows.TABLES). With
     ``files`` (an accumulator), the files rows go there once the unit is done."""
-    from kinspect.spark.task import unit_rows
     options, keep = pickle.loads(given)
-    rows = unit_rows(unit_of(value), options, keep)
+    if value[0] == "rotation":
+        from kinspect.spark.rotation import rotation_rows
+        rows = rotation_rows(*value[1:], options, keep)
+    else:
+        from kinspect.spark.task import unit_rows
+        rows = unit_rows(unit_of(value), options, keep)
     if files is not None:
         rows = _diverted(rows, files)
     return arrow_batches(_as_table(rows, table), TABLES[table], size)

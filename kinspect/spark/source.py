@@ -24,9 +24,10 @@ client_id and topic options filter in the tasks.
 
 from __future__ import annotations
 
+import os
 import sys
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 NAME = "kinspect"
 MARK = "kinspect executor:"  # starts the one line of KinspectMissing (cli/spark.py finds it in Spark's error)
@@ -44,12 +45,13 @@ def require_kinspect(expected: str) -> None:
     try:
         import kinspect
     except ImportError:
-        raise KinspectMissing(f"{MARK} kinspect is not installed in the executors' Python ({sys.executable}), "
-                              f"the driver has kinspect {expected}: {ship}") from None
+        raise KinspectMissing(f"{MARK} kinspect is not installed in the Python Spark runs its tasks in "
+                              f"({sys.executable}), the driver has kinspect {expected}: {ship}") from None
     found = getattr(kinspect, "__version__", "unknown")
     if found != expected:
-        raise KinspectMissing(f"{MARK} the executors' Python ({sys.executable}) has kinspect {found} "
-                              f"({getattr(kinspect, '__file__', '?')}), the driver {expected}: {ship}")
+        raise KinspectMissing(f"{MARK} the Python Spark runs its tasks in ({sys.executable}) has kinspect {found} "
+                              f"({os.path.dirname(getattr(kinspect, '__file__', '') or '?')}), the driver has "
+                              f"kinspect {expected}: {ship}")
 
 
 class UnitPartition(InputPartition):
@@ -57,6 +59,14 @@ class UnitPartition(InputPartition):
 
     def __init__(self, files: tuple, shard: int = 0, shards: int = 1):
         super().__init__((files, shard, shards))
+
+
+class RotationPartition(InputPartition):
+    """One file of a rotation (rotation.py), decoded after the file before it: (previous path or
+    None, path, whether the previous was read as the last file, whether this one is the last)."""
+
+    def __init__(self, prev, path: str, prev_final: bool, final: bool):
+        super().__init__(("rotation", prev, path, prev_final, final))
 
 
 class KinspectReader(DataSourceReader):
@@ -69,9 +79,11 @@ class KinspectReader(DataSourceReader):
         self.table, self.units, self.payload, self.version, self.files = table, units, payload, version, files
 
     def partitions(self):
-        return [UnitPartition(*unit) for unit in self.units]
+        return [RotationPartition(*unit[1:]) if unit[0] == "rotation" else UnitPartition(*unit) for unit in self.units]
 
     def read(self, partition):
+        if partition is None:  # no unit: Spark reads one partition of nothing
+            return iter(())
         require_kinspect(self.version)
         from kinspect.spark.reading import partition_batches
         return partition_batches(partition.value, self.table, self.payload, self.files)
@@ -83,13 +95,17 @@ class KinspectSource(DataSource):
 
     given = None  # (table, units, payload, files): job.py's plan, options not read
     default_cores = 1
+    driver_version = None  # kinspect's version where the source was registered
 
     @classmethod
     def name(cls) -> str:
         return NAME
 
+    def _expected(self) -> str:
+        return self.driver_version or _version()
+
     def schema(self):
-        require_kinspect(_version())
+        require_kinspect(self._expected())
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from kinspect.spark import source_options
@@ -98,13 +114,41 @@ class KinspectSource(DataSource):
 
     def reader(self, schema):
         if self.given:
-            return KinspectReader(*self.given[:3], _version(), self.given[3])
+            return KinspectReader(*self.given[:3], self._expected(), self.given[3])
         from kinspect.spark.reading import planned
-        return KinspectReader(*planned(dict(self.options), self.default_cores), _version())
+        return KinspectReader(*planned(dict(self.options), self.default_cores), self._expected())
 
     def streamReader(self, schema):
-        from kinspect.spark.stream import CaptureStream
-        return CaptureStream(dict(self.options), _version())
+        from kinspect.spark.reading import streamed
+        return CaptureStream(*streamed(dict(self.options)), self._expected())
+
+
+class CaptureStream(DataSourceStreamReader):
+    """``spark.readStream.format("kinspect").load(DIRECTORY)``: the files a rotating writer
+    completes there, each micro-batch the files completed since the last (rotation.py: a file is
+    complete once a newer one exists, or, with the option settle_seconds, once unchanged that
+    long). The offset is the last file's name (and whether it was read as the last of all), so a
+    query restarted from its checkpoint plans the same files again for a batch it had not
+    committed, and the next batch starts after them."""
+
+    def __init__(self, path: str, table: str, payload: bytes, settle, version: str):
+        self.path, self.table, self.payload, self.settle, self.version = path, table, payload, settle, version
+
+    def initialOffset(self) -> dict:
+        return {"last": "", "final": False}
+
+    def latestOffset(self) -> dict:
+        from kinspect.spark.reading import stream_end
+        return stream_end(self.path, self.settle)
+
+    def partitions(self, start: dict, end: dict):
+        from kinspect.spark.reading import stream_partitions
+        return [RotationPartition(*p) for p in stream_partitions(self.path, start, end)]
+
+    def read(self, partition):
+        require_kinspect(self.version)
+        from kinspect.spark.reading import partition_batches
+        return partition_batches(partition.value, self.table, self.payload)
 
 
 def _version() -> str:
@@ -125,7 +169,8 @@ def register(spark, cores: int | None = None) -> None:
     if cores is None:
         from kinspect.spark.job import parallelism
         cores = parallelism(spark)
-    spark.dataSource.register(type("KinspectSource", (KinspectSource,), {"default_cores": cores}))
+    spark.dataSource.register(type("KinspectSource", (KinspectSource,), {"default_cores": cores,
+                                                                         "driver_version": _version()}))
 
 
 def given(spark, name: str, table: str, units: list, payload: bytes, files=None) -> None:
@@ -133,4 +178,4 @@ def given(spark, name: str, table: str, units: list, payload: bytes, files=None)
     takes them) as ``table`` ("task": rows.TASK): job.py's plan, decoded by the same reader."""
     _by_value()
     spark.dataSource.register(type("KinspectGiven", (KinspectSource,), {
-        "given": (table, units, payload, files), "name": classmethod(lambda cls: name)}))
+        "given": (table, units, payload, files), "name": classmethod(lambda cls: name), "driver_version": _version()}))

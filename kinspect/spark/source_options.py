@@ -13,6 +13,8 @@ the decoder's settings, decode's exchange filter, and the planner's. No Spark he
 | errors, min_latency_ms | decode's --errors, --min-latency-ms | none |
 | task_mb | capture megabytes per task (small files packed, big ones split) | 256 |
 | cores | tasks at once the plan is made for | the session's, at register() |
+| rotation | "true": the paths are a rotating writer's files, decoded in name order with connections stitched across neighbours (rotation.py) | false |
+| settle_seconds | readStream: the newest file counts complete, as the last one, once unchanged this long | never |
 | max_items, max_records, max_batch_bytes, max_ratio, max_file_ratio, max_records_per_byte | decode's bounds for hostile input (kinspect.limits) | decode's |
 """
 
@@ -32,7 +34,7 @@ LIMIT_OPTIONS = {"max_items": ("max_items", 1), "max_records": ("eager_records",
 PUBLIC_TABLES = ("exchanges", "records", "files")
 KNOWN = {"path", "paths", "table", "keylog", "ports", "heuristic", "show_secrets", "api_name", "client_id",
          "topic", "errors", "min_latency_ms", "task_mb", "cores", *LIMIT_OPTIONS,
-         "max_files_per_trigger"}  # the streaming source's (stream.py)
+         "rotation", "settle_seconds"}
 
 
 class OptionError(ValueError):
@@ -154,3 +156,20 @@ def task_bytes(options: dict) -> int:
 
 def cores(options: dict, default: int) -> int:
     return _whole(options, "cores", 1, default)
+
+
+def rotation(options: dict) -> bool:
+    return _flag(options, "rotation", False)
+
+
+def settle(options: dict) -> float | None:
+    text = options.get("settle_seconds")
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise OptionError(f"kinspect data source: option settle_seconds={text!r}: give a number") from None
+    if value < 0:
+        raise OptionError(f"kinspect data source: option settle_seconds={value}: give 0 or more")
+    return value

@@ -39,3 +39,46 @@ def test_interface_statistics_blocks_give_the_drop_counters():
     parser.feed(section_header() + interface_description(101) + isb)
     assert list(parser.packets(final=True)) == []
     assert parser.statistics == {0: {"ifrecv": 1000, "ifdrop": 7, "osdrop": 2}}
+
+
+def _packets():
+    with open_capture(str(CAPTURE)) as capture:
+        return [(ts, lt, bytes(data), n) for ts, lt, data, n in capture.packets()]
+
+
+def _read(path):
+    with open_capture(str(path)) as capture:
+        return [(round(ts, 6), lt, bytes(data)) for ts, lt, data, _ in capture.packets()]
+
+
+def test_a_rotation_cuts_the_packets_into_whole_files_in_order(tmp_path):
+    from kinspect.capture.chain import ChainedCapture
+    from kinspect.capture.write import RotatingRecording
+    packets = _packets()
+    recording = RotatingRecording(ListSource(packets), str(tmp_path / "ring.pcapng"), max_bytes=5_000)
+    assert len(list(recording.packets())) == len(packets)
+    recording.close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [f"ring_{i:05d}.pcapng" for i in range(1, len(names) + 1)] and len(names) > 3
+    assert [str(tmp_path / n) for n in names] == recording.files
+    assert all(p.stat().st_size < 5_000 + 2_000 for p in tmp_path.iterdir())
+    expected = [(round(ts, 6), lt, data) for ts, lt, data, _ in packets]
+    assert [p for name in names for p in _read(tmp_path / name)] == expected
+    with ChainedCapture(recording.files) as chained:  # and read back as one capture, numbered on
+        again = list(chained.packets())
+    assert [(round(ts, 6), lt, bytes(data)) for ts, lt, data, _ in again] == expected
+    assert [n for *_, n in again] == list(range(1, len(packets) + 1))
+
+
+def test_a_rotation_keeps_the_newest_files_and_rotates_on_time_even_when_idle(tmp_path):
+    from kinspect.capture.write import RotatingRecording
+    packets = _packets()[:6]
+    start = packets[0][0]
+    timed = [packets[0], packets[1], (start + 5, TICK, b"", 0), packets[2], (start + 11, TICK, b"", 0),
+             (start + 17, TICK, b"", 0), packets[3]]
+    recording = RotatingRecording(ListSource(timed), str(tmp_path / "r.pcapng"), max_seconds=5, keep=2)
+    list(recording.packets())
+    recording.close()
+    assert recording.number == 4  # 0 s, 5 s (a tick), 11 s, 17 s
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r_00003.pcapng", "r_00004.pcapng"]
+    assert _read(tmp_path / "r_00004.pcapng") == [(round(packets[3][0], 6), packets[3][1], packets[3][2])]

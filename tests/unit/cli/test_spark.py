@@ -91,3 +91,26 @@ def test_submit_entry_point_prints_its_path_and_runs_the_command():
     assert path.endswith("kinspect/spark/submit.py") and os.path.isfile(path)
     helped = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True, cwd="/")
     assert helped.returncode == 0 and "--package" in helped.stdout and "spark-submit" in helped.stdout
+
+
+def test_tasks_in_a_python_with_another_kinspect_give_one_line_that_says_how_to_ship_it(tmp_path):
+    """Spark's tasks run a Python whose kinspect is another version (a copy of this tree that says
+    0.0.9, first on that Python's path): one line naming both versions and --package, exit 4."""
+    import shutil
+
+    import kinspect
+    other = tmp_path / "other"
+    shutil.copytree(os.path.dirname(kinspect.__file__), other / "kinspect",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    init = other / "kinspect" / "__init__.py"
+    init.write_text(init.read_text().replace(f'__version__ = "{kinspect.__version__}"', '__version__ = "0.0.9"'))
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={other}${{PYTHONPATH:+:$PYTHONPATH}} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    done = _kinspect(PCAPS / "librdkafka-mtu1500.pcap", "--out", tmp_path / "out", "--master", "local[1]",
+                     env={**os.environ, "PYSPARK_PYTHON": str(python)})
+    assert done.returncode == EXIT_UNFINISHED, done.stderr
+    assert "Traceback" not in done.stderr
+    line = next(line for line in done.stderr.splitlines() if "kinspect executor:" in line)
+    assert f"has kinspect 0.0.9 ({other / 'kinspect'})" in line and f"driver has kinspect {kinspect.__version__}" in line
+    assert "--package" in line

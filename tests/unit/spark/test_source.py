@@ -2,8 +2,12 @@
 and its records and files tables are kinspect spark's."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pyarrow.dataset as ds
 import pytest
@@ -92,3 +96,106 @@ def test_a_path_that_lists_nothing_says_so(spark, tmp_path):
         spark.read.format("kinspect").load(str(tmp_path / "empty")).collect()
     with pytest.raises(AnalysisException, match="kinspect data source: option table='nope'"):
         spark.read.format("kinspect").option("table", "nope").load(str(CAPTURES[0])).collect()
+
+
+class _Gated:
+    """A capture's packets, held after the first ``gate`` until ``opened`` is set: a writer whose
+    second half comes while the test says."""
+
+    def __init__(self, capture, gate: int, opened: threading.Event):
+        self.capture, self.gate, self.opened = capture, gate, opened
+
+    def packets(self):
+        for n, packet in enumerate(self.capture.packets()):
+            if n == self.gate:
+                self.opened.wait(300)
+            if n > self.gate and not n % 400:
+                time.sleep(0.1)
+            yield packet
+
+    def close(self):
+        self.capture.close()
+
+
+def test_a_stream_over_rotating_files_stopped_and_restarted_gives_each_exchange_once(spark, tmp_path):
+    """A writer rotates BIG into 11 files; a streaming query reads the directory as they come, and
+    is stopped once it has written rows (its batch may be cut short), while the writer waits half
+    way. The query starts again from its checkpoint while the writer writes the rest. Its output
+    is the batch read of the final directory (rotation), row for row: no file read twice or
+    skipped, the exchanges that straddle two files paired once."""
+    from kinspect.capture.source import open_capture
+    from kinspect.capture.write import RotatingRecording
+    ring, out, checkpoint = tmp_path / "ring", tmp_path / "out", tmp_path / "checkpoint"
+    ring.mkdir()
+    second_half = threading.Event()
+    recording = RotatingRecording(_Gated(open_capture(str(BIG)), 5_000, second_half), str(ring / "ring.pcapng"),
+                                  max_bytes=200_000)
+    writer = threading.Thread(target=lambda: [None for _ in recording.packets()])
+
+    def start(**settle):  # settle_seconds only once the writer is done: it pauses half way
+        stream = spark.readStream.format("kinspect").options(ports="34175", **settle).load(str(ring))
+        return (stream.writeStream.format("parquet").option("checkpointLocation", str(checkpoint))
+                .trigger(processingTime="1 second").start(str(out)))
+
+    writer.start()
+    query = start()
+    deadline = time.monotonic() + 180
+    while not [p for p in query.recentProgress if p["numInputRows"]] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    query.stop()
+    assert not second_half.is_set() and len(list(ring.iterdir())) < 11
+    query = start(settle_seconds="3")
+    second_half.set()
+    writer.join(180)
+    recording.close()
+    time.sleep(4)  # past settle_seconds: the last file is complete
+    query.processAllAvailable()
+    query.stop()
+    assert len(list(ring.iterdir())) == 11
+    streamed = spark.read.parquet(str(out)).collect()
+    batch = spark.read.format("kinspect").option("rotation", "true").option("ports", "34175").load(str(ring)).collect()
+
+    def rows(found):
+        return sorted(json.dumps([r[name] for name in EXCHANGES.names], default=str) for r in found)
+    assert rows(streamed) == rows(batch) and len(batch) > 2700
+
+
+def _reading(path) -> int | None:
+    """A process under this one that has ``path`` open: a Python worker decoding it in a task (the
+    workers that plan a read list it, they do not open it), or None. Local workers fork from the
+    daemon under the JVM, or from the warm daemon under this process (kinspect/spark/warm.py)."""
+    from kinspect.spark.job import children
+    pending = [os.getpid()]
+    while pending:
+        for pid, _command in children(pending.pop()):
+            pending.append(pid)
+            try:
+                if any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd")):
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+def test_a_worker_killed_mid_task_is_retried_and_the_rows_are_exact(spark):
+    """SIGKILL to the Python worker decoding a task: Spark retries the task (local[2, 2]) and the
+    read gives every exchange once."""
+    killed = []
+
+    def kill_one():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            pid = _reading(BIG.resolve())
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.02)
+
+    df = spark.read.format("kinspect").option("task_mb", "1").option("cores", "2").load(str(BIG))  # planned
+    killer = threading.Thread(target=kill_one)
+    killer.start()
+    rows = df.collect()
+    killer.join()
+    assert killed, "no worker was seen decoding"
+    assert sorted(_key(r["capture"], r.asDict(recursive=True)) for r in rows) == _decoded([BIG])
