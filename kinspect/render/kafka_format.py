@@ -20,16 +20,13 @@ import os
 
 from kinspect.records.stream import RecordStream
 from kinspect.render import kafka_json
-from kinspect.storage._record_schemas import GROUP_RECORD_TYPES, TRANSACTION_RECORD_TYPES
-from kinspect.storage.share_schemas import SHARE_RECORD_TYPES
+from kinspect.storage.structs import record_structs
 
 DUMPED_KINDS = ("log", "kraft_snapshot", "index", "timeindex", "producer_snapshot", "txnindex")
 BOOTSTRAP = "bootstrap.checkpoint"
 CONTROL_LABELS = {"SNAPSHOT_HEADER": "SnapshotHeader ", "SNAPSHOT_FOOTER": "SnapshotFooter ",
                   "KRAFT_VERSION": "KRaftVersion ", "KRAFT_VOTERS": "KRaftVoters ",
                   "LEADER_CHANGE": "LeaderChange: "}
-TYPE_TABLES = {"TransactionLog": TRANSACTION_RECORD_TYPES, "ShareSnapshot": SHARE_RECORD_TYPES,
-               "ShareUpdate": SHARE_RECORD_TYPES}
 CONTROL_IDS = {"ABORT": 0, "COMMIT": 1, "LEADER_CHANGE": 2, "SNAPSHOT_HEADER": 3,
                "SNAPSHOT_FOOTER": 4, "KRAFT_VERSION": 5, "KRAFT_VOTERS": 6}
 
@@ -272,8 +269,7 @@ def _control(control: dict, value: dict | None) -> str:
 def _coordinator(decoded: dict, offset: int) -> tuple[str | None, str | None]:
     """kafka-dump-log's --offsets-decoder / --transaction-log-decoder key and payload."""
     record_type = decoded["record_type"]
-    types = TYPE_TABLES.get(decoded["record_name"], GROUP_RECORD_TYPES)
-    entry = types.get(record_type)
+    entry = record_structs(decoded["record_name"], record_type)
     if entry is None or not isinstance(decoded.get("key"), dict):
         if record_type is None:
             return f"Error at offset {offset}, skipping. record key is too short", None

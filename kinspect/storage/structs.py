@@ -17,9 +17,9 @@ from dataclasses import replace
 from functools import lru_cache
 
 from kinspect.problems import ERROR, Problem
-from kinspect.storage._record_schemas import STRUCTS
+from kinspect.storage._record_schemas import GROUP_RECORD_TYPES, STRUCTS, TRANSACTION_RECORD_TYPES
 from kinspect.storage.metadata_schemas import METADATA_RECORDS
-from kinspect.storage.share_schemas import SHARE_STRUCTS
+from kinspect.storage.share_schemas import SHARE_RECORD_TYPES, SHARE_STRUCTS
 from kinspect.wire.codegen import Generator, compile_decoder
 from kinspect.wire.decoder_runtime import run_decoder, short_read
 from kinspect.wire.layouts import Layout, resolve_fields
@@ -31,6 +31,8 @@ SEGMENTS: dict[str, tuple] = {
        for name, last, fields in METADATA_RECORDS.values()},
 }
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+_RECORD_TYPES = {"TransactionLog": TRANSACTION_RECORD_TYPES, "ShareSnapshot": SHARE_RECORD_TYPES,
+                 "ShareUpdate": SHARE_RECORD_TYPES}  # by record name; __consumer_offsets' else
 
 
 def kafka_uuid(raw: bytes) -> str:
@@ -45,6 +47,12 @@ def _partial_run(buf, pos: int, end: int, o: dict, run: tuple) -> None:
         value = unpack(buf, pos)[0]
         o[key] = kafka_uuid(value) if size == 16 else value
         pos += size
+
+
+def record_structs(record_name: str | None, record_type: int | None) -> tuple[str, int, str] | None:
+    """A coordinator record's (key struct, key version, value struct), from its decoded name
+    (a transaction or share-group state record, else a __consumer_offsets one) and type."""
+    return _RECORD_TYPES.get(record_name, GROUP_RECORD_TYPES).get(record_type)
 
 
 def _segment(name: str, version: int):

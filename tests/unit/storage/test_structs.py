@@ -48,3 +48,12 @@ def test_unknown_version_is_a_problem_not_an_exception():
 def test_metadata_table_names_and_versions():
     assert METADATA_RECORDS[3][0] == "PartitionRecord" and METADATA_RECORDS[3][1] == 2
     assert all(structs.has_version(name, last) for name, last, _ in METADATA_RECORDS.values())
+
+
+def test_record_structs_picks_the_table_by_record_name():
+    assert structs.record_structs("TransactionLog", 0) == ("TransactionLogKey", 0, "TransactionLogValue")
+    assert structs.record_structs("ShareUpdate", 1) == ("ShareUpdateKey", 0, "ShareUpdateValue")
+    assert structs.record_structs("OffsetCommit", 1) == ("OffsetCommitKey", 0, "OffsetCommitValue")
+    assert structs.record_structs("GroupMetadata", 2) == ("GroupMetadataKey", 0, "GroupMetadataValue")
+    assert structs.record_structs("TransactionLog", 1) is None
+    assert structs.record_structs(None, None) is None
