@@ -231,7 +231,7 @@ class TableFormat:
         style = "red" if problems.get("error") else "yellow" if problems.get("warning") else "dim"
         self.line(Text(text, style=style))
 
-    HANDLERS = {  # event type → the method writing its lines; other types show their problems only
+    HANDLERS = {  # event type → the method writing its lines; other types: their problems only
         "file": _file, "batch": _batch, "damage": _damage, "padding": _padding,
         "index_entry": _index_entry, "time_index_entry": _time_index_entry,
         "index_zero_tail": _index_zero_tail, "producer_snapshot": _producer_snapshot,

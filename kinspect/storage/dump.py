@@ -206,11 +206,12 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
     each record as it is streamed out."""
     records = unit["records"]
     base_sequence, base_offset = event.get("base_sequence"), event.get("base_offset")
-    decode = decoder is not None and not event.get("is_control")
-    hide = hide and not event.get("is_control")
-    values = None if event.get("is_control") else values
-    struct_name = CONTROL_STRUCTS.get((event.get("control") or {}).get("type"))
-    control = _control_value(struct_name) if event.get("is_control") and struct_name else None
+    is_control = event.get("is_control")
+    decode = decoder is not None and not is_control
+    hide = hide and not is_control
+    values = None if is_control else values
+    struct_name = is_control and CONTROL_STRUCTS.get((event.get("control") or {}).get("type"))
+    control = _control_value(struct_name) if struct_name else None
     number = -1
 
     def sizes(record: dict) -> dict:
