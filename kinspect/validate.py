@@ -482,7 +482,7 @@ def _capture_findings(path: Path, report: FileReport, max_output: int | Limits,
                     **({"limits": max_output} if isinstance(max_output, Limits) else {}))
     file = str(path)
     try:
-        for record in run.records():
+        for record in run.records(pack_records=True):  # records are counted, never shown
             kind = record.get("type")
             if kind == "notice":
                 yield Finding(file, f"capture_{record.get('kind', 'notice')}",

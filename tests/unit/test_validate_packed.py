@@ -1,5 +1,6 @@
-"""kinspect.validate keeps a regular batch's records packed as their bytes (no object per record):
-the findings and counts must be exactly those of the walk that decodes every record to a dict.
+"""kinspect.validate keeps a regular batch's records packed as their bytes (no object per record),
+in segments and in captures: the findings and counts must be exactly those of the walk that
+decodes every record to a dict.
 
 Real segments (a real broker's, Kafka's __consumer_offsets, a KRaft metadata log, the doctor
 scenario's broker) and the same bytes damaged: a byte of every batch's records flipped, in turn
@@ -13,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from kinspect import validate as validate_module
+from kinspect.decode.pipeline import DecodeRun
 from kinspect.limits import Budget
 from kinspect.records.packed import PackedRecords
 from kinspect.storage.segment import walk_segment
-from tests.conftest import KAFKAFUN, SAMPLES, SOC_STREAMING
+from tests.conftest import KAFKAFUN, PCAPS, SAMPLES, SOC_STREAMING
 from tests.unit.native import needs_c
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,3 +80,40 @@ def test_validate_packs_regular_batches():
     finally:
         validate_module.walk_segment = saved
     assert seen and set(seen) == {PackedRecords}
+
+
+CAPTURES = ["librdkafka-produce-consume.pcapng", "java-transactions.pcap", "java-console-producer-zstd.pcap",
+            "aiokafka-mtu1500.pcapng"]
+
+
+def _capture_lines(path: Path, pack: bool, monkeypatch) -> list[str]:
+    real = DecodeRun.records
+    monkeypatch.setattr(DecodeRun, "records", lambda self, progress=None, pack_records=False:
+                        real(self, progress, pack))
+    lines = []
+    for item in validate_module.validate_paths([path]):
+        d = item.to_dict()
+        d.pop("seconds", None)
+        lines.append(json.dumps(d, default=str))
+    monkeypatch.setattr(DecodeRun, "records", real)
+    return lines
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_a_captures_findings_are_the_same_packed_or_not(name, monkeypatch):
+    path = PCAPS / name
+    assert _capture_lines(path, True, monkeypatch) == _capture_lines(path, False, monkeypatch)
+
+
+@needs_c  # packing is the C scan's
+def test_validate_asks_for_packed_records_in_captures(monkeypatch):
+    asked = []
+    real = DecodeRun.records
+
+    def spy(self, progress=None, pack_records=False):
+        asked.append(pack_records)
+        return real(self, progress, pack_records)
+
+    monkeypatch.setattr(DecodeRun, "records", spy)
+    report = list(validate_module.validate_paths([PCAPS / CAPTURES[0]]))[-1]
+    assert asked == [True] and report.records > 0
