@@ -42,7 +42,7 @@ def planned(options: dict, default_cores: int) -> tuple[str, list, bytes]:
     decode = opts.decode_options(options)
     keep = opts.exchange_filter(options)
     if opts.rotation(options):
-        if table == "files":
+        if table in ("files", "findings"):
             raise opts.OptionError("kinspect data source: option rotation: the exchanges and records tables only")
         units = rotation_units(opts.paths(options))
     else:
@@ -50,8 +50,9 @@ def planned(options: dict, default_cores: int) -> tuple[str, list, bytes]:
             inputs = find_inputs(opts.paths(options)).inputs
         except NoInputs as e:
             raise NothingToRead(f"kinspect data source: {e}") from None
-        # the files table is one row per input: its files are decoded whole (no shards to sum)
-        units = [plain(u) for u in plan(inputs, cores=1 if table == "files" else opts.cores(options, default_cores),
+        # the files and findings tables: one row per input, or findings over it: files decoded whole
+        whole = table in ("files", "findings")
+        units = [plain(u) for u in plan(inputs, cores=1 if whole else opts.cores(options, default_cores),
                                         target=opts.task_bytes(options))]
     keylog = opts.keylog_paths(options)
     if keylog:
@@ -142,6 +143,8 @@ def partition_batches(value: tuple, table: str, given: bytes, files=None, size: 
     if value[0] == "rotation":
         from kinspect.spark.rotation import rotation_rows
         rows = rotation_rows(*value[1:], options, keep)
+    elif table == "findings":
+        return arrow_batches(findings_rows(unit_of(value), options), TABLES[table], size)
     else:
         from kinspect.spark.task import unit_rows
         rows = unit_rows(unit_of(value), options, keep)
@@ -166,3 +169,26 @@ def _diverted(rows, files):
         else:
             yield row
     files.add(held)
+
+
+def findings_rows(unit: Unit, options: dict) -> Iterator[dict]:
+    """kinspect doctor's findings (its default thresholds) over each file of ``unit``, decoded
+    whole, as rows.FINDINGS; a file that is no readable capture has none (its files row says why)."""
+    from kinspect.capture.source import CaptureError
+    from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
+    from kinspect.doctor.run import Doctor
+    from kinspect.render.safe import path_text
+    from kinspect.spark.rows import finding_row
+    options = {k: v for k, v in options.items() if k not in ("records", "flows", "filesystems")}
+    for f in unit.files:
+        if f.error:
+            continue
+        doctor = Doctor()
+        try:
+            for record in DecodeRun(f.path, **options).records():
+                doctor.exchange(record)
+        except (CaptureUnreadable, CaptureError, OSError):
+            continue
+        findings, _notices = doctor.finish()
+        for finding in findings:
+            yield finding_row(path_text(f.path), finding)

@@ -131,10 +131,34 @@ TASK = pa.schema([("table", pa.string())] + list(EXCHANGES) +
 # The files table: a row per input, its shards' rows summed (every shard read the whole file)
 FILE_TABLE = pa.schema([f for f in FILES if f.name not in ("shard", "flows")])
 
+# A ``findings`` row: one finding of kinspect doctor's checks over one capture file (decoded whole):
+# its check, severity and summary, the rest of its subject fields as JSON (group, topic, lag,
+# series...: they differ by check), and the exchanges it names (doctor/finding.py).
+FINDINGS = pa.schema([
+    ("capture", pa.string()),
+    ("check", pa.string()),
+    ("severity", pa.string()),
+    ("summary", pa.string()),
+    ("details", pa.string()),
+    ("evidence", pa.list_(pa.struct([("conn", pa.string()), ("correlation_id", pa.int32()),
+                                     ("time", pa.float64())]))),
+])
+
 # Every table by the name the data source's option "table" gives it (source.py): the Parquet of
 # `kinspect spark` and the data source take their columns from here alone. "task" is what a task
 # gives out (all three in one schema).
-TABLES = {"exchanges": EXCHANGES, "records": RECORDS, "files": FILE_TABLE, "task": TASK}
+TABLES = {"exchanges": EXCHANGES, "records": RECORDS, "files": FILE_TABLE, "findings": FINDINGS, "task": TASK}
+
+
+def finding_row(capture: str, finding: dict) -> dict:
+    """The findings row of one of doctor's findings (a dict as doctor --json writes it)."""
+    import json
+    shown = ("type", "check", "severity", "summary", "evidence")
+    return {"capture": capture, "check": finding["check"], "severity": finding["severity"],
+            "summary": finding["summary"],
+            "details": json.dumps({k: v for k, v in finding.items() if k not in shown}, sort_keys=True, default=str),
+            "evidence": [{"conn": e.get("conn"), "correlation_id": e.get("correlation_id"), "time": e.get("time")}
+                         for e in finding.get("evidence") or ()]}
 
 
 def table_row(task_row: dict, table: str) -> dict | None:

@@ -4,7 +4,7 @@ the decoder's settings, decode's exchange filter, and the planner's. No Spark he
 | option | meaning | default |
 |---|---|---|
 | path / paths | files, directories, globs (``load(path)`` or ``load([...])``) | (required) |
-| table | exchanges, records, files | exchanges |
+| table | exchanges, records, files, findings (kinspect doctor's checks, per file) | exchanges |
 | keylog | a TLS key log file (several: a JSON list of paths) | none |
 | ports | Kafka ports besides 9092, comma-separated | none |
 | heuristic | "false": decode only the given ports | true |
@@ -31,7 +31,7 @@ from kinspect.spark.rows import TABLES
 LIMIT_OPTIONS = {"max_items": ("max_items", 1), "max_records": ("eager_records", 1),
                  "max_batch_bytes": ("max_batch_bytes", 1024), "max_ratio": ("max_ratio", 1),
                  "max_file_ratio": ("max_file_ratio", 1), "max_records_per_byte": ("max_records_per_byte", 0)}
-PUBLIC_TABLES = ("exchanges", "records", "files")
+PUBLIC_TABLES = ("exchanges", "records", "files", "findings")
 KNOWN = {"path", "paths", "table", "keylog", "ports", "heuristic", "show_secrets", "api_name", "client_id",
          "topic", "errors", "min_latency_ms", "task_mb", "cores", *LIMIT_OPTIONS,
          "rotation", "settle_seconds"}

@@ -199,3 +199,22 @@ def test_a_worker_killed_mid_task_is_retried_and_the_rows_are_exact(spark):
     killer.join()
     assert killed, "no worker was seen decoding"
     assert sorted(_key(r["capture"], r.asDict(recursive=True)) for r in rows) == _decoded([BIG])
+
+
+def test_findings_equal_kinspect_doctor_per_file(spark):
+    captures = [BIG, PCAPS / "java-transactions.pcap", PCAPS / "kafka39-legacy.pcap"]
+    rows = spark.read.format("kinspect").option("table", "findings").load([str(c) for c in captures]).collect()
+    expected = []
+    for capture in captures:
+        out = subprocess.run([sys.executable, "-m", "kinspect", "doctor", "--json", str(capture)],
+                             capture_output=True, text=True).stdout
+        for line in map(json.loads, out.splitlines()):
+            if line.get("type") == "finding":
+                subject = {k: v for k, v in line.items() if k not in ("type", "check", "severity", "summary", "evidence")}
+                expected.append(json.dumps([str(capture), line["check"], line["severity"], line["summary"], subject,
+                                            [[e["conn"], e["correlation_id"], e["time"]] for e in line["evidence"]]],
+                                           sort_keys=True))
+    found = [json.dumps([r["capture"], r["check"], r["severity"], r["summary"], json.loads(r["details"]),
+                         [[e["conn"], e["correlation_id"], e["time"]] for e in r["evidence"]]], sort_keys=True)
+             for r in rows]
+    assert sorted(found) == sorted(expected) and len(expected) >= 9
