@@ -8,7 +8,8 @@
 from kinspect.addresses import format_addr
 from kinspect.capture.link import decode_tcp, decoder_for
 from kinspect.capture.source import Capture, CaptureError, open_capture
-from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
+from kinspect.capture.stream import StreamData, StreamEnd, StreamGap, StreamStart
+from kinspect.capture.tcp import TcpReassembler
 
 __all__ = [
     "Capture",

@@ -11,7 +11,8 @@ import formats
 import harness
 
 with harness.instrumented("kinspect.capture"):
-    from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
+    from kinspect.capture.stream import StreamData, StreamEnd, StreamGap, StreamStart
+    from kinspect.capture.tcp import TcpReassembler
 
 MAX_BUFFERED = (64, 1024, 65536, 16 << 20)
 MAX_STREAMS = (1, 3, 8, 100_000)

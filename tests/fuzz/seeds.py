@@ -23,7 +23,8 @@ from pathlib import Path
 import formats
 from kinspect.capture.link import decode_tcp
 from kinspect.capture.source import open_capture, sniff_format
-from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
+from kinspect.capture.stream import StreamData, StreamEnd, StreamGap, StreamStart
+from kinspect.capture.tcp import TcpReassembler
 from kinspect.records import iter_batches
 from kinspect.records import legacy
 from kinspect.records.codecs import GZIP, LZ4, NONE, SNAPPY, ZSTD

@@ -113,7 +113,8 @@ if __name__ == "__main__":
 from kinspect.addresses import format_addr  # noqa: E402
 from kinspect.capture.link import decoder_for  # noqa: E402
 from kinspect.capture.source import open_capture  # noqa: E402
-from kinspect.capture.tcp import StreamData, TcpReassembler  # noqa: E402
+from kinspect.capture.stream import StreamData  # noqa: E402
+from kinspect.capture.tcp import TcpReassembler  # noqa: E402
 from kinspect.decode.pipeline import DecodeRun  # noqa: E402
 from kinspect.render.jsonl import plain  # noqa: E402
 from kinspect.tls import KeyLog  # noqa: E402

@@ -5,7 +5,8 @@ import pytest
 
 from kinspect.capture.link import decode_tcp, format_addr
 from kinspect.capture.source import open_capture
-from kinspect.capture.tcp import StreamData, StreamEnd, StreamGap, StreamStart, TcpReassembler
+from kinspect.capture.stream import StreamData, StreamEnd, StreamGap, StreamStart
+from kinspect.capture.tcp import TcpReassembler
 
 FIN, SYN, RST, PSH, ACK = 1, 2, 4, 8, 16
 CLIENT, SERVER = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from kinspect.capture.link import decoder_for
 from kinspect.capture.source import open_capture
-from kinspect.capture.tcp import StreamData, TcpReassembler
+from kinspect.capture.stream import StreamData
+from kinspect.capture.tcp import TcpReassembler
 from tests.conftest import PCAPS
 
 

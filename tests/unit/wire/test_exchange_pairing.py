@@ -17,7 +17,8 @@ import pytest
 
 from kinspect.capture.link import decode_tcp
 from kinspect.capture.source import open_capture
-from kinspect.capture.tcp import StreamData, TcpReassembler
+from kinspect.capture.stream import StreamData
+from kinspect.capture.tcp import TcpReassembler
 from kinspect.decode.pipeline import DecodeRun
 from tests.conftest import PCAPS
 from tests.hostile.packets import Connection, PcapWriter
