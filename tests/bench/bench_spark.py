@@ -3,7 +3,9 @@ clients, decoded to the same Parquet tables by
 
 - plain: one Python process, a loop over the files (task.py's rows, pyarrow's dataset writer,
   exchanges partitioned by api_name as Spark writes them): the figure Spark must come close to;
-- local[1] and local[2]: `kinspect spark SET --out DIR --master local[N]`;
+- local[1] and local[2]: `kinspect spark SET --out DIR --master local[N]` (a client of the data source);
+- data source local[1]: a user's job, ``spark.read.format("kinspect").load(SET)`` written as Parquet
+  partitioned by api_name (kinspect/spark/source.py);
 - the set's biggest file (≥ 1 GB) alone on local[1] and on local[2], where the planner splits it
   into two connection shards;
 - start: `kinspect spark` on a one-packet-file set (pcaps/librdkafka-mtu1500.pcap): JVM start,
@@ -88,6 +90,17 @@ def plain_loop(out: str, files: list[str]) -> None:
     pq.write_table(pa.Table.from_pylist(file_rows, schema=FILES), os.path.join(out, "files", "part-0.parquet"))
 
 
+def source_job(out: str, files: list[str]) -> None:
+    """A user's job on local[1]: spark.read.format("kinspect") (kinspect/spark/source.py), the
+    exchanges written as kinspect spark writes them (Parquet partitioned by api_name)."""
+    from kinspect.spark import job, register
+    spark = job.session("local[1]", app="bench source")
+    register(spark)
+    (spark.read.format("kinspect").load(files).write.partitionBy("api_name")
+     .parquet(os.path.join(out, "exchanges")))
+    job.stop(spark)
+
+
 def _capture_set(paths: list[Path], into: Path) -> Path:
     into.mkdir()
     for path in paths:
@@ -133,9 +146,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--plain-loop", nargs="+", metavar=("OUT", "FILE"), help=argparse.SUPPRESS)
+    parser.add_argument("--source-job", nargs="+", metavar=("OUT", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain_loop:
         plain_loop(args.plain_loop[0], args.plain_loop[1:])
+        return
+    if args.source_job:
+        source_job(args.source_job[0], args.source_job[1:])
         return
     captures = args.captures or [CACHE / name for name in DEFAULT_SET]
     missing = [str(c) for c in captures if not c.is_file()]
@@ -163,6 +180,8 @@ def main() -> None:
                  + ["--conf", "spark.python.daemon.module=pyspark.daemon"], TINY.stat().st_size),
                 ("plain loop", [sys.executable, __file__, "--plain-loop", str(out / "plain"), *map(str, captures)], size),
                 ("local[1]", _spark([inputs], out / "l1", "local[1]"), size),
+                ("data source local[1]", [sys.executable, __file__, "--source-job", str(out / "source"),
+                                          *map(str, captures)], size),
                 ("local[2]", _spark([inputs], out / "l2", "local[2]"), size),
                 ("big file local[1]", _spark([big], out / "b1", "local[1]"), big_size),
                 ("big file local[2]", _spark([big], out / "b2", "local[2]"), big_size),
@@ -192,7 +211,8 @@ def _same_rows(out: Path) -> None:
 
     def key(rows):
         return sorted((r["api_name"], r["api_name_count"]) for r in rows)
-    assert key(counts("plain")) == key(counts("l1")) == key(counts("l2")), "the runs wrote different rows"
+    assert key(counts("plain")) == key(counts("l1")) == key(counts("l2")) == key(counts("source")), \
+        "the runs wrote different rows"
     assert key(counts("b1")) == key(counts("b2")), "the sharded big file wrote different rows"
 
 
@@ -216,6 +236,8 @@ def _report(rows: list[dict], size: int, big_size: int) -> dict:
         # the same with the start cost taken out of both: the JVM start is reported apart
         "scaling_less_start": round((l1 - start) / (l2 - start), 2) if l2 > start else None,
         "local1_over_plain": round(l1 / plain, 3), "target_local1_over_plain": 1.15,
+        "source_local1_over_plain": round(_median(rows, "data source local[1]") / plain, 3),
+        "source_local1_less_start_over_plain": round((_median(rows, "data source local[1]") - start) / plain, 3),
         "local1_less_start_over_plain": round((l1 - start) / plain, 3),
         "cpu_local1_over_plain": round(_median(rows, "local[1]", "machine_busy_cpu_s")
                                        / _median(rows, "plain loop", "machine_busy_cpu_s"), 3),
@@ -246,6 +268,8 @@ def _markdown(result: dict) -> str:
               f"without the start: {r.get('scaling_less_start')}x",
               f"- local[1] wall over plain: {r['local1_over_plain']} (target ≤ {r['target_local1_over_plain']}); "
               f"without the start: {r['local1_less_start_over_plain']}; CPU over plain: {r['cpu_local1_over_plain']}",
+              f"- data source (spark.read.format(\"kinspect\"), local[1]) wall over plain: "
+              f"{r.get('source_local1_over_plain')}; without the start: {r.get('source_local1_less_start_over_plain')}",
               f"- big file alone, local[2] speed-up: {r['big_file_local2_speedup']}x (target ≥ "
               f"{r['target_big_file_speedup']}); without the start: {r.get('big_file_speedup_less_start')}x; "
               f"MB/s {r['big_file_mb_s']}",
