@@ -71,14 +71,14 @@ def measure(argv: list[str], repeat: int, cwd: Path | None = None) -> dict:
     best = None
     for _ in range(repeat):
         with open(os.devnull, "wb") as sink, tempfile.NamedTemporaryFile("r") as report:
-            done = subprocess.run([GNU_TIME, "-f", "%e %M", "-o", report.name, *argv],
+            done = subprocess.run([GNU_TIME, "-f", "%e %M %U %S", "-o", report.name, *argv],
                                   stdout=sink, stderr=subprocess.PIPE, cwd=cwd)
-            seconds, max_rss_kib = report.read().split()[-2:]
+            seconds, max_rss_kib, user, system = report.read().split()[-4:]
         if done.returncode not in (0, 1):
             raise SystemExit(f"{argv[:4]}... exited {done.returncode}: "
                              f"{done.stderr[-2000:].decode(errors='replace')}")
-        run = {"seconds": float(seconds), "peak_rss_mib": round(int(max_rss_kib) / 1024, 1),
-               "exit_code": done.returncode}
+        run = {"seconds": float(seconds), "cpu_s": round(float(user) + float(system), 2),
+               "peak_rss_mib": round(int(max_rss_kib) / 1024, 1), "exit_code": done.returncode}
         if best is None or run["seconds"] < best["seconds"]:
             best = run
     return best
@@ -107,6 +107,7 @@ def main() -> None:
     commands = {
         "cat (reading the file)": ["cat", str(segment)],
         "kafka-dump-log --deep-iteration": dump_log,
+        "kafka-dump-log --deep-iteration --print-data-log": [*dump_log, "--print-data-log"],
         "kinspect dump --records --json": kinspect("dump", "--records", "--json", str(segment)),
         "kinspect dump (batches, CRC and checks)": kinspect("dump", str(segment)),
         "kinspect dump --no-checks (headers only)": kinspect("dump", "--no-checks", str(segment)),
@@ -119,9 +120,11 @@ def main() -> None:
         print(f"{name}...", flush=True)
         runs[name] = measure(argv, options.repeat, cwd=REPO)
         print(f"  {runs[name]}", flush=True)
-    reference = runs["kafka-dump-log --deep-iteration"]["seconds"]
+    reference = runs["kafka-dump-log --deep-iteration"]
+    printing = runs["kafka-dump-log --deep-iteration --print-data-log"]  # issue 36's like-for-like peer
     for run in runs.values():
-        run["time_vs_kafka_dump_log"] = round(run["seconds"] / reference, 3)
+        run["time_vs_kafka_dump_log"] = round(run["seconds"] / reference["seconds"], 3)
+        run["cpu_vs_kafka_dump_log_print_data_log"] = round(run["cpu_s"] / max(printing["cpu_s"], 0.01), 3)
     size = segment.stat().st_size
     result = {
         "segment": {"bytes": size, "gib": round(size / 2**30, 3),

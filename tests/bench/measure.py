@@ -197,7 +197,7 @@ def code_facts() -> dict:
     """The commit the repository's working tree is at, and kinspect's files changed since: every
     figure is recorded with the code it measured (a snapshot's own facts take precedence)."""
     changed = _git("status", "--porcelain", "kinspect").splitlines()
-    return {"commit": _git("rev-parse", "HEAD"), "uncommitted": sorted(line[3:] for line in changed)}
+    return {"commit": _git("rev-parse", "HEAD"), "uncommitted": sorted(line.split(None, 1)[1] for line in changed)}
 
 
 def machine_facts() -> dict:
