@@ -7,9 +7,9 @@ import sys
 import click
 
 from kinspect.cli.doctor import read_captures
-from kinspect.cli.exchanges import port_options, secrets_option, stream_bound_options
-from kinspect.cli.keylog import keylog_option, keylog_warnings
+from kinspect.cli.keylog import keylog_warnings
 from kinspect.cli.limits import limit_options
+from kinspect.cli.options import capture_options, capture_settings
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.doctor.bounded import DEFAULT_LIMIT
@@ -43,10 +43,7 @@ TABLE = ["client_id", "software", "addresses", "connections", "apis", "kip896", 
               help="Also the brokers' own clients (transaction marker sender, replica fetchers, ...).")
 @click.option("--max-state", type=click.IntRange(1), default=DEFAULT_LIMIT, show_default=True,
               help="Clients and connections kept; past it the least recently seen are dropped, with a notice.")
-@port_options
-@stream_bound_options
-@secrets_option
-@keylog_option()
+@capture_options
 @limit_options
 @output_options
 def clients(captures, show_all, max_state, ports, no_heuristic, max_frame, max_connections, show_secrets,
@@ -61,19 +58,12 @@ def clients(captures, show_all, max_state, ports, no_heuristic, max_frame, max_c
     for line in keylog_warnings(keylog):
         out.warn(line)
     inventory = Inventory(Thresholds(max_state=max_state))
-    settings = dict(ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,
-                    max_connections=max_connections, show_secrets=show_secrets, keylog=keylog)
+    settings = capture_settings(ports, no_heuristic, max_frame, max_connections, show_secrets, keylog, limits)
     exit_code = read_captures(captures, out, settings, inventory.exchange)
     rows = [r for r in inventory.rows() if show_all or not r["internal"]]
-    if out.as_json:
-        for row in rows:
-            out.record(row)
-        for notice in inventory.notices():
-            out.record(notice)
-    else:
-        out.table("Clients", [_cells(r) for r in rows], TABLE)
-        for notice in inventory.notices():
-            out.warn(f"kinspect: {notice['what']}")
+    out.rows("Clients", rows, TABLE, cells=_cells)
+    for notice in inventory.notices():
+        out.notice(notice)
     sys.exit(exit_code)
 
 

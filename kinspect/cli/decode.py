@@ -7,9 +7,10 @@ import sys
 import click
 
 from kinspect.cli.exchanges import (CaptureWalk, filter_options, port_options, print_record, print_summary, report_options,
-                                    secrets_option, stream_bound_options)
+                                    stream_bound_options)
 from kinspect.cli.keylog import keylog_counts, keylog_news, keylog_option, keylog_warnings, no_kafka_message
 from kinspect.cli.limits import limit_options
+from kinspect.cli.options import show_secrets_option
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.limits import Limits
@@ -50,7 +51,7 @@ any problem in an exchange); 2 usage error; 3 input unreadable; 4 kinspect could
                    "rest, one per CPU beyond the first (two on two CPUs). -j1: one process.")
 @click.option("-c", "--count", type=click.IntRange(1), default=None,
               help="Stop after this many exchanges (after filters), as tcpdump -c and kcat -c do.")
-@secrets_option
+@show_secrets_option
 @keylog_option()
 @limit_options
 @output_options

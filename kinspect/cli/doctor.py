@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 
 import click
 
-from kinspect.cli.exchanges import CaptureWalk, port_options, secrets_option, stream_bound_options
-from kinspect.cli.keylog import keylog_option, keylog_warnings, no_kafka_message
+from kinspect.cli.exchanges import CaptureWalk
+from kinspect.cli.keylog import keylog_warnings, no_kafka_message
 from kinspect.cli.limits import limit_options
+from kinspect.cli.options import capture_options, capture_settings, threshold_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.doctor.finding import ERROR, INFO, RANK, SEVERITIES, WARNING, iso
-from kinspect.doctor.options import DEFAULTS, Thresholds
+from kinspect.doctor.options import Thresholds
 from kinspect.doctor.run import CHECKS, Doctor
 from kinspect.doctor.source import capture_records
 from kinspect.limits import Limits
@@ -45,46 +45,6 @@ finish; 130 interrupted.
 """
 
 
-def threshold_options(command):
-    """The checks' thresholds, each an option with its default; the command gets ``thresholds``."""
-    d = DEFAULTS
-    options = [
-        click.option("--max-rebalances", type=click.IntRange(1), default=d.rebalances, show_default=True,
-                     help="rebalance: rebalances of one group that make a warning (fewer: info; a member "
-                          "timing out is a warning whatever the count)."),
-        click.option("--max-lag-seconds", type=click.FloatRange(0, min_open=True), default=d.lag_seconds,
-                     show_default=True, help="lag: seconds behind (record timestamps) that make a warning."),
-        click.option("--stalled-after", type=click.FloatRange(0, min_open=True), default=d.stalled_s,
-                     show_default=True, help="lag: seconds a group's committed offset stood still while behind "
-                                             "the log end that make it stalled (a warning)."),
-        click.option("--max-lag", type=click.IntRange(1), default=d.lag, show_default=True,
-                     help="lag: records behind that make a stalled group a warning."),
-        click.option("--vanished-after", type=click.FloatRange(0), default=d.vanished_s, show_default=True,
-                     help="hanging_transaction: seconds a producer with an open transaction was silent "
-                          "before the capture ended to count as gone."),
-        click.option("--slow-ms", type=click.FloatRange(0, min_open=True), default=d.slow_ms,
-                     show_default=True, help="slow: latency beyond the wait a request asked for."),
-        click.option("--min-throttle-ms", type=click.IntRange(1), default=d.throttle_ms, show_default=True,
-                     help="throttle: total throttle of a client and API that makes a warning."),
-        click.option("--max-state", type=click.IntRange(1), default=d.max_state, show_default=True,
-                     help="Groups, producers, connections or clients each check keeps; past it the least "
-                          "recently seen are dropped, with a notice."),
-    ]
-
-    @functools.wraps(command)
-    def wrapped(*args, max_rebalances, max_lag, max_lag_seconds, stalled_after, vanished_after, slow_ms, min_throttle_ms,
-                max_state, **kwargs):
-        thresholds = Thresholds(rebalances=max_rebalances, lag=max_lag, lag_seconds=max_lag_seconds,
-                                stalled_s=stalled_after,
-                                vanished_s=vanished_after, slow_ms=slow_ms, throttle_ms=min_throttle_ms,
-                                max_state=max_state)
-        return command(*args, thresholds=thresholds, **kwargs)
-
-    for option in reversed(options):
-        wrapped = option(wrapped)
-    return wrapped
-
-
 @click.command(epilog=EPILOG)
 @click.argument("captures", nargs=-1, metavar="[CAPTURE...]")
 @click.option("--log-dir", type=click.Path(path_type=Path),
@@ -95,10 +55,7 @@ def threshold_options(command):
 @click.option("--series", is_flag=True, help="--json: also a lag_series line per group partition "
                                              "(its lag over the capture), findings or not.")
 @threshold_options
-@port_options
-@stream_bound_options
-@secrets_option
-@keylog_option()
+@capture_options
 @limit_options
 @output_options
 def doctor(captures, log_dir, checks, series, thresholds: Thresholds, ports, no_heuristic, max_frame,
@@ -120,9 +77,7 @@ def doctor(captures, log_dir, checks, series, thresholds: Thresholds, ports, no_
     engine = Doctor(thresholds, only=tuple(checks))
     exit_code = EXIT_OK
     if captures:
-        settings = dict(ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
-                        limits=limits, max_connections=max_connections, show_secrets=show_secrets,
-                        keylog=keylog)
+        settings = capture_settings(ports, no_heuristic, max_frame, max_connections, show_secrets, keylog, limits)
         exit_code = read_captures(captures, out, settings, engine.exchange)
     extra, notices = [], []
     if log_dir is not None and (not checks or "hanging_transaction" in checks):

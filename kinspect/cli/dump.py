@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from kinspect.cli.limits import limit_options
+from kinspect.cli.options import show_secrets_option
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.inputs import Tally, readable, walk
@@ -85,11 +86,9 @@ UNRECOGNISED = "not a file of a Kafka log dir"
               help="The registry's topic (kafkastore.topic), in log dirs and captures.")
 @click.option("--raw-values", is_flag=True,
               help="With --data: keys and values as their bytes, even when a schema decodes them.")
-@click.option("--show-secrets", is_flag=True,
-              help="With --data: show the secrets of __cluster_metadata records (secret config values "
-                   "such as a listener's sasl.jaas.config, SCRAM salts and keys), redacted by default as "
-                   "\"<redacted N bytes>\" in every format; kafka-dump-log prints them, so --format kafka "
-                   "matches it byte for byte only with --show-secrets.")
+@show_secrets_option(scope="With --data", note="Here: those of __cluster_metadata records (a listener's "
+                     "sasl.jaas.config, SCRAM salts and keys), in every format; kafka-dump-log prints them, so "
+                     "--format kafka matches it byte for byte only with --show-secrets.")
 @limit_options
 @output_options
 def dump(paths, listed, records, data, mode, style, kind, no_internal, no_checks, strict, verbose,

@@ -91,14 +91,6 @@ def stream_bound_options(command):
     ])
 
 
-def secrets_option(command):
-    """--show-secrets."""
-    return click.option(
-        "--show-secrets", is_flag=True,
-        help="Show SASL passwords, proofs and tokens, delegation-token HMACs and secret config values "
-             "(redacted by default as \"<redacted N bytes>\"; SASL user names always show).")(command)
-
-
 def print_record(out: Output, record: dict, verbose: bool, write=None) -> None:
     """A record's lines: through rich on a terminal; piped (``write``: the stream's), as the plain
     escaped text rich prints there (no colour, no wrapping), written straight out as dump's table

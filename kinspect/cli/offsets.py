@@ -9,6 +9,7 @@ import click
 
 from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
+from kinspect.cli.options import show_secrets_option
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.inputs import Tally, readable, walk
@@ -103,9 +104,7 @@ def offsets():
               help="--capture: a broker port besides 9092 (repeatable).")
 @click.option("--timeout", type=float, default=15.0, show_default=True,
               help="--bootstrap: seconds to wait for the broker.")
-@click.option("--show-secrets", is_flag=True,
-              help="--capture: decode without redacting secrets (SASL credentials, secret config "
-                   "values), as decode --show-secrets does; redacted by default.")
+@show_secrets_option(scope="--capture")
 @keylog_option()
 @limit_options
 @output_options
@@ -251,17 +250,12 @@ def _segment(path: Path, named: bool) -> str | None:
 def _notices(out: Output, view) -> int:
     exit_code = EXIT_OK
     for note in view.notes:
-        if out.as_json:
-            out.record({"type": "notice", "kind": "note", "what": note})
-        else:
-            out.warn(f"kinspect: {note}")
+        out.notice({"type": "notice", "kind": "note", "what": note})
     for problem in view.problems:
         if problem.severity == ERROR:
             exit_code = EXIT_PROBLEMS
-        if out.as_json:
-            out.record({"type": "notice", "kind": "problem", **problem.to_dict()})
-        else:
-            out.warn(f"kinspect: {problem.severity}: {problem}")
+        out.notice({"type": "notice", "kind": "problem", **problem.to_dict()},
+                   f"kinspect: {problem.severity}: {problem}")
     return exit_code
 
 
@@ -290,13 +284,8 @@ def _list(out, view) -> None:
 
 
 def _rows(out: Output, title: str, rows: list[dict], columns: list[str]) -> None:
-    if out.as_json:
-        for row in rows:
-            out.record(row)
-        return
     headers = [c.upper().replace("_", "-") for c in columns]
-    out.table(title, [{h: _cell(r.get(c)) for h, c in zip(headers, columns)} for r in rows],
-              headers)
+    out.rows(title, rows, headers, cells=lambda r: {h: _cell(r.get(c)) for h, c in zip(headers, columns)})
 
 
 def _cell(value):

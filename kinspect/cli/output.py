@@ -174,6 +174,22 @@ class Output:
             table.add_row(*("-" if row.get(c) is None else _cell(row.get(c)) for c in columns))
         self.console.print(table)
 
+    def rows(self, title: str, rows: list[dict], columns: list[str], cells=None) -> None:
+        """Rows as JSON lines, each as it is, or as a table of ``columns`` (``cells``, when given,
+        turns a row into its table cells)."""
+        if self.as_json:
+            for row in rows:
+                self.record(row)
+        else:
+            self.table(title, [cells(row) for row in rows] if cells else rows, columns)
+
+    def notice(self, notice: dict, line: str | None = None) -> None:
+        """A notice as its JSON line, or on stderr as ``line`` (by default "kinspect: " and its what)."""
+        if self.as_json:
+            self.record(notice)
+        else:
+            self.warn(f"kinspect: {notice['what']}" if line is None else line)
+
     def warn(self, message: str) -> None:
         self._clear_bar()
         self.err.print(escape(message), markup=False, highlight=False)

@@ -16,6 +16,7 @@ import click
 
 from kinspect.cli.exchanges import emit, filter_options, print_summary
 from kinspect.cli.limits import limit_options
+from kinspect.cli.options import show_secrets_option
 from kinspect.cli.output import Output, output_options
 from kinspect.decode.filters import ExchangeFilter
 from kinspect.limits import Limits
@@ -134,8 +135,7 @@ def _contexts(listen_tls, upstream_tls, upstream_ca, upstream_cert):
                                       "with \"no response\".")
 @click.option("--max-frame", type=click.IntRange(1024), default=MAX_FRAME, show_default=True,
               help="Largest Kafka frame decoded, in bytes (larger ones are relayed, not decoded).")
-@click.option("--show-secrets", is_flag=True,
-              help="Show SASL passwords, proofs and tokens and secret config values (redacted by default).")
+@show_secrets_option
 @click.option("--quiet", "-q", is_flag=True, help="No connect and close lines on stderr.")
 @limit_options
 @output_options

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from kinspect.cli.doctor import read_captures, threshold_options
-from kinspect.cli.exchanges import port_options, secrets_option, stream_bound_options
-from kinspect.cli.keylog import keylog_option, keylog_warnings
+from kinspect.cli.doctor import read_captures
+from kinspect.cli.keylog import keylog_warnings
 from kinspect.cli.limits import limit_options
+from kinspect.cli.options import capture_options, capture_settings, threshold_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
 from kinspect.doctor.options import Thresholds
@@ -48,10 +48,7 @@ could not finish; 130 interrupted.
                    "findings and open transactions.")
 @click.option("--title", default="kinspect report", show_default=True, help="The page's title.")
 @threshold_options
-@port_options
-@stream_bound_options
-@secrets_option
-@keylog_option()
+@capture_options
 @limit_options
 @output_options
 def report(captures, output, log_dir, title, thresholds: Thresholds, ports, no_heuristic, max_frame,
@@ -77,9 +74,7 @@ def report(captures, output, log_dir, title, thresholds: Thresholds, ports, no_h
     gathered = Gathered(thresholds)
     exit_code = EXIT_OK
     if captures:
-        settings = dict(ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
-                        limits=limits, max_connections=max_connections, show_secrets=show_secrets,
-                        keylog=keylog)
+        settings = capture_settings(ports, no_heuristic, max_frame, max_connections, show_secrets, keylog, limits)
         exit_code = read_captures(captures, out, settings, gathered.add)
     if log_dir is not None:
         try:

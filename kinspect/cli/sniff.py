@@ -14,9 +14,10 @@ import time
 import click
 
 from kinspect.cli.exchanges import (emit, filter_options, port_options, print_summary, report_options,
-                                    secrets_option, stream_bound_options)
+                                    stream_bound_options)
 from kinspect.cli.keylog import keylog_counts, keylog_news, keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
+from kinspect.cli.options import show_secrets_option
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
 from kinspect.decode.filters import ExchangeFilter
@@ -82,7 +83,7 @@ capture could not start (no permission, no backend); 4 internal error; 130 a sec
 @click.option("--idle-timeout", type=click.FloatRange(0, min_open=True), default=IDLE_TIMEOUT,
               show_default=True, help="Seconds of silence after which a connection is forgotten.")
 @stream_bound_options
-@secrets_option
+@show_secrets_option
 @keylog_option(must_exist=False)
 @limit_options
 @output_options

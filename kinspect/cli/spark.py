@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from kinspect.cli.exchanges import filter_options, port_options, secrets_option
+from kinspect.cli.exchanges import filter_options, port_options
 from kinspect.cli.keylog import keylog_option, keylog_warnings
+from kinspect.cli.options import show_secrets_option
 from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.decode.filters import ExchangeFilter
 from kinspect.problems import EXIT_OK, EXIT_UNFINISHED, EXIT_UNREADABLE
@@ -86,7 +87,7 @@ says what to install or set) or the job failed; 130 interrupted.
                    "offset, timestamp, key, value size, header count; kinspect/spark/rows.py).")
 @port_options
 @filter_options
-@secrets_option
+@show_secrets_option
 @keylog_option()
 def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, records, ports, no_heuristic,
           keep: ExchangeFilter, show_secrets, keylog):

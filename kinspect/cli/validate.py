@@ -11,6 +11,7 @@ from rich.text import Text
 
 from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
+from kinspect.cli.options import show_secrets_option
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
 from kinspect.limits import Limits
@@ -58,9 +59,7 @@ Exit codes: 0 clean; 1 problems (errors, or warnings too with --strict); 2 usage
 @click.option("--skip-unknown", is_flag=True,
               help="Skip named files that are not captures, segments or record files (as in "
                    "directories) instead of failing with exit 3; for pre-commit.")
-@click.option("--show-secrets", is_flag=True,
-              help="Show SASL passwords, proofs and tokens in findings (raw SASL tokens after a "
-                   "SaslHandshake v0 are noted with -v); redacted by default.")
+@show_secrets_option(note="In findings; raw SASL tokens after a SaslHandshake v0 are noted with -v.")
 @keylog_option()
 @limit_options
 @output_options

@@ -61,3 +61,23 @@ def test_write_lines_on_a_stream_without_a_descriptor():
     stream = io.StringIO()
     Output(as_json=True, stream=stream).write_lines([b'{"x":', b'"\xc3\xa9"}\n'])
     assert stream.getvalue() == '{"x":"\u00e9"}\n'
+
+
+def test_rows_are_json_lines_as_they_are_or_a_table_of_their_cells():
+    rows = [{"name": "a", "n": 1}, {"name": "b", "n": 22}]
+    as_json = io.StringIO()
+    Output(as_json=True, stream=as_json).rows("T", rows, ["N"], cells=lambda r: {"N": r["n"]})
+    assert as_json.getvalue() == '{"name":"a","n":1}\n{"name":"b","n":22}\n'
+    as_table = io.StringIO()
+    Output(as_json=False, stream=as_table).rows("T", rows, ["N"], cells=lambda r: {"N": r["n"]})
+    assert as_table.getvalue().split() == ["T", "N", "1", "22"]
+
+
+def test_a_notice_is_its_json_line_or_a_line_on_stderr(capsys):
+    as_json = io.StringIO()
+    Output(as_json=True, stream=as_json).notice({"type": "notice", "what": "x"})
+    assert as_json.getvalue() == '{"type":"notice","what":"x"}\n'
+    text = io.StringIO()
+    Output(as_json=False, stream=text).notice({"type": "notice", "what": "x"})
+    Output(as_json=False, stream=text).notice({"type": "notice", "what": "x"}, "kinspect: y")
+    assert text.getvalue() == "" and capsys.readouterr().err == "kinspect: x\nkinspect: y\n"
