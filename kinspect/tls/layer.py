@@ -1,4 +1,4 @@
-"""The TLS layer: capture/tcp.py's stream events in, the same events out with plaintext inside.
+"""The TLS layer: the stream events (capture/stream.py) in, the same events out with plaintext inside.
 
 It sits between TCP reassembly and the Kafka session (pipeline.py routes the events). A
 direction's first bytes decide: a ClientHello (on any port) makes its connection TLS, anything
