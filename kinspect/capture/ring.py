@@ -3,7 +3,7 @@
 The kernel fills blocks of a memory-mapped ring and hands each to user space whole (when it is
 full, or ``BLOCK_TIMEOUT_MS`` after its first packet); ``read_block`` copies a block's packets
 out and gives it back. That walk is the per-packet work: kinspect/native/_ring.c does it in C,
-``read_block`` below is its pure-Python twin (tests/unit/native/test_ring.py holds them equal).
+``read_block_py`` below is its pure-Python twin (tests/unit/native/test_ring.py holds them equal).
 
 Sockets are SOCK_DGRAM: every packet starts at its IP header (link type RAW), whatever the
 interface, so that ``any`` and several interfaces give one link type. The BPF filter, compiled
@@ -45,7 +45,7 @@ _u16 = struct.Struct("=H").unpack_from
 _block = struct.Struct("=III").unpack_from   # block_desc at 12: num_pkts, offset_to_first_pkt, blk_len
 
 
-def read_block(ring, offset: int, linktype: int, number: int):
+def read_block_py(ring, offset: int, linktype: int, number: int):
     """The pure-Python twin of _ring.read_block (see its comment): a ready block's packets as
     (ts, linktype, data, number) tuples (ts in whole microseconds, as capture files have them), with the last number and the count of truncated
     packets, then the block goes back to the kernel; None when the block is not ready."""
@@ -78,7 +78,7 @@ def read_block(ring, offset: int, linktype: int, number: int):
     return packets, number, truncated
 
 
-_read_block = native.ring.read_block if native.ring is not None else read_block
+_read_block = native.ring.read_block if native.ring is not None else read_block_py
 
 
 class RingError(OSError):

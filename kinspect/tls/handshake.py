@@ -226,7 +226,7 @@ def client_hello(body: bytes) -> dict:
         return _client_hello(body)
 
 
-def _extensions_py(body: bytes, pos: int, end: int) -> dict | None:
+def hello_extensions_py(body: bytes, pos: int, end: int) -> dict | None:
     """extension_type → (start, stop) of its data (the first of a type; only the types the hellos
     read), from the extensions vector at ``pos``; None when it does not fit. The twin of
     native/_tls.c's hello_extensions, used where that is not built."""
@@ -249,7 +249,7 @@ def _extensions_py(body: bytes, pos: int, end: int) -> dict | None:
     return out
 
 
-_extensions = _native.hello_extensions if _native is not None else _extensions_py
+_extensions = _native.hello_extensions if _native is not None else hello_extensions_py
 
 
 def server_hello(body: bytes) -> dict:

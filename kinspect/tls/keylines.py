@@ -12,7 +12,7 @@ bytes.splitlines). Each line is one of:
 - bad: anything else (``why_bad`` says why).
 
 An index entry is two native uint64: the client random's key (``random_key``) and where its
-line starts, ``source << AT_BITS | byte offset``. ``scan_py`` and ``merge_py`` are the twins of
+line starts, ``source << AT_BITS | byte offset``. ``keylog_scan_py`` and ``keylog_merge_py`` are the twins of
 native/_tls.c's keylog_scan and keylog_merge, which make and merge sorted runs of them.
 """
 
@@ -99,7 +99,7 @@ def parse_line(line: bytes) -> tuple[str, bytes, bytes] | None:
 
 
 def why_bad(line: bytes) -> str:
-    """Why scan_py found ``line`` bad, in a few words."""
+    """Why keylog_scan_py found ``line`` bad, in a few words."""
     if len(line) > MAX_LINE:
         return f"longer than {MAX_LINE} bytes"
     parts = line.split()
@@ -123,7 +123,7 @@ def _hex(field: bytes) -> bool:
         return False
 
 
-def scan_py(text, base: int, first_line: int, source: int, max_line: int, used: tuple, unused_labels: tuple,
+def keylog_scan_py(text, base: int, first_line: int, source: int, max_line: int, used: tuple, unused_labels: tuple,
             room: int) -> tuple:
     """The lines of ``text`` indexed: (entries, lines, added, unused, bad, dropped, first_bad).
     The twin of native/_tls.c's keylog_scan (its comment says what each is), used where that is
@@ -167,6 +167,6 @@ def scan_py(text, base: int, first_line: int, source: int, max_line: int, used: 
     return packed, lines, len(entries), unused, bad, dropped, first_bad
 
 
-def merge_py(a: bytes, b: bytes) -> bytes:
+def keylog_merge_py(a: bytes, b: bytes) -> bytes:
     """Two sorted runs of entries as one: the twin of native/_tls.c's keylog_merge."""
     return array("Q", [value for pair in heapq.merge(pairs(a), pairs(b)) for value in pair]).tobytes()

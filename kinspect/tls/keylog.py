@@ -46,8 +46,8 @@ from array import array
 from kinspect.native import tls as _native
 from kinspect.tls.keylines import (AT_BITS, AT_MASK, CLIENT_AP, CLIENT_HS, KNOWN, MASTER, MAX_LINE,  # noqa: F401
                                    SERVER_AP, SERVER_HS, UNUSED_BYTES, USED, USED_BYTES, first_break,
-                                   held_line, last_break, merge_py, pairs, parse_line, random_key, scan_py,
-                                   secret_lines, why_bad)
+                                   held_line, keylog_merge_py, keylog_scan_py, last_break, pairs, parse_line,
+                                   random_key, secret_lines, why_bad)
 
 MAX_ENTRIES = 1 << 24  # secrets indexed (16 bytes each: 256 MiB); the rest are counted in dropped
 MAX_RUN = 1 << 20  # entries of a run that runs are merged into (16 MiB): the rest stay apart
@@ -115,7 +115,7 @@ class KeyLog:
         entries, self._pending = self._pending, b""
         if len(text) > KEPT_BYTES * added:  # mostly other lines: only the secrets' are kept
             text = secret_lines(text, entries)
-            scan = _native.keylog_scan if _native is not None else scan_py
+            scan = _native.keylog_scan if _native is not None else keylog_scan_py
             entries = scan(text, 0, 1, number, MAX_LINE, USED_BYTES, UNUSED_BYTES, added)[0]
         self._sources.append(text)
         self._add_run(entries)
@@ -128,7 +128,7 @@ class KeyLog:
         if source >> (64 - AT_BITS):
             self.dropped += text.count(b"\n")  # sources beyond counting: not indexed
             return 0, 0
-        scan = _native.keylog_scan if _native is not None else scan_py
+        scan = _native.keylog_scan if _native is not None else keylog_scan_py
         entries, lines, added, unused, bad, dropped, first = scan(text, base, first_line, source, MAX_LINE, USED_BYTES,
                                                                   UNUSED_BYTES, MAX_ENTRIES - self.lines)
         self.lines += added
@@ -148,7 +148,7 @@ class KeyLog:
     def _add_run(self, run: bytes) -> None:
         runs = self._runs
         runs.append(run)
-        merge = _native.keylog_merge if _native is not None else merge_py
+        merge = _native.keylog_merge if _native is not None else keylog_merge_py
         while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]) and \
                 len(runs[-2]) + len(runs[-1]) <= MAX_RUN * _ENTRY:
             last = runs.pop()

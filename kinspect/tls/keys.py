@@ -190,14 +190,14 @@ class RecordKeys:
         fragment size)``, for the caller. Stops before a record that does not open (the sequence
         number stays on it), any other header, or an unfinished record: the caller's record
         reader takes those. Returns (bytes used, records opened, the other record or None).
-        native/_tls.c when it is built, else ``_open_run``, its twin."""
+        native/_tls.c when it is built, else ``open_run_py``, its twin."""
         if _native is None or self.seq >= 1 << 63:
-            return self._open_run(data, plain)
+            return self.open_run_py(data, plain)
         used, seq, other = _native.open_run(self.decrypt, self.mode, self.iv, self.seq, data, plain)
         opened, self.seq = seq - self.seq, seq
         return used, opened, other
 
-    def _open_run(self, data, plain: list) -> tuple:
+    def open_run_py(self, data, plain: list) -> tuple:
         view = memoryview(data)
         header = _header
         decrypt = self.decrypt

@@ -35,7 +35,7 @@ def record_length(data, pos: int = 0) -> int:
     return _header(data, pos)[2]
 
 
-def _frame_py(data, base: int, max_fragment: int) -> tuple[list, int, int]:
+def frame_py(data, base: int, max_fragment: int) -> tuple[list, int, int]:
     """The whole records at the head of ``data`` as (type, version, fragment, offset), offsets
     from ``base``; where the unfinished rest starts; where a header that cannot be a record
     starts (-1: none). The twin of native/_tls.c's frame, used where that is not built."""
@@ -57,7 +57,7 @@ def _frame_py(data, base: int, max_fragment: int) -> tuple[list, int, int]:
     return out, pos, -1
 
 
-_frame = _native.frame if _native is not None else _frame_py
+_frame = _native.frame if _native is not None else frame_py
 
 
 class RecordReader:

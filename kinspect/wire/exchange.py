@@ -55,7 +55,7 @@ def _problem_dicts(problems: list[Problem], side: str) -> list[dict]:
     return out
 
 
-def collect_error_codes(body, out: list[int]) -> None:
+def error_codes_py(body, out: list[int]) -> None:
     """Every non-zero error code in a decoded body, depth first (record sets are skipped).
 
     Exact types, and only containers recursed into: a Fetch response's walk visits each of its
@@ -63,7 +63,7 @@ def collect_error_codes(body, out: list[int]) -> None:
     if type(body) is list:
         for item in body:
             if type(item) is dict or type(item) is list:
-                collect_error_codes(item, out)
+                error_codes_py(item, out)
         return
     if type(body) is not dict:
         return
@@ -73,11 +73,11 @@ def collect_error_codes(body, out: list[int]) -> None:
             if value and type(key) is str and key.endswith("error_code"):
                 out.append(value)
         elif kind is dict or (kind is list and key != "records"):
-            collect_error_codes(value, out)
+            error_codes_py(value, out)
 
 
-# native/_bodies.c's twin of collect_error_codes: the same codes in the same order, in C
-_error_codes = native.bodies.error_codes if native.bodies is not None else collect_error_codes
+# native/_bodies.c's error_codes: error_codes_py's codes in the same order, in C
+_error_codes = native.bodies.error_codes if native.bodies is not None else error_codes_py
 
 
 RAW = "_raw"  # [request payload, request body offset, response payload or None, response body offset,

@@ -1,8 +1,8 @@
 """Fuzz the TLS layer (kinspect/tls) and its C loops (kinspect/native/_tls.c).
 
 Input: one byte choosing what to exercise (formats.TLS_*), then:
-- frame: one direction's bytes; C framing = Python (records.py _frame_py);
-- extensions: a position byte, then a hello body; C = Python (handshake.py _extensions_py), and
+- frame: one direction's bytes; C framing = Python (records.py frame_py);
+- extensions: a position byte, then a hello body; C = Python (handshake.py hello_extensions_py), and
   client_hello/server_hello raise nothing but HandshakeError;
 - keylog: key-log text; the KeyLog read by C = by Python (secrets in order, counts, bad lines);
 - records: a mode byte (formats.TLS_SUITES), then a record stream opened with the fixed keys
@@ -31,7 +31,7 @@ class _Python:
     def __enter__(self):
         self.saved = keys._native, keylog._native, records._frame, handshake._extensions
         keys._native = keylog._native = None
-        records._frame, handshake._extensions = records._frame_py, handshake._extensions_py
+        records._frame, handshake._extensions = records.frame_py, handshake.hello_extensions_py
 
     def __exit__(self, *exc):
         keys._native, keylog._native, records._frame, handshake._extensions = self.saved
@@ -44,7 +44,7 @@ def _plain_records(found: tuple) -> tuple:
 
 def _frame(data: bytes) -> None:
     fast = C.frame(data, 7, records.MAX_FRAGMENT)
-    slow = records._frame_py(data, 7, records.MAX_FRAGMENT)
+    slow = records.frame_py(data, 7, records.MAX_FRAGMENT)
     harness.agree("frame", _plain_records(fast), _plain_records(slow))
     end = 0
     for ctype, version, fragment, offset in fast[0]:
@@ -57,7 +57,7 @@ def _extensions(data: bytes) -> None:
     body = data[1:]
     pos = data[0] % (len(body) + 1) if data else 0
     harness.agree("hello_extensions", C.hello_extensions(body, pos, len(body)),
-                  handshake._extensions_py(body, pos, len(body)))
+                  handshake.hello_extensions_py(body, pos, len(body)))
     for parse in (handshake.client_hello, handshake.server_hello):
         try:
             parse(body)

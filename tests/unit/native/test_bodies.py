@@ -1,4 +1,4 @@
-"""native/_bodies.c's error_codes against its twin, wire/exchange.py's collect_error_codes: the same
+"""native/_bodies.c's error_codes against its twin, wire/exchange.py's error_codes_py: the same
 codes in the same order, on every body of every committed capture, on random trees, and on the
 edges (bools, zeros, the "records" key, non-str keys, types that are not exactly dict or list)."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from kinspect import native
 from kinspect.decode.pipeline import DecodeRun
-from kinspect.wire.exchange import collect_error_codes
+from kinspect.wire.exchange import error_codes_py
 from tests.conftest import PCAPS, REALDATA
 from tests.unit.native import needs_c
 
@@ -20,7 +20,7 @@ error_codes = native.bodies.error_codes if native.bodies is not None else None
 
 def both(body) -> list:
     python, c = [], []
-    collect_error_codes(body, python)
+    error_codes_py(body, python)
     error_codes(body, c)
     assert c == python, body
     return c

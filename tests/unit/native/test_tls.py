@@ -1,4 +1,4 @@
-"""native/_tls.c's open_run against its Python twin (RecordKeys._open_run): on real TLS from
+"""native/_tls.c's open_run against its Python twin (RecordKeys.open_run_py): on real TLS from
 OpenSSL through the whole layer, and on record streams sealed here with every kind of record the
 loop must stop at or pass over, cut at every byte and damaged."""
 
@@ -125,7 +125,7 @@ def test_open_run_matches_its_twin_on_every_kind_of_record(mode):
         pos, seq = 0, 0
         while pos < len(data):  # the whole stream, resumed where each run stops, as the layer does
             fast = _run(_fast, suite, key, iv, seq, data[pos:])
-            assert fast == _run(RecordKeys._open_run, suite, key, iv, seq, data[pos:])
+            assert fast == _run(RecordKeys.open_run_py, suite, key, iv, seq, data[pos:])
             used = fast[0]
             if not used:
                 length = int.from_bytes(data[pos + 3:pos + 5], "big")
@@ -134,11 +134,11 @@ def test_open_run_matches_its_twin_on_every_kind_of_record(mode):
                 seq = fast[4]
             pos += used
         for cut in rng.sample(range(len(data)), 40):  # unfinished records, bytes flipped
-            assert _run(_fast, suite, key, iv, 0, data[:cut]) == _run(RecordKeys._open_run, suite, key, iv, 0,
+            assert _run(_fast, suite, key, iv, 0, data[:cut]) == _run(RecordKeys.open_run_py, suite, key, iv, 0,
                                                                     data[:cut])
             flipped = bytearray(data)
             flipped[cut] ^= 1 << rng.randrange(8)
-            assert _run(_fast, suite, key, iv, 0, flipped) == _run(RecordKeys._open_run, suite, key, iv, 0,
+            assert _run(_fast, suite, key, iv, 0, flipped) == _run(RecordKeys.open_run_py, suite, key, iv, 0,
                                                                  flipped)
 
 
@@ -181,7 +181,7 @@ def _hellos(tmp_path) -> list[tuple[int, bytes]]:
 
 @needs_c
 def test_hello_extensions_match_their_twin(tmp_path):
-    from kinspect.tls.handshake import _extensions_py, client_hello
+    from kinspect.tls.handshake import hello_extensions_py, client_hello
     rng = random.Random(3)
     hellos = _hellos(tmp_path)
     assert sorted(t for t, _ in hellos) == [1] * 6 + [2] * 6
@@ -195,7 +195,7 @@ def test_hello_extensions_match_their_twin(tmp_path):
             damaged.append(bytes(flipped))
         for case in damaged:
             for pos in range(0, len(case) + 2):
-                assert native.tls.hello_extensions(case, pos, len(case)) == _extensions_py(case, pos, len(case))
+                assert native.tls.hello_extensions(case, pos, len(case)) == hello_extensions_py(case, pos, len(case))
     with pytest.raises(ValueError):
         native.tls.hello_extensions(b"\x00\x00", 0, 3)
 
@@ -207,7 +207,7 @@ def _framed(fn, data, base):
 
 @needs_c
 def test_frame_matches_its_twin(tmp_path):
-    from kinspect.tls.records import _frame_py
+    from kinspect.tls.records import frame_py
     rng = random.Random(11)
     streams = []
     for version, cipher in SETTINGS:
@@ -232,7 +232,7 @@ def test_frame_matches_its_twin(tmp_path):
             for start in (0, 1, 5):
                 base = rng.randrange(1 << 40)
                 fast = _framed(native.tls.frame, memoryview(case)[start:], base)
-                assert fast == _framed(_frame_py, memoryview(case)[start:], base)
+                assert fast == _framed(frame_py, memoryview(case)[start:], base)
 
 
 def _keylog_state(text: bytes, fast: bool, monkeypatch, first_line: int = 1) -> tuple:
@@ -244,9 +244,9 @@ def _keylog_state(text: bytes, fast: bool, monkeypatch, first_line: int = 1) -> 
 
 
 def _scans(text: bytes, first_line: int, room: int = 1 << 20) -> tuple:
-    from kinspect.tls.keylines import UNUSED_BYTES, USED_BYTES, scan_py
+    from kinspect.tls.keylines import UNUSED_BYTES, USED_BYTES, keylog_scan_py
     args = (text, 1000, first_line, 5, 1024, USED_BYTES, UNUSED_BYTES, room)
-    return native.tls.keylog_scan(*args), scan_py(*args)
+    return native.tls.keylog_scan(*args), keylog_scan_py(*args)
 
 
 @needs_c
@@ -295,8 +295,8 @@ def test_keylog_scan_and_merge_match_their_twins(tmp_path, monkeypatch):
     runs = [_scans(text, 1)[0][0] for text in texts[:12]]
     for a, b in zip(runs, runs[1:]):
         b = bytes(b[i] ^ (i % 16 == 15) for i in range(len(b)))  # other positions: no entry in both
-        assert native.tls.keylog_merge(a, b) == keylines.merge_py(a, b)
-        assert native.tls.keylog_merge(a, b"") == a == keylines.merge_py(a, b"")
+        assert native.tls.keylog_merge(a, b) == keylines.keylog_merge_py(a, b)
+        assert native.tls.keylog_merge(a, b"") == a == keylines.keylog_merge_py(a, b"")
     with pytest.raises(ValueError):
         native.tls.keylog_merge(b"x" * 15, b"")
     with pytest.raises(ValueError):
