@@ -32,7 +32,7 @@ Examples:
 On a cluster, --package PATH ships kinspect and its C accelerators to the executors as a packed
 virtualenv (built with venv-pack at PATH if PATH does not exist yet; an existing file is shipped
 as it is). Inputs and OUT must then be paths every node sees the same (a shared file system).
-Under spark-submit, run kinspect/spark/submit.py (python -m kinspect.spark.submit --path prints
+Under spark-submit, run kinspect/cli/spark_submit.py (python -m kinspect.cli.spark_submit --path prints
 it) with the same arguments; see the README.
 
 \b

@@ -94,7 +94,7 @@ def test_spark_submit_runs_kinspect_on_the_cluster_from_the_packed_environment(c
     # the client machine: kinspect from the same packed environment (no pyspark in it: spark-submit
     # gives its driver pyspark.zip), run from a directory that holds no kinspect
     driver = unpacked(packed, tmp_path / "client")
-    submit = next((tmp_path / "client" / "lib").glob("python3*/site-packages/kinspect/spark/submit.py"))
+    submit = next((tmp_path / "client" / "lib").glob("python3*/site-packages/kinspect/cli/spark_submit.py"))
     out = tmp_path / "tables"
     argv = [SPARK_SUBMIT, "--master", cluster.url, "--archives", f"{packed}#environment",
             "--conf", "spark.pyspark.python=./environment/bin/python",

@@ -86,9 +86,9 @@ def test_cluster_options_that_cannot_work_are_usage_errors(tmp_path):
 
 
 def test_submit_entry_point_prints_its_path_and_runs_the_command():
-    path = subprocess.run([sys.executable, "-m", "kinspect.spark.submit", "--path"], capture_output=True, text=True,
+    path = subprocess.run([sys.executable, "-m", "kinspect.cli.spark_submit", "--path"], capture_output=True, text=True,
                           check=True).stdout.strip()
-    assert path.endswith("kinspect/spark/submit.py") and os.path.isfile(path)
+    assert path.endswith("kinspect/cli/spark_submit.py") and os.path.isfile(path)
     helped = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True, cwd="/")
     assert helped.returncode == 0 and "--package" in helped.stdout and "spark-submit" in helped.stdout
 
