@@ -93,12 +93,9 @@ def cli():
     """Inspect and debug Apache Kafka's wire protocol and storage."""
 
 
-# Young collections every 10,000 allocations, not 700: a full pass of the cyclic GC visits every
-# live object, and CPython starts one each tenth young-generation pass once a quarter more objects
-# survived, so a capture's steady state (20,000 connections, the streams reassembled) was visited
-# again and again as connections came and went (200k half-open connections: 16 passes, 1.3 s of
-# 5.5 s CPU; now 1 pass). kinspect's runs leave no reference cycles (tests/unit/wire/test_session.py),
-# so no memory waits for the collector.
+# Young collections every 10,000 allocations, not 700, so that full passes of the cyclic GC do not
+# revisit a capture's steady state (why: tests/bench/README.md, "Tuning history"). kinspect's runs
+# leave no reference cycles (tests/unit/wire/test_session.py), so no memory waits for the collector.
 GC_THRESHOLD = 10_000
 
 # Click 8.2 and later raise a group's help as this usage error when it is given no arguments.
@@ -161,9 +158,8 @@ def missing_package(module: str) -> str:
 
 
 def _leave(code: int) -> None:
-    """Flush what was written and end the process now. Python's tear-down (freeing every object
-    and module, the mapped buffers) took 20-25 ms after decode's last line on the loopback bench
-    capture, 2% of its run (tests/bench)."""
+    """Flush what was written and end the process now, skipping Python's tear-down (its cost:
+    tests/bench/README.md, "Tuning history")."""
     try:
         sys.stdout.flush()
     except BrokenPipeError:  # the reader left: as above, nothing more to say

@@ -152,22 +152,12 @@ class Probe:
     stdin). Workers start when they would save more than START_COST, with a margin: small
     captures, captures whose work is mostly reading, and busy machines stay in one process.
 
-    START_COST is fitted to tests/bench/results/decode-bench-*-20261124-14*: at 0.15 s the
-    default switched on the loopback capture's first 83 MB, where two workers save only 0.05 s,
-    and finished 6% after -j1 (0.66 vs 0.62 s); at 0.3 s it stays in one process there and
-    still switches from 160 MB of loopback and 125 MB of MTU-1500 traffic.
-
-    FIRST_LOOK: until the first look one CPU works and the other waits. At 0.1 s the default took
-    1.19 s on the loopback capture, at 0.03 s 1.10 s; it still stays in one process on the first
-    35 and 83 MB of it, and on all of it beside a process that keeps one CPU busy (4 runs of 4;
-    /proc/stat counts in 10 ms ticks, so 30 ms read a busy CPU as 0.67-1.0 busy, short of what
-    pays() switches for), and it now switches every time on the first 128 MB of MTU-1500 traffic
-    and 163 MB of loopback, where at 0.1 s it mostly did not: 24% sooner done than -j1 there.
+    How FIRST_LOOK and START_COST were fitted: tests/bench/README.md, "Tuning history".
     """
 
-    FIRST_LOOK = 0.03   # s since the start before the first look (see below)
+    FIRST_LOOK = 0.03   # s since the start before the first look
     LOOK_EVERY = 0.05   # s between looks; the CPUs free are those of the last WINDOW looks
-    START_COST = 0.3    # s: starting the workers and the first chunks' wait (fitted: see below)
+    START_COST = 0.3    # s: starting the workers and the first chunks' wait
     WORKER_COST = 1.2
     MARGIN = 0.85
 
