@@ -203,20 +203,21 @@ class _Window:
                     _key_warnings(bad_keys, bad, problems, self.where, first_index, self.shift,
                                   self.compressed_at)
                 return records, len(records), after
-        return _decode_records_py(self.data, pos, end, self.base_offset, self.base_timestamp,
-                                  self.fixed_timestamp, self.where, problems, self.shift,
-                                  self.compressed_at, self.codec, first_index, limit)
+        return decode_py(self.data, pos, end, self.base_offset, self.base_timestamp,
+                         self.fixed_timestamp, self.where, problems, self.shift,
+                         self.compressed_at, self.codec, first_index, limit)
 
 
 _fast = native.v2records.decode if native.v2records is not None else None
 MAX_BAD_RECORDS = 10_000  # records of one batch that do not decode before the rest is given up
 
 
-def _decode_records_py(data: bytes, pos: int, end: int, base_offset: int, base_timestamp: int,
-                       fixed_timestamp: int | None, where: str, problems, shift: int,
-                       compressed_at: int | None, codec: str = "", first_index: int = 0,
-                       limit: int | None = None) -> tuple[list[dict], int, int]:
-    """The Python loop: the same records as the C fast path, and every problem on the way.
+def decode_py(data: bytes, pos: int, end: int, base_offset: int, base_timestamp: int,
+              fixed_timestamp: int | None, where: str, problems, shift: int,
+              compressed_at: int | None, codec: str = "", first_index: int = 0,
+              limit: int | None = None) -> tuple[list[dict], int, int]:
+    """The Python loop, native/_v2records.c decode's twin: the same records as the C fast path,
+    and every problem on the way.
 
     Problem offsets are ``shift + position`` for uncompressed data; inside a decompressed
     payload they are ``compressed_at`` (the payload's absolute position) and the text names

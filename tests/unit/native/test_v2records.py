@@ -34,8 +34,7 @@ def python_twin(args):
     """The Python loop on decode's arguments: (records, framed, position after, problems)."""
     problems: list = []
     limit = args[6] if len(args) > 6 else None
-    records, framed, after = batch._decode_records_py(*args[:6], "records", problems, 0, None, "", 0,
-                                                      limit)
+    records, framed, after = batch.decode_py(*args[:6], "records", problems, 0, None, "", 0, limit)
     return records, framed, after, problems
 
 

@@ -138,7 +138,7 @@ def test_a_batch_of_bad_keys_takes_the_fast_path(monkeypatch):
     def python_loop(*args, **kwargs):
         raise AssertionError("the Python record loop ran")
 
-    monkeypatch.setattr(batch, "_decode_records_py", python_loop)
+    monkeypatch.setattr(batch, "decode_py", python_loop)
     for data in (make_batch(MANY), make_batch(MANY, ZSTD)):
         for limits in (Limits(), Limits(eager_records=3)):
             units, problems = decode_records(data, max_output=Budget(limits, len(data)))

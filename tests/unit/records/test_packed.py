@@ -1,7 +1,7 @@
 """Packed records (records/packed.py): C's scan and to_json against their Python twins, and the
 output of decode --json and --summary the same, packed or not.
 
-The twins: the Python records loop (batch._decode_records_py) says which batches qualify, and
+The twins: the Python records loop (batch.decode_py) says which batches qualify, and
 what they hold; render/jsonl.py's pure-Python `default` turns its dicts into the JSON text
 to_json must write. Evidence: every v2 batch of every committed capture, mutations of real
 record payloads, and hand-built edge cases (every byte value, invalid UTF-8 of each kind,
