@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -51,11 +52,21 @@ any problem in an exchange); 2 usage error; 3 input unreadable; 4 kinspect could
                    "rest, one per CPU beyond the first (two on two CPUs). -j1: one process.")
 @click.option("-c", "--count", type=click.IntRange(1), default=None,
               help="Stop after this many exchanges (after filters), as tcpdump -c and kcat -c do.")
+@click.option("--schemas", "schema_sources", multiple=True, metavar="SOURCE",
+              help="Decode Avro, Protobuf and JSON Schema keys and values framed with a schema id, "
+                   "with the schemas of SOURCE too: a broker log dir or its _schemas-N directory, a "
+                   "capture, a directory of .avsc/.proto/.json files named by id, or an http(s):// "
+                   "registry. Repeatable. The capture's own _schemas records are read without it.")
+@click.option("--schemas-topic", default="_schemas", show_default=True, metavar="NAME",
+              help="The registry's topic (kafkastore.topic), in log dirs and captures.")
+@click.option("--raw-values", is_flag=True,
+              help="Keys and values as their bytes, even when a schema decodes them.")
 @show_secrets_option
 @keylog_option()
 @limit_options
 @output_options
-def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose, strict, max_frame, max_connections, jobs, count, show_secrets, keylog, out: Output, limits: Limits):
+def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose, strict, max_frame, max_connections, jobs, count,
+           schema_sources, schemas_topic, raw_values, show_secrets, keylog, out: Output, limits: Limits):
     """Decode Kafka traffic in pcap/pcapng captures (a file, a .gz, or - for stdin).
 
     Every request is paired with its response by connection and correlation id, with latency,
@@ -70,6 +81,9 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     for line in keylog_warnings(keylog):
         out.warn(line)
     shown = kept = 0
+    schemas = None
+    if not raw_values and not summary:
+        schemas, exit_code = _open_schemas(schema_sources, schemas_topic, limits, out)
     found = CaptureWalk(captures, out)
     entries = list(found)
     several = len(entries) > 1  # each record names its capture
@@ -81,11 +95,16 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
                         limits=limits, max_connections=max_connections, show_secrets=show_secrets,
                         keylog=keylog, capture_name=path_text(source) if several else None)
+        stage = None if schemas is None else _schema_stage(
+            schemas, schemas_topic, source, show_secrets, out,
+            dict(ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,
+                 max_connections=max_connections, keylog=keylog))
+        stages = () if stage is None else (stage,)
         try:
             with out.progress(run.size) as bar:
                 # with --count, this process writes every line, so that it can count them
                 outputs = run_outputs(run, keep, mode, 1 if count else jobs, bar.update,
-                                   sink=out if mode == JSON and not count else None)
+                                   sink=out if mode == JSON and not count else None, stages=stages)
                 for output, has_error in outputs:
                     any_problems |= has_error
                     if output is None:  # filtered out, or a JSON line already written
@@ -123,6 +142,11 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
             exit_code = max(exit_code, EXIT_PROBLEMS)
     if summary:
         print_summary(out, totals)
+    if schemas is not None:
+        for problem in schemas.problems():
+            if out.as_json:
+                out.record({"type": "notice", **problem.to_dict()})
+            out.warn(f"kinspect: {problem.what}")
     if found.unreadable:
         exit_code = max(exit_code, EXIT_UNREADABLE)
     skipped = found.tally.skipped_line()
@@ -140,6 +164,35 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     if strict and any_problems:
         exit_code = max(exit_code, EXIT_PROBLEMS)
     sys.exit(exit_code)
+
+
+def _open_schemas(sources, topic: str, limits: Limits, out: Output):
+    """The schemas of --schemas SOURCE: (Schemas, the exit code so far)."""
+    from kinspect.schemas.load import open_sources
+    with out.progress(None, "reading schemas"):
+        schemas, problems = open_sources(sources, topic, limits=limits)
+    for problem in problems:
+        out.warn(f"kinspect: {problem.what}")
+    return schemas, EXIT_UNREADABLE if problems else EXIT_OK
+
+
+def _schema_stage(schemas, topic: str, source: str, show_secrets: bool, out: Output, capture_options: dict):
+    """The finishing stage of schema-aware values for one capture. A capture file that names the
+    registry's topic is read once before (its _schemas records first, so that values sent before
+    their schema decode too); stdin and pipes learn them as they come."""
+    from kinspect.schemas.capture import read_capture
+    from kinspect.schemas.stage import ValueStage, mentions
+    regular = source != "-" and os.path.isfile(source)
+    if regular and mentions(source, topic):
+        try:
+            with out.progress(None, f"reading {topic} records"):
+                read_capture(source, schemas.store, topic, **capture_options)
+            return ValueStage(schemas, topic, show_secrets, learn=False)
+        except CaptureUnreadable:
+            pass  # the decode itself says why
+    elif regular and not len(schemas.store) and schemas.fallback is None:
+        return None  # no schema anywhere: nothing to finish
+    return ValueStage(schemas, topic, show_secrets, learn=True)
 
 
 def _is_exchange(output) -> bool:

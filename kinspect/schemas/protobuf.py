@@ -78,10 +78,60 @@ class ProtoReader:
         except (DecodeError, RuntimeError, ValueError, RecursionError) as e:
             raise ProtoError(f"does not read as {name}: {e}"[:300], 0) from None
         try:
-            return name, json_format.MessageToDict(message, preserving_proto_field_name=True,
-                                                   descriptor_pool=self.pool)
+            shown = json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                              descriptor_pool=self.pool)
+            if _has_maps(cls.DESCRIPTOR):
+                _sort_maps(cls.DESCRIPTOR, shown)
+            return name, shown
         except (ValueError, TypeError, RecursionError, json_format.Error) as e:
             raise ProtoError(f"{name} has no JSON form: {e}"[:300], 0) from None
+
+
+_MAPS: dict[str, bool] = {}
+
+
+def _has_maps(descriptor, depth: int = 0) -> bool:
+    """Whether a message holds a map field, itself or in a message it holds (judged once)."""
+    known = _MAPS.get(descriptor.full_name)
+    if known is not None:
+        return known
+    _MAPS[descriptor.full_name] = False  # a message that holds itself: judged by its other fields
+    found = False
+    for field in descriptor.fields:
+        inner = field.message_type
+        if inner is None or inner.full_name.startswith("google.protobuf."):
+            continue
+        if inner.GetOptions().map_entry or depth < 50 and _has_maps(inner, depth + 1):
+            found = True
+            break
+    _MAPS[descriptor.full_name] = found
+    return found
+
+
+def _sort_maps(descriptor, shown: dict, depth: int = 0) -> None:
+    """Map fields' entries in key order: the parser's own order follows a hash that changes from
+    one process to the next, and decode's workers must write what one process writes."""
+    if depth > 100 or not isinstance(shown, dict):
+        return
+    for field in descriptor.fields:
+        inner = field.message_type
+        value = shown.get(field.name)
+        if inner is None or value is None or inner.full_name.startswith("google.protobuf."):
+            continue
+        if inner.GetOptions().map_entry:
+            entry = inner.fields_by_name["value"].message_type
+            if isinstance(value, dict):
+                shown[field.name] = dict(sorted(value.items()))
+                if entry is not None and not entry.full_name.startswith("google.protobuf."):
+                    for item in value.values():
+                        _sort_maps(entry, item, depth + 1)
+        elif not _has_maps(inner):
+            continue
+        elif isinstance(value, list):
+            for item in value:
+                _sort_maps(inner, item, depth + 1)
+        else:
+            _sort_maps(inner, value, depth + 1)
 
 
 def _field_names(pool, file_name: str) -> frozenset:
