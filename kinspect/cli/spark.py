@@ -15,6 +15,7 @@ from kinspect.cli.overlap import refuse_writing_over_inputs
 from kinspect.decode.filters import ExchangeFilter
 from kinspect.problems import EXIT_OK, EXIT_UNFINISHED, EXIT_UNREADABLE
 from kinspect.render.safe import escape, path_text
+from kinspect.spark.connect import parallelism
 from kinspect.spark.interrupt import Interrupts
 from kinspect.spark.plan import TARGET_BYTES, NoInputs, find_inputs, plan, searched_directory
 
@@ -162,7 +163,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
                     click.echo(f"kinspect: cannot list {shown(', '.join(uris))}: {escape(_first_line(e))}", err=True)
                     sys.exit(EXIT_UNREADABLE)
                 options["filesystems"] = filesystem_options(session)
-            units = plan(files, cores=job.parallelism(session), target=task_mb << 20)
+            units = plan(files, cores=parallelism(session), target=task_mb << 20)
             try:
                 written = _write(session, units, out, fmt, options, keep if keep.active else None, records)
             except Exception as e:

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 
 from kinspect.render.safe import path_text
 from kinspect.spark import jvmcache
+from kinspect.spark.connect import is_connect
 from kinspect.spark.plan import Unit
+from kinspect.spark.progress import watch
 from kinspect.spark.requirements import SparkMissing, check_requirements  # noqa: F401 (SparkMissing: the CLI's)
 from kinspect.spark.rows import EXCHANGES, FILE_COLUMNS, FILE_TABLE, RECORD_COLUMNS, TABLES, file_table
 from kinspect.spark.warm import Warm
@@ -314,30 +316,10 @@ def _connect(remote: str, app: str, package: str | None, conf: dict):
     return spark
 
 
-def is_connect(spark) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
 def master_of(spark) -> str:
     if is_connect(spark):
         return spark.conf.get("spark.master", None) or ""
     return spark.sparkContext.master
-
-
-def parallelism(spark) -> int:
-    """How many tasks run at once: the SparkContext's default parallelism; over Spark Connect
-    (no SparkContext) spark.default.parallelism, or N of a local[N] server, or this machine's cores."""
-    if not is_connect(spark):
-        return spark.sparkContext.defaultParallelism
-    configured = spark.conf.get("spark.default.parallelism", None)
-    if configured and configured.isdigit():
-        return int(configured)
-    master = spark.conf.get("spark.master", None) or ""
-    inside = master[master.find("[") + 1:master.find("]")] if master.startswith("local[") else ""
-    cores = inside.split(",")[0].strip()
-    if cores.isdigit():
-        return int(cores)
-    return os.cpu_count() or 1
 
 
 _private = None  # this process's own directory (see private_directory)
@@ -477,7 +459,6 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
     ``progress(Done)``: called as the decode job's tasks complete (progress.py)."""
     from contextlib import nullcontext
 
-    from kinspect.spark.progress import watch
     options = {**(options or {}), "records": records}
     watching = (lambda: watch(spark, units, progress)) if progress else nullcontext
     if records or is_connect(spark):

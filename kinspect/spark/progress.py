@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from kinspect.spark.connect import is_connect
 from kinspect.spark.plan import Unit
 
 POLL_SECONDS = 0.5
@@ -84,7 +85,6 @@ def connect_figures(stages, inflight: int, tasks: int) -> tuple[int, int] | None
 def watch(spark, units: list[Unit], show: Callable[[Done], None]) -> Iterator[None]:
     """Report Done to ``show`` while the block runs the decode job (its first action), and once
     more at the end from Spark's final figures."""
-    from kinspect.spark.job import is_connect
     n = len(units)
     last: list = [None]
 

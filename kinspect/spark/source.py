@@ -167,7 +167,7 @@ def register(spark, cores: int | None = None) -> None:
     parallelism plans are made for (the option ``cores`` overrides it); default: the session's."""
     _by_value()
     if cores is None:
-        from kinspect.spark.job import parallelism
+        from kinspect.spark.connect import parallelism
         cores = parallelism(spark)
     spark.dataSource.register(type("KinspectSource", (KinspectSource,), {"default_cores": cores,
                                                                          "driver_version": _version()}))

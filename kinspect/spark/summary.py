@@ -21,7 +21,8 @@ within count/EXACT_LATENCIES of the exact one.
 from __future__ import annotations
 
 from kinspect.render.safe import escape
-from kinspect.spark.job import is_connect, on_disk
+from kinspect.spark.connect import is_connect
+from kinspect.spark.job import on_disk
 
 EXACT_LATENCIES = 1_000_000
 TOP_TALKERS = 20
