@@ -81,9 +81,11 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     for line in keylog_warnings(keylog):
         out.warn(line)
     shown = kept = 0
-    schemas = None
+    schemas = notices = None
     if not raw_values and not summary:
+        from kinspect.schemas.stage import WorkerNotices
         schemas, exit_code = _open_schemas(schema_sources, schemas_topic, limits, out)
+        notices = WorkerNotices()
     found = CaptureWalk(captures, out)
     entries = list(found)
     several = len(entries) > 1  # each record names its capture
@@ -96,7 +98,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
                         limits=limits, max_connections=max_connections, show_secrets=show_secrets,
                         keylog=keylog, capture_name=path_text(source) if several else None)
         stage = None if schemas is None else _schema_stage(
-            schemas, schemas_topic, source, show_secrets, out,
+            schemas, schemas_topic, source, show_secrets, notices, out,
             dict(ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,
                  max_connections=max_connections, keylog=keylog))
         stages = () if stage is None else (stage,)
@@ -143,10 +145,12 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     if summary:
         print_summary(out, totals)
     if schemas is not None:
-        for problem in schemas.problems():
+        from kinspect.schemas.stage import all_notices
+        for shown in all_notices(schemas, notices):
             if out.as_json:
-                out.record({"type": "notice", **problem.to_dict()})
-            out.warn(f"kinspect: {problem.what}")
+                out.record({"type": "notice", **shown})
+            out.warn(f"kinspect: {shown['what']}")
+        notices.close()
     if found.unreadable:
         exit_code = max(exit_code, EXIT_UNREADABLE)
     skipped = found.tally.skipped_line()
@@ -176,7 +180,7 @@ def _open_schemas(sources, topic: str, limits: Limits, out: Output):
     return schemas, EXIT_UNREADABLE if problems else EXIT_OK
 
 
-def _schema_stage(schemas, topic: str, source: str, show_secrets: bool, out: Output, capture_options: dict):
+def _schema_stage(schemas, topic: str, source: str, show_secrets: bool, notices, out: Output, capture_options: dict):
     """The finishing stage of schema-aware values for one capture. A capture file that names the
     registry's topic is read once before (its _schemas records first, so that values sent before
     their schema decode too); stdin and pipes learn them as they come."""
@@ -187,12 +191,12 @@ def _schema_stage(schemas, topic: str, source: str, show_secrets: bool, out: Out
         try:
             with out.progress(None, f"reading {topic} records"):
                 read_capture(source, schemas.store, topic, **capture_options)
-            return ValueStage(schemas, topic, show_secrets, learn=False)
+            return ValueStage(schemas, topic, show_secrets, learn=False, notices=notices)
         except CaptureUnreadable:
             pass  # the decode itself says why
     elif regular and not len(schemas.store) and schemas.fallback is None:
         return None  # no schema anywhere: nothing to finish
-    return ValueStage(schemas, topic, show_secrets, learn=True)
+    return ValueStage(schemas, topic, show_secrets, learn=True, notices=notices)
 
 
 def _is_exchange(output) -> bool:

@@ -24,10 +24,12 @@ CHUNK = 1 << 24
 
 
 class ValueStage:
-    __slots__ = ("schemas", "topic", "show_secrets", "learn")
+    __slots__ = ("schemas", "topic", "show_secrets", "learn", "notices")
 
-    def __init__(self, schemas, topic: str = DEFAULT_TOPIC, show_secrets: bool = False, learn: bool = True):
+    def __init__(self, schemas, topic: str = DEFAULT_TOPIC, show_secrets: bool = False, learn: bool = True,
+                 notices: WorkerNotices | None = None):
         self.schemas, self.topic, self.show_secrets, self.learn = schemas, topic, show_secrets, learn
+        self.notices = notices
 
     def __call__(self, exchange: dict, topics=None, budget=None) -> None:
         api = exchange.get("api_key")
@@ -46,6 +48,8 @@ class ValueStage:
             return  # nothing could decode: values stay as they are, at no cost
         for batch in batches:
             self._batch(batch)
+        if self.notices is not None:
+            self.notices.send(self.schemas)
 
     def _batch(self, batch) -> None:
         if not isinstance(batch, dict) or batch.get("is_control"):
@@ -65,6 +69,69 @@ class ValueStage:
             if isinstance(record, dict) and apply_record(record, schemas, show):
                 framed = True
         return framed
+
+
+class WorkerNotices:
+    """The notices a worker process's copy of the Schemas gives (unknown ids, schemas that do not
+    compile), handed to the main process through a pipe made before the workers fork. Each is a
+    JSON line under PIPE_BUF, written whole or not at all; a full pipe drops it (the main process
+    reads the pipe after the run; the Schemas gives at most resolver.MAX_NOTICES)."""
+
+    MAX_LINE = 4000
+
+    def __init__(self):
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        self._pid = os.getpid()
+        self._sent = 0
+
+    def send(self, schemas) -> None:
+        if os.getpid() == self._pid:
+            return  # the main process's own notices are read from its Schemas
+        problems = schemas.problems()
+        if len(problems) <= self._sent:
+            return
+        import json
+        for problem in problems[self._sent:]:
+            shown = problem.to_dict()
+            shown["what"] = shown["what"][:3000]
+            line = json.dumps(shown).encode() + b"\n"
+            if len(line) <= self.MAX_LINE:
+                try:
+                    os.write(self._write, line)
+                except (BlockingIOError, BrokenPipeError):
+                    pass
+        self._sent = len(problems)
+
+    def received(self) -> list[dict]:
+        """The notices workers sent so far (in this process only)."""
+        import json
+        data = b""
+        while True:
+            try:
+                got = os.read(self._read, 65536)
+            except BlockingIOError:
+                break
+            if not got:
+                break
+            data += got
+        return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+    def close(self) -> None:
+        for fd in (self._read, self._write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def all_notices(schemas, notices: WorkerNotices | None) -> list[dict]:
+    """The run's schema notices, each once, in one order whatever process gave them."""
+    found = {}
+    for shown in [p.to_dict() for p in schemas.problems()] + (notices.received() if notices else []):
+        found.setdefault(shown["what"], shown)
+    return [found[what] for what in sorted(found)]
 
 
 def _produce_batches(request):

@@ -127,6 +127,10 @@ def test_unknown_ids_keep_their_bytes_with_one_notice(tmp_path):
     assert len(notices) == len(unknown) > 2, notices
     assert all("1 schema files in" in n["what"] for n in notices)
     assert done.stderr.count("is in no schema source") == len(unknown)
+    # the workers' notices reach the main process: the same lines, the same order
+    for jobs in ("-j1", "-j2"):
+        again = kinspect("decode", "--json", jobs, "--schemas-topic", "_elsewhere", "--schemas", tmp_path, CAPTURE)
+        assert (again.stdout, again.stderr) == (done.stdout, done.stderr), jobs
 
 
 def test_protobuf_maps_are_written_in_key_order():
