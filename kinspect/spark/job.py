@@ -479,7 +479,7 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
 
 def _not_whole(rows: list[dict]) -> dict[str, list[str]]:
     """Files whose shards, decoded by connection, may not give one process's rows, and why
-    (kinspect.shards)."""
+    (kinspect.decode.shards)."""
     import json
 
     from kinspect.decode.shards import not_whole

@@ -6,7 +6,7 @@
 - A file larger than ``factor`` times the median (or any file bigger than ``target`` when there
   are fewer files than cores) is split into K shards. Every shard reads the whole file and
   decodes only its own connections (pipeline.DecodeRun's ``flows``); job.py checks that the
-  shards' rows together are one process's rows (kinspect.shards), and where they might not be,
+  shards' rows together are one process's rows (kinspect.decode.shards), and where they might not be,
   decodes the file again with each exchange dealt to one shard (``Shard``).
 """
 

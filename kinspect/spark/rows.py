@@ -13,7 +13,7 @@ the topics, the partitions, and the record batches. No Spark here: pyarrow only.
 | response_expected | false for requests that get no response (Produce with acks=0), else true |
 | request_size, response_size | as decode --json names them (frames with their length) |
 | error_codes | as in decode --json: error names, each once |
-| topics | topic names of the bodies' top-level topic lists, sorted (kinspect.filters.topics_of) |
+| topics | topic names of the bodies' top-level topic lists, sorted (kinspect.decode.filters.topics_of) |
 | topic_ids | ids of top-level topic entries named by id whose name this capture never learned (Fetch v13+, Produce v13+...): the summary names them from other captures |
 | named_ids | (topic_id, name) pairs the bodies carry (Metadata, CreateTopics, DescribeTopicPartitions responses) |
 | partitions | partition entries under the request's topics (the response's when the request names none) |

@@ -1,6 +1,6 @@
 """One Spark task's work, without Spark: decode a planned unit into rows of rows.TASK.
 
-Each file is streamed through the one decode path (kinspect.pipeline.DecodeRun). The shard of a
+Each file is streamed through the one decode path (kinspect.decode.pipeline.DecodeRun). The shard of a
 split file keeps only its own exchanges: with the option ``flows``, those of its own connections,
 the others' packets left unread (its files row carries the run's flows_report, which job.py checks
 against the other shards'); without, every exchange is paired and each is dealt to one shard

@@ -4,7 +4,7 @@
     python tests/bench/bench_codecs.py FILE --fraction 1 --repeat 7 --code worktree
 
 Every compressed batch payload that `kinspect decode` meets in the capture is collected (the
-public ``decompress`` spied while kinspect.pipeline decodes the file in this process), then each
+public ``decompress`` spied while kinspect.decode.pipeline decodes the file in this process), then each
 decoder runs over all of them: CPU seconds, best of --repeat passes, decoders interleaved in a
 rotating order. Before timing, every decoder's output is compared with the reference library's
 (the one kinspect used before any of this): a decoder that differs or fails is reported, never

@@ -1,4 +1,4 @@
-"""Fuzz decode end to end (kinspect/pipeline.py): a capture in, paired and decoded exchanges out,
+"""Fuzz decode end to end (kinspect/decode/pipeline.py): a capture in, paired and decoded exchanges out,
 written as JSON Lines. Every layer at once: capture, link, TCP, session, bodies, records.
 
 Input: one byte of options (bit 0: no detection of Kafka on other ports; bit 1: at most 4 TCP

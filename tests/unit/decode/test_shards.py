@@ -1,4 +1,4 @@
-"""DecodeRun(flows=...) and kinspect.shards: runs of a capture's connections in K shards give one
+"""DecodeRun(flows=...) and kinspect.decode.shards: runs of a capture's connections in K shards give one
 run's records wherever not_whole finds nothing, and not_whole finds the cases where they do not."""
 
 import struct
