@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
@@ -14,6 +13,7 @@ from kinspect.cli.limits import limit_options
 from kinspect.cli.options import show_secrets_option
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
+from kinspect.cli.schemas import open_schemas, schema_options, schema_stage, write_notices
 from kinspect.limits import Limits
 from kinspect.decode.filters import ExchangeFilter
 from kinspect.decode.finish import JSON, RECORD, SUMMARY
@@ -52,15 +52,7 @@ any problem in an exchange); 2 usage error; 3 input unreadable; 4 kinspect could
                    "rest, one per CPU beyond the first (two on two CPUs). -j1: one process.")
 @click.option("-c", "--count", type=click.IntRange(1), default=None,
               help="Stop after this many exchanges (after filters), as tcpdump -c and kcat -c do.")
-@click.option("--schemas", "schema_sources", multiple=True, metavar="SOURCE",
-              help="Decode Avro, Protobuf and JSON Schema keys and values framed with a schema id, "
-                   "with the schemas of SOURCE too: a broker log dir or its _schemas-N directory, a "
-                   "capture, a directory of .avsc/.proto/.json files named by id, or an http(s):// "
-                   "registry. Repeatable. The capture's own _schemas records are read without it.")
-@click.option("--schemas-topic", default="_schemas", show_default=True, metavar="NAME",
-              help="The registry's topic (kafkastore.topic), in log dirs and captures.")
-@click.option("--raw-values", is_flag=True,
-              help="Keys and values as their bytes, even when a schema decodes them.")
+@schema_options
 @show_secrets_option
 @keylog_option()
 @limit_options
@@ -84,7 +76,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     schemas = notices = None
     if not raw_values and not summary:
         from kinspect.schemas.stage import WorkerNotices
-        schemas, exit_code = _open_schemas(schema_sources, schemas_topic, limits, out)
+        schemas, exit_code = open_schemas(schema_sources, schemas_topic, limits, out)
         notices = WorkerNotices()
     found = CaptureWalk(captures, out)
     entries = list(found)
@@ -97,7 +89,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
         run = DecodeRun(source, ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame,
                         limits=limits, max_connections=max_connections, show_secrets=show_secrets,
                         keylog=keylog, capture_name=path_text(source) if several else None)
-        stage = None if schemas is None else _schema_stage(
+        stage = None if schemas is None else schema_stage(
             schemas, schemas_topic, source, show_secrets, notices, out,
             dict(ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,
                  max_connections=max_connections, keylog=keylog))
@@ -145,12 +137,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     if summary:
         print_summary(out, totals)
     if schemas is not None:
-        from kinspect.schemas.stage import all_notices
-        for shown in all_notices(schemas, notices):
-            if out.as_json:
-                out.record({"type": "notice", **shown})
-            out.warn(f"kinspect: {shown['what']}")
-        notices.close()
+        write_notices(schemas, notices, out)
     if found.unreadable:
         exit_code = max(exit_code, EXIT_UNREADABLE)
     skipped = found.tally.skipped_line()
@@ -168,35 +155,6 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
     if strict and any_problems:
         exit_code = max(exit_code, EXIT_PROBLEMS)
     sys.exit(exit_code)
-
-
-def _open_schemas(sources, topic: str, limits: Limits, out: Output):
-    """The schemas of --schemas SOURCE: (Schemas, the exit code so far)."""
-    from kinspect.schemas.load import open_sources
-    with out.progress(None, "reading schemas"):
-        schemas, problems = open_sources(sources, topic, limits=limits)
-    for problem in problems:
-        out.warn(f"kinspect: {problem.what}")
-    return schemas, EXIT_UNREADABLE if problems else EXIT_OK
-
-
-def _schema_stage(schemas, topic: str, source: str, show_secrets: bool, notices, out: Output, capture_options: dict):
-    """The finishing stage of schema-aware values for one capture. A capture file that names the
-    registry's topic is read once before (its _schemas records first, so that values sent before
-    their schema decode too); stdin and pipes learn them as they come."""
-    from kinspect.schemas.capture import read_capture
-    from kinspect.schemas.stage import ValueStage, mentions
-    regular = source != "-" and os.path.isfile(source)
-    if regular and mentions(source, topic):
-        try:
-            with out.progress(None, f"reading {topic} records"):
-                read_capture(source, schemas.store, topic, **capture_options)
-            return ValueStage(schemas, topic, show_secrets, learn=False, notices=notices)
-        except CaptureUnreadable:
-            pass  # the decode itself says why
-    elif regular and not len(schemas.store) and schemas.fallback is None:
-        return None  # no schema anywhere: nothing to finish
-    return ValueStage(schemas, topic, show_secrets, learn=True, notices=notices)
 
 
 def _is_exchange(output) -> bool:

@@ -18,6 +18,7 @@ from kinspect.cli.exchanges import (emit, filter_options, port_options, print_su
 from kinspect.cli.keylog import keylog_counts, keylog_news, keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
 from kinspect.cli.options import show_secrets_option
+from kinspect.cli.schemas import open_schemas, schema_options, schema_stage, write_notices
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
 from kinspect.decode.filters import ExchangeFilter
@@ -83,13 +84,15 @@ capture could not start (no permission, no backend); 4 internal error; 130 a sec
 @click.option("--idle-timeout", type=click.FloatRange(0, min_open=True), default=IDLE_TIMEOUT,
               show_default=True, help="Seconds of silence after which a connection is forgotten.")
 @stream_bound_options
+@schema_options
 @show_secrets_option
 @keylog_option(must_exist=False)
 @limit_options
 @output_options
 def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: ExchangeFilter, summary, verbose,
           strict, dashboard, metrics_port, metrics_address, write_path, count, duration, pending_timeout,
-          idle_timeout, max_frame, max_connections, show_secrets, keylog, out: Output, limits: Limits):
+          idle_timeout, max_frame, max_connections, schema_sources, schemas_topic, raw_values, show_secrets, keylog,
+          out: Output, limits: Limits):
     """Decode live Kafka traffic on network interfaces (any included), as decode does captures.
 
     Exchanges are printed as their responses complete, or with "no response" after
@@ -122,6 +125,10 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
     if source.backend == "dumpcap" and backend == "auto":
         from kinspect.capture.live import DUMPCAP_DELAY_NOTE
         out.warn(f"kinspect: note: {DUMPCAP_DELAY_NOTE}")
+    schemas = stage = None
+    if not raw_values and not summary:
+        schemas, _ = open_schemas(schema_sources, schemas_topic, limits, out)  # a source that fails was told
+        stage = schema_stage(schemas, schemas_topic, None, show_secrets, None, out, {})
     loop = LiveLoop()
     session = _Session(source, loop, out, duration)
     run = DecodeRun(source, ports=kafka_ports, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,
@@ -152,12 +159,14 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
     try:
         with loop, source:
             any_problems = loop.run(run, lambda output: emit(out, output, mode, totals, lines, verbose, write),
-                                    keep=keep, mode=mode, count=count)
+                                    keep=keep, mode=mode, count=count, stages=(stage,) if stage else ())
             session.final(mode, summary)
     finally:
         session.restore_signals()
     if summary:
         print_summary(out, totals)
+    if schemas is not None:
+        write_notices(schemas, None, out)
     exit_code = EXIT_OK
     dropped = session.report(summary)
     if dropped:

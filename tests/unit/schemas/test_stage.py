@@ -141,3 +141,22 @@ def test_protobuf_maps_are_written_in_key_order():
         maps = [r["value"]["quantities"] for r in got.values()
                 if isinstance(r["value"], dict) and len(r["value"].get("quantities") or ()) > 1]
         assert maps and all(list(m) == sorted(m) for m in maps), maps
+
+
+def test_the_live_loop_learns_the_schemas_as_they_come():
+    """sniff's and the proxy's loop (live/loop.py) with the stage, learning from the traffic: the
+    capture read as a live source would be, every value decoded as serialized."""
+    from kinspect.decode.finish import JSON
+    from kinspect.decode.pipeline import DecodeRun
+    from kinspect.live.loop import LiveLoop
+    from kinspect.schemas.resolver import Schemas
+    from kinspect.schemas.stage import ValueStage
+
+    lines = []
+    stage = ValueStage(Schemas(), show_secrets=True, learn=True)
+    LiveLoop().run(DecodeRun(str(CAPTURE)), lambda output: lines.append(b"".join(output)), mode=JSON,
+                   stages=(stage,))
+    _assert_decoded("".join(line.decode() for line in lines))
+    without = []
+    LiveLoop().run(DecodeRun(str(CAPTURE)), lambda output: without.append(b"".join(output)), mode=JSON)
+    assert without and b'"value_schema":{' not in b"".join(without)
