@@ -17,6 +17,7 @@ import click
 from kinspect.cli.exchanges import emit, filter_options, print_summary
 from kinspect.cli.limits import limit_options
 from kinspect.cli.options import show_secrets_option
+from kinspect.cli.schemas import open_schemas, schema_options, schema_stage, write_notices
 from kinspect.cli.output import Output, output_options
 from kinspect.decode.filters import ExchangeFilter
 from kinspect.limits import Limits
@@ -135,14 +136,15 @@ def _contexts(listen_tls, upstream_tls, upstream_ca, upstream_cert):
                                       "with \"no response\".")
 @click.option("--max-frame", type=click.IntRange(1024), default=MAX_FRAME, show_default=True,
               help="Largest Kafka frame decoded, in bytes (larger ones are relayed, not decoded).")
+@schema_options
 @show_secrets_option
 @click.option("--quiet", "-q", is_flag=True, help="No connect and close lines on stderr.")
 @limit_options
 @output_options
 def proxy(listen, upstream, advertised_host, broker_map, no_rewrite, listen_tls, upstream_tls, upstream_ca,
           upstream_cert, max_held_mb, max_brokers, no_decode, keep: ExchangeFilter, summary, verbose, strict, dashboard, metrics_port,
-          metrics_address, duration, drain_timeout, decode_buffer_mb, pending_timeout, max_frame, show_secrets,
-          quiet, out: Output, limits: Limits):
+          metrics_address, duration, drain_timeout, decode_buffer_mb, pending_timeout, max_frame, schema_sources,
+          schemas_topic, raw_values, show_secrets, quiet, out: Output, limits: Limits):
     """Relay Kafka clients to their brokers, decoding every exchange on the way (no root needed).
 
     Clients bootstrap to --listen; every broker address they learn points back at the proxy.
@@ -172,7 +174,8 @@ def proxy(listen, upstream, advertised_host, broker_map, no_rewrite, listen_tls,
     decoder = None
     if not no_decode:
         decoder = _Decoder(out, keep, summary, verbose, strict, dashboard, metrics_port, metrics_address,
-                           pending_timeout, max_frame, show_secrets, limits, listen)
+                           pending_timeout, max_frame, show_secrets, limits, listen,
+                           schemas=None if raw_values or summary else (schema_sources, schemas_topic))
         if metrics_port is not None:
             try:
                 import prometheus_client  # noqa: F401 (checked before the relay starts)
@@ -207,11 +210,12 @@ class _Decoder:
     """The decoder process's work: the pipe → DecodeRun → the lines (or JSON, or the summary)."""
 
     def __init__(self, out: Output, keep, summary, verbose, strict, dashboard, metrics_port, metrics_address,
-                 pending_timeout, max_frame, show_secrets, limits, title):
+                 pending_timeout, max_frame, show_secrets, limits, title, schemas=None):
         self.out, self.keep, self.summary, self.verbose, self.strict = out, keep, summary, verbose, strict
         self.dashboard, self.metrics_port, self.metrics_address = dashboard, metrics_port, metrics_address
         self.pending_timeout, self.max_frame, self.show_secrets = pending_timeout, max_frame, show_secrets
         self.limits, self.title = limits, title
+        self.schemas = schemas  # (--schemas sources, --schemas-topic), or None: values as bytes
 
     def __call__(self, fd: int) -> int:
         from kinspect.live.loop import LiveLoop
@@ -241,10 +245,17 @@ class _Decoder:
         lines = not (loop.board is not None and out.interactive)
         write = None if out.interactive else out.stream.write
         totals = Summary()
+        schemas = stage = None
+        if self.schemas is not None:
+            sources, topic = self.schemas
+            schemas, _ = open_schemas(sources, topic, self.limits, out)  # a source that fails was told
+            stage = schema_stage(schemas, topic, None, self.show_secrets, None, out, {})
         started = time.monotonic()
         with loop:
             any_problems = loop.run(run, lambda output: emit(out, output, mode, totals, lines, self.verbose, write),
-                                    keep=self.keep, mode=mode, before=_skipped)
+                                    keep=self.keep, mode=mode, before=_skipped, stages=(stage,) if stage else ())
+        if schemas is not None:
+            write_notices(schemas, None, out)
         if self.summary:
             print_summary(out, totals)
         snap = stats.snapshot()
