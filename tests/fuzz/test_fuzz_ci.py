@@ -1,5 +1,5 @@
-"""A bounded fuzz run of every harness, as CI runs it: a few seconds each, about three minutes
-in all on two CPUs. A harness that reports a crash, a hang (libFuzzer's -timeout) or a memory
+"""A bounded fuzz run of every harness, as CI runs it: a few seconds each, two at a time, about
+two minutes in all on two CPUs. A harness that reports a crash, a hang (libFuzzer's -timeout) or a memory
 blow-up (-rss_limit_mb, RLIMIT_AS) fails its test, which prints the failing input as base64
 and the commands that reproduce and minimize it (then: a test in test_regressions.py).
 
@@ -10,6 +10,7 @@ more time than such a short run has. The long campaign (campaign.py, README.md) 
 from __future__ import annotations
 
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -40,11 +41,35 @@ def test_every_harness_has_a_budget():
     assert set(BUDGET) == set(campaign.HARNESSES)
 
 
+@pytest.fixture(scope="module")
+def fuzzed(request, seeds, tmp_path_factory):
+    """Each harness's run, the next one started while this one is judged: two fuzzing processes
+    at a time, one per CPU (a run's budget is its own wall time; only crashes are judged)."""
+    order = [item.callspec.params["harness"] for item in request.session.items
+             if item.originalname == "test_harness_finds_nothing"]
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fuzz")
+    started = {}
+
+    def start(harness):
+        if harness not in started:
+            where = tmp_path_factory.mktemp(harness)
+            started[harness] = pool.submit(campaign.run, harness, BUDGET[harness], where / "corpus",
+                                           seeds / campaign.HARNESSES[harness], where / "artifacts",
+                                           ("-instrument_generated=0", f"-seed={SEED}"))
+
+    def result(harness):
+        at = order.index(harness) if harness in order else len(order)
+        for name in [harness, *order[at + 1:at + 2]]:
+            start(name)
+        return started.pop(harness).result()
+
+    yield result
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.mark.parametrize("harness", sorted(BUDGET))
-def test_harness_finds_nothing(harness, seeds, tmp_path):
-    found = campaign.run(harness, BUDGET[harness], tmp_path / "corpus",
-                         seeds / campaign.HARNESSES[harness], tmp_path / "artifacts",
-                         ("-instrument_generated=0", f"-seed={SEED}"))
+def test_harness_finds_nothing(harness, fuzzed):
+    found = fuzzed(harness)
     assert found.outcome == "ok", campaign.describe_failure(harness, found)
     assert found.executions > 0, found.log
 
