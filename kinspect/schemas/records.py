@@ -13,6 +13,7 @@ whose name says they are secret (wire.secrets.secret_name: *.password, *secret*,
 from __future__ import annotations
 
 from kinspect.schemas.resolver import RAW
+from kinspect.schemas.secret_fields import secret_field
 from kinspect.wire import secrets
 
 MAX_REDACT_DEPTH = 200
@@ -36,20 +37,6 @@ def apply_record(record: dict, schemas, show_secrets: bool = False) -> bool:
                              else redact(decoded))
         record[f"{field}_schema"] = about
     return framed
-
-
-_SEEN: dict[str, bool] = {}  # field names repeat: each judged once (bounded below)
-
-
-def secret_field(name) -> bool:
-    """Kafka's rule for config names (wire.secrets.secret_name), and field names ending in
-    password (api_password, dbPassword)."""
-    judged = _SEEN.get(name) if isinstance(name, str) else None
-    if judged is None:
-        judged = secrets.secret_name(name) or (isinstance(name, str) and name.lower().endswith("password"))
-        if isinstance(name, str) and len(_SEEN) < 65536:
-            _SEEN[name] = judged
-    return judged
 
 
 def redact(value, depth: int = 0):

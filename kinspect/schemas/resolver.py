@@ -24,6 +24,7 @@ import json
 from kinspect.problems import ERROR, WARNING, Problem
 from kinspect.schemas.framing import Frame, FramingError, detect, message_indexes
 from kinspect.schemas.registry import SchemaStore, StoredSchema
+from kinspect.schemas.secret_fields import secret_field
 
 RAW = object()  # decode's first element when the value stays bytes
 MAX_REFERENCE_DEPTH = 32
@@ -109,7 +110,7 @@ class Schemas:
             schema = self._schema_of(about)
             reader = None if schema is None else self._compiled.get((schema.context, schema.id, schema.text))
             names = getattr(reader, "field_names", None)
-            known = True if names is None else any(map(_secret_field, names))
+            known = True if names is None else any(map(secret_field, names))
             if len(self._secretive) < 4096:
                 self._secretive[key] = known
         return known
@@ -221,11 +222,6 @@ class _Failed(ValueError):
     def __init__(self, what: str, offset: int | None = None):
         super().__init__(what)
         self.offset = offset
-
-
-def _secret_field(name) -> bool:
-    from kinspect.schemas.records import secret_field
-    return secret_field(name)
 
 
 def _guid_text(guid: bytes) -> str:

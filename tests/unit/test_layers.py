@@ -129,3 +129,55 @@ def test_a_planted_back_import_is_caught():
     text = planted.read_text() + "\n\ndef _planted():\n    from kinspect.decode import pipeline\n"
     assert "decode" in imports(planted, text) and tier_of("decode") >= tier_of("wire")
     assert "decode" not in imports(planted)
+
+
+def module_imports(path: Path) -> set[str]:
+    """The kinspect modules ``path`` imports (at any depth of the code), but itself."""
+    own = module_of(path)
+    return {dotted for node in ast.walk(ast.parse(path.read_text(), str(path))) for dotted in _imported(node)
+            if dotted.startswith("kinspect.") and _is_module(dotted) and dotted != own}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or round a loop (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph.get(module, ())):
+            if other not in graph:
+                continue
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                other = stack.pop()
+                group.append(other)
+                if other == module:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No import circle between modules, not even one broken by an import inside a function
+    (issue 32 item 6: pump and relay, job and progress were such circles)."""
+    graph = {module_of(p): module_imports(p) for p in sources()}
+    assert circles(graph) == []
+
+
+def test_a_circle_is_found():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
