@@ -33,7 +33,7 @@ from kinspect.capture.source import CaptureError
 from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.render.safe import path_text
 from kinspect.spark.plan import _is_capture
-from kinspect.spark.rows import exchange_row, record_rows
+from kinspect.spark.rows import task_rows
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -95,10 +95,6 @@ def rotation_rows(prev: str | None, path: str, prev_final: bool, final: bool, op
                 continue
             if keep is not None and not keep(record):
                 continue
-            row = exchange_row(name, record)
-            row["table"] = "exchanges"
-            yield row
-            if records:
-                yield from record_rows(name, record)
+            yield from task_rows(name, record, records)
     except (CaptureUnreadable, CaptureError, OSError):
         return

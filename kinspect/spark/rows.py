@@ -312,6 +312,16 @@ def _batch_records(batch) -> Iterator[dict]:
             yield record
 
 
+def task_rows(capture: str, record: dict, records: bool) -> Iterator[dict]:
+    """What a task gives out for one exchange: its exchanges row (marked with its table), then,
+    with ``records``, its records rows."""
+    row = exchange_row(capture, record)
+    row["table"] = "exchanges"
+    yield row
+    if records:
+        yield from record_rows(capture, record)
+
+
 def record_rows(capture: str, record: dict) -> Iterator[dict]:
     """The records rows (RECORDS, under TASK's names) of one exchange record: every record in
     a record set of a partition entry of its bodies' top-level topic lists."""

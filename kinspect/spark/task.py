@@ -26,7 +26,7 @@ from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.render.safe import path_text
 from kinspect.spark.plan import Input, Shard, Unit, special_kind
 from kinspect.spark.remote import is_uri, open_uri
-from kinspect.spark.rows import BATCH_ROWS, TASK, arrow_batches, exchange_row, record_rows
+from kinspect.spark.rows import BATCH_ROWS, TASK, arrow_batches, task_rows
 
 
 class _Unopened:
@@ -85,11 +85,7 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
                 problems += len(record["problems"])
                 if keep is not None and not keep(record):
                     continue
-                row = exchange_row(name, record)
-                row["table"] = "exchanges"
-                yield row
-                if records:
-                    yield from record_rows(name, record)
+                yield from task_rows(name, record, records)
             else:
                 problems += 1
     except (CaptureUnreadable, CaptureError) as e:
