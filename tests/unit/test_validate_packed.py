@@ -62,8 +62,10 @@ def test_packed_records_give_the_findings_of_decoded_ones(segment, step, monkeyp
 
 @needs_c  # packing is the C scan's; the pure-Python twin decodes every record
 def test_validate_packs_regular_batches():
-    """The walk validate runs hands the checks PackedRecords for a real segment's regular batches."""
-    data = SEGMENTS[0].read_bytes()
+    """The walk validate runs hands the checks PackedRecords for a real segment's regular batches
+    (the doctor scenario's, committed: a clone without tests/data/unlicensed has it)."""
+    segment = SEGMENTS[3]
+    data = segment.read_bytes()
     seen = []
     real = walk_segment
 
@@ -76,7 +78,7 @@ def test_validate_packs_regular_batches():
 
     validate_module.walk_segment, saved = spy, validate_module.walk_segment
     try:
-        validate_module.validate_bytes(data, SEGMENTS[0].name, "segment")
+        validate_module.validate_bytes(data, segment.name, "segment")
     finally:
         validate_module.walk_segment = saved
     assert seen and set(seen) == {PackedRecords}

@@ -3,6 +3,7 @@ and its records and files tables are kinspect spark's."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -160,8 +161,8 @@ def test_a_stream_over_rotating_files_stopped_and_restarted_gives_each_exchange_
     assert rows(streamed) == rows(batch) and len(batch) > 2700
 
 
-def _reading(path) -> int | None:
-    """A process under this one that has ``path`` open: a Python worker decoding it in a task (the
+def _reading(paths: set[str]) -> int | None:
+    """A process under this one that has one of ``paths`` open: a Python worker decoding it in a task (the
     workers that plan a read list it, they do not open it), or None. Local workers fork from the
     daemon under the JVM, or from the warm daemon under this process (kinspect/spark/warm.py)."""
     from kinspect.spark.job import children
@@ -170,35 +171,43 @@ def _reading(path) -> int | None:
         for pid, _command in children(pending.pop()):
             pending.append(pid)
             try:
-                if any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd")):
+                if any(os.readlink(f"/proc/{pid}/fd/{fd}") in paths for fd in os.listdir(f"/proc/{pid}/fd")):
                     return pid
             except OSError:
                 continue
     return None
 
 
-def test_a_worker_killed_mid_task_is_retried_and_the_rows_are_exact(spark):
+def test_a_worker_killed_mid_task_is_retried_and_the_rows_are_exact(spark, tmp_path):
     """SIGKILL to the Python worker decoding a task: Spark retries the task (local[2, 2]) and the
-    read gives every exchange once."""
-    killed = []
+    read gives every exchange once. Eight copies of a split file make sixteen tasks, so that a
+    worker is seen at work on any machine (one file's two tasks could end between two looks)."""
+    copies = []
+    for number in range(8):
+        copies.append(tmp_path / f"copy{number}.pcap")
+        shutil.copyfile(BIG, copies[-1])
+    opened = {str(c) for c in copies}
+    killed, read = [], threading.Event()
 
     def kill_one():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            pid = _reading(BIG.resolve())
+        while not read.is_set():
+            pid = _reading(opened)
             if pid is not None:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
                 return
-            time.sleep(0.02)
+            time.sleep(0.01)
 
-    df = spark.read.format("kinspect").option("task_mb", "1").option("cores", "2").load(str(BIG))  # planned
+    df = spark.read.format("kinspect").option("task_mb", "1").option("cores", "2").load(str(tmp_path))
     killer = threading.Thread(target=kill_one)
     killer.start()
-    rows = df.collect()
-    killer.join()
+    try:
+        rows = df.collect()
+    finally:
+        read.set()
+        killer.join()
     assert killed, "no worker was seen decoding"
-    assert sorted(_key(r["capture"], r.asDict(recursive=True)) for r in rows) == _decoded([BIG])
+    assert sorted(_key(r["capture"], r.asDict(recursive=True)) for r in rows) == _decoded(copies)
 
 
 def test_findings_equal_kinspect_doctor_per_file(spark):
