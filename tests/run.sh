@@ -75,7 +75,7 @@ fi
 # the twins only through these, and run once.
 status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider || status=$?
-KINSPECT_PURE_PYTHON=1 .venv/bin/python -m pytest -q -p no:cacheprovider \
+KINSPECT_PURE_PYTHON=1 .venv/bin/python -m pytest -q -p no:cacheprovider -m "not needs_c" \
   tests/unit/capture tests/unit/decode tests/unit/native tests/unit/proxy tests/unit/records \
   tests/unit/render tests/unit/storage tests/unit/tls tests/unit/wire tests/unit/test_validate*.py \
   || status=$((status ? status : $?))

@@ -13,8 +13,6 @@ from kinspect.schemas.resolver import Schemas
 from kinspect.schemas.sources import feed_records, read_log_dir
 from tests.unit.schemas.fixtures import CAPTURE, DATA_TOPICS, LOGS, expected, manifest
 
-pytest.importorskip("fastavro")
-pytest.importorskip("grpc_tools")
 
 
 def _exchanges():

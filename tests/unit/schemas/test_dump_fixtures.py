@@ -12,8 +12,6 @@ import pytest
 from tests.unit.schemas.fixtures import (LOGS, dumped_records, expected, json_lines, kinspect,
                                          manifest)
 
-pytest.importorskip("fastavro")
-pytest.importorskip("grpc_tools")
 
 DATA_DIRS = sorted(p for p in LOGS.iterdir() if not p.name.startswith("_schemas"))
 

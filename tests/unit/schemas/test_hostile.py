@@ -15,7 +15,6 @@ import pytest
 from kinspect.schemas.registry import SchemaStore, StoredSchema
 from kinspect.schemas.resolver import RAW, Schemas
 
-pytest.importorskip("fastavro")
 
 
 def zz(n: int) -> bytes:
@@ -144,7 +143,6 @@ PROTO = 'syntax = "proto3";\npackage t;\nmessage A { string s = 1; repeated A ne
 
 
 def test_protobuf_that_does_not_compile_is_a_notice_with_protocs_words():
-    pytest.importorskip("grpc_tools")
     schemas = schemas_with(StoredSchema(1, "p", 1, "PROTOBUF", "syntax = \"proto3\";\nmessage { }"))
     decoded, about = schemas.decode(framed(1, b"\x00"))
     assert decoded is RAW and about["error"].startswith("protoc:")
@@ -152,7 +150,6 @@ def test_protobuf_that_does_not_compile_is_a_notice_with_protocs_words():
 
 
 def test_protobuf_payloads_that_lie_or_nest_too_deep():
-    pytest.importorskip("grpc_tools")
     schemas = schemas_with(StoredSchema(1, "p", 1, "PROTOBUF", PROTO))
     assert schemas.decode(framed(1, b"\x00" + b"\x0a\x02hi"))[0] == {"s": "hi"}
     decoded, about = schemas.decode(framed(1, b"\x00" + b"\x0a\x7fhi"))   # length 127, 2 left

@@ -20,8 +20,6 @@ from kinspect.schemas.registry import SchemaStore
 from kinspect.schemas.sources import read_log_dir
 from tests.unit.schemas.fixtures import LOGS, dumped_records, expected, json_lines, kinspect
 
-pytest.importorskip("fastavro")
-pytest.importorskip("grpc_tools")
 
 
 def _serialized(store: SchemaStore, schema) -> str:

@@ -7,8 +7,6 @@ import pytest
 
 from tests.unit.schemas.fixtures import CAPTURE, DATA_TOPICS, LOGS, expected, json_lines, kinspect
 
-pytest.importorskip("fastavro")
-pytest.importorskip("grpc_tools")
 
 
 def _data_records(lines):

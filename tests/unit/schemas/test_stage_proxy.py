@@ -16,8 +16,6 @@ from tests.unit.proxy.streams import connections
 from tests.unit.schemas.fixtures import CAPTURE, ROOT, json_lines
 from tests.unit.schemas.test_stage import _assert_decoded
 
-pytest.importorskip("fastavro")
-pytest.importorskip("grpc_tools")
 
 BROKER_PORT = 36065  # the lab broker's, in the capture
 
