@@ -1,6 +1,7 @@
 """job.py on a real local[2] Spark: the written tables equal one process's decode."""
 
 import json
+import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -327,7 +328,7 @@ def test_python_workers_are_forks_of_the_daemon_that_imported_the_decoder(spark_
     from pyspark import cloudpickle
 
     from kinspect.native import _packets
-    from tests.unit.native import PURE_PYTHON
+    pure_python = os.environ.get("KINSPECT_PURE_PYTHON") == "1"
     # by value: the workers never import from the working directory (job.SAFE_PATH), so not tests/
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     try:
@@ -337,7 +338,7 @@ def test_python_workers_are_forks_of_the_daemon_that_imported_the_decoder(spark_
     assert f"-m {job.DAEMON_MODULE} " in row["command"], row["command"]
     assert "/libarrow.so" in row["maps"]
     # the C accelerators, unless KINSPECT_PURE_PYTHON=1 (inherited by the workers) left them out
-    assert (_packets.__file__ in row["maps"]) != PURE_PYTHON
+    assert (_packets.__file__ in row["maps"]) != pure_python
 
 
 def _fresh_driver(tmp_path, source: str):
