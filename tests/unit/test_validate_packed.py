@@ -2,8 +2,10 @@
 in segments and in captures: the findings and counts must be exactly those of the walk that
 decodes every record to a dict.
 
-Real segments (a real broker's, Kafka's __consumer_offsets, a KRaft metadata log, the doctor
-scenario's broker) and the same bytes damaged: a byte of every batch's records flipped, in turn
+Real segments (every one in samples/: Kafka 4.1.2's topics of every codec and record shape,
+its __consumer_offsets, __transaction_state, __share_group_state and KRaft metadata log, Kafka
+3.9.2's magic 0 and 1 message sets, the schema registry lab's topics; and the doctor scenario's
+broker) and the same bytes damaged: a byte of every batch's records flipped, in turn
 in the varints, the keys and the values, so that packing is refused or the CRC fails."""
 
 from __future__ import annotations
@@ -18,14 +20,11 @@ from kinspect.decode.pipeline import DecodeRun
 from kinspect.limits import Budget
 from kinspect.records.packed import PackedRecords
 from kinspect.storage.segment import walk_segment
-from tests.conftest import KAFKAFUN, PCAPS, SAMPLES, SOC_STREAMING
+from tests.conftest import PCAPS, REPO, SAMPLES
 from tests.unit.native import needs_c
 
-REPO = Path(__file__).resolve().parents[2]
-SEGMENTS = [SOC_STREAMING / "auth_events-0" / "00000000000000000000.log",
-            KAFKAFUN / "__consumer_offsets-39" / "00000000000000000000.log",
-            SAMPLES / "kafka-4.1.2" / "logs" / "__cluster_metadata-0" / "00000000000000000000.log",
-            REPO / "tests" / "data" / "doctor-scenario" / "logs" / "events-0" / "00000000000000000000.log"]
+DOCTOR_SEGMENT = REPO / "tests" / "data" / "doctor-scenario" / "logs" / "events-0" / "00000000000000000000.log"
+SEGMENTS = sorted(SAMPLES.glob("*/logs/*/*.log")) + [DOCTOR_SEGMENT]
 
 
 def _lines(data: bytes, name: str, pack: bool, monkeypatch) -> list[str]:
@@ -50,7 +49,11 @@ def _damaged(data: bytes, step: int) -> bytes:
     return bytes(out)
 
 
-@pytest.mark.parametrize("segment", SEGMENTS, ids=lambda p: p.parent.name)
+def test_the_segments_are_there():
+    assert len(SEGMENTS) > 50, f"{SAMPLES} holds the brokers' segments: tools/make_samples.py writes them"
+
+
+@pytest.mark.parametrize("segment", SEGMENTS, ids=lambda p: str(p.relative_to(REPO).parent))
 @pytest.mark.parametrize("step", [None, 0, 1, 3, 7, 20])
 def test_packed_records_give_the_findings_of_decoded_ones(segment, step, monkeypatch):
     data = segment.read_bytes()
@@ -63,8 +66,8 @@ def test_packed_records_give_the_findings_of_decoded_ones(segment, step, monkeyp
 @needs_c  # packing is the C scan's; the pure-Python twin decodes every record
 def test_validate_packs_regular_batches():
     """The walk validate runs hands the checks PackedRecords for a real segment's regular batches
-    (the doctor scenario's, committed: a clone without tests/data/unlicensed has it)."""
-    segment = SEGMENTS[3]
+    (the doctor scenario's)."""
+    segment = DOCTOR_SEGMENT
     data = segment.read_bytes()
     seen = []
     real = walk_segment
