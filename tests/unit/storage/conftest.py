@@ -1,7 +1,9 @@
-"""Material for the storage tests: broker-written log dirs (tests/data/unlicensed, samples/) and helpers."""
+"""Material for the storage tests: the broker-written log dirs of samples/, their kafka-dump-log
+oracles (<file>.dump.txt beside each file) and helpers."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,59 @@ from tests.conftest import KAFKAFUN, SAMPLES, SOC_STREAMING
 SOC = SOC_STREAMING / "auth_events-0"
 KAFKA4 = SAMPLES / "kafka-4.1.2" / "logs"
 LEGACY = SAMPLES / "kafka-3.9.2-legacy" / "logs"
+EXPIRY = SAMPLES / "kafka-4.1.2-expiry" / "logs"
 SEGMENT = "00000000000000000000.log"
+TXN_SEGMENT = KAFKA4 / "transactions-0" / SEGMENT  # 10 batches: data (none, zstd) and COMMIT/ABORT
+
+
+def sample_roots() -> list[Path]:
+    """The log dir of every broker sample (samples/schemas is not one broker's log dir)."""
+    return [need(KAFKA4), need(EXPIRY), need(LEGACY)]
+
+
+def oracle(path: Path) -> list[str]:
+    """kafka-dump-log's output for a samples/ file, from the <file>.dump.txt beside it."""
+    return need(path.with_name(path.name + ".dump.txt")).read_text(errors="replace").splitlines()
+
+
+_BATCH = re.compile(r"^(?:baseOffset: (?P<base>\d+) lastOffset: (?P<last>\d+) "
+                    r"count: (?P<count>\d+) .*isControl: (?P<control>\w+) .*|offset: (?P<offset>\d+) )"
+                    r"position: (?P<position>\d+) (?P<time_type>\w+): (?P<timestamp>-?\d+) "
+                    r"size: (?P<size>\d+) magic: (?P<magic>\d) compresscodec: (?P<codec>\w+) "
+                    r"crc: (?P<crc>\d+) isvalid: (?P<valid>\w+)$")
+
+
+def oracle_batches(log: Path) -> list[dict]:
+    """The batches (magic 2) or shallow messages (magic 0/1) kafka-dump-log saw in a segment:
+    position, size, last offset (a legacy wrapper's offset is its last inner one), timestamp
+    (a batch's max timestamp), crc and its validity; base offset, count and control for magic 2."""
+    found = []
+    for line in oracle(log):
+        match = _BATCH.match(line)
+        if match:
+            m = match.groupdict()
+            legacy = m["offset"] is not None
+            found.append({"position": int(m["position"]), "size": int(m["size"]),
+                          "magic": int(m["magic"]), "codec": m["codec"],
+                          "last_offset": int(m["offset"] if legacy else m["last"]),
+                          "base_offset": None if legacy else int(m["base"]),
+                          "count": None if legacy else int(m["count"]),
+                          "is_control": None if legacy else m["control"] == "true",
+                          "timestamp_type": m["time_type"], "timestamp": int(m["timestamp"]),
+                          "crc": int(m["crc"]), "crc_valid": m["valid"] == "true"})
+    return found
+
+
+def oracle_index(index: Path) -> list[tuple[int, int]]:
+    """(offset, position) of every entry kafka-dump-log read from an offset index."""
+    return [(int(a), int(b)) for a, b in re.findall(r"^offset: (\d+) position: (\d+)$",
+                                                    "\n".join(oracle(index)), re.M)]
+
+
+def oracle_timeindex(index: Path) -> list[tuple[int, int]]:
+    """(timestamp, offset) of every entry kafka-dump-log read from a time index."""
+    return [(int(a), int(b)) for a, b in re.findall(r"^timestamp: (-?\d+) offset: (\d+)$",
+                                                    "\n".join(oracle(index)), re.M)]
 
 
 def need(path: Path) -> Path:

@@ -2,10 +2,13 @@ import struct
 
 from kinspect.storage.index import OFFSET_ENTRY, TIME_ENTRY, check_offset_index, check_time_index
 from kinspect.storage.segment import walk_segment
-from tests.unit.storage.conftest import KAFKA4, LEGACY, SEGMENT, SOC, need
+from tests.unit.storage.conftest import (KAFKA4, LEGACY, SEGMENT, need, oracle_batches,
+                                         oracle_index, oracle_timeindex, sample_roots)
 
-INDEX = SOC / "00000000000000000000.index"
-TIMEINDEX = SOC / "00000000000000000000.timeindex"
+METADATA = KAFKA4 / "__cluster_metadata-0"  # 72 batches; the indexes with the most entries
+LOG = METADATA / SEGMENT
+INDEX = METADATA / "00000000000000000000.index"
+TIMEINDEX = METADATA / "00000000000000000000.timeindex"
 
 
 def _headers(log: bytes):
@@ -29,21 +32,35 @@ def _batches(log: bytes) -> list[dict]:
     return [item for kind, item, _ in walk_segment(log, decode=False)]
 
 
+def _sample_indexes(suffix: str) -> list:
+    return [p for root in sample_roots() for p in sorted(root.glob(f"*/*{suffix}"))]
+
+
 def test_real_offset_index_points_at_batch_ends():
-    log = (SOC / SEGMENT).read_bytes()
-    items = _offsets(INDEX.read_bytes(), log)
-    assert len(items) == 227 and _checks(items) == []
-    by_position = {b["position"]: b["last_offset"] for b in _batches(log)}
-    for kind, entry, _ in items:
-        assert by_position[entry["position"]] == entry["offset"] == entry["batch_last_offset"]
+    entries = 0
+    for path in _sample_indexes(".index"):
+        log, base = path.with_suffix(".log"), int(path.stem)
+        items = _offsets(need(path).read_bytes(), log.read_bytes(), base)
+        assert _checks(items) == [], path
+        assert [(e["offset"], e["position"]) for _, e, _ in items] == oracle_index(path), path
+        by_position = {b["position"]: b["last_offset"] for b in oracle_batches(log)}
+        for kind, entry, _ in items:
+            assert by_position[entry["position"]] == entry["offset"] == entry["batch_last_offset"]
+        entries += len(items)
+    assert entries > 20
 
 
 def test_real_time_index_matches_batch_max_timestamps():
-    log = (SOC / SEGMENT).read_bytes()
-    items = _times(TIMEINDEX.read_bytes(), log)
-    assert len(items) == 228 and _checks(items) == []
-    by_last = {b["last_offset"]: b["max_timestamp"] for b in _batches(log)}
-    assert all(by_last[e["offset"]] == e["timestamp"] for _, e, _ in items)
+    entries = 0
+    for path in _sample_indexes(".timeindex"):
+        log, base = path.with_suffix(".log"), int(path.stem)
+        items = _times(need(path).read_bytes(), log.read_bytes(), base)
+        assert _checks(items) == [], path
+        assert [(e["timestamp"], e["offset"]) for _, e, _ in items] == oracle_timeindex(path), path
+        by_last = {b["last_offset"]: b["timestamp"] for b in oracle_batches(log)}
+        assert all(by_last[e["offset"]] == e["timestamp"] for _, e, _ in items), path
+        entries += len(items)
+    assert entries > 20
 
 
 def test_every_sample_index_checks_clean():
@@ -57,10 +74,10 @@ def test_every_sample_index_checks_clean():
 
 
 def test_preallocated_zero_tail_is_reported_as_such_not_as_entries():
-    log = (SOC / SEGMENT).read_bytes()
+    log = need(LOG).read_bytes()
     index = INDEX.read_bytes() + bytes(8 * 1000)
     items = _offsets(index, log)
-    assert [kind for kind, _, _ in items].count("entry") == 227
+    assert [kind for kind, _, _ in items].count("entry") == len(oracle_index(INDEX))
     tail = items[-1]
     assert tail[0] == "zero_tail" and tail[1]["entries"] == 1000 and tail[1]["all_zero"]
     assert _checks(items) == [("index_preallocated", "info")]
@@ -69,19 +86,19 @@ def test_preallocated_zero_tail_is_reported_as_such_not_as_entries():
 
 
 def test_garbage_after_a_zero_entry_is_an_error():
-    log = (SOC / SEGMENT).read_bytes()
+    log = need(LOG).read_bytes()
     index = INDEX.read_bytes() + bytes(8) + OFFSET_ENTRY.pack(5000, 123)
     assert ("index_garbage", "error") in _checks(_offsets(index, log))
 
 
 def test_entry_pointing_inside_a_batch_is_caught():
-    log = (SOC / SEGMENT).read_bytes()
+    log = need(LOG).read_bytes()
     entries = bytearray(INDEX.read_bytes())
-    relative, position = OFFSET_ENTRY.unpack_from(entries, 8 * 10)
-    OFFSET_ENTRY.pack_into(entries, 8 * 10, relative, position + 3)
+    relative, position = OFFSET_ENTRY.unpack_from(entries, 8 * 2)
+    OFFSET_ENTRY.pack_into(entries, 8 * 2, relative, position + 3)
     items = _offsets(bytes(entries), log)
     assert _checks(items) == [("index_position", "error")]
-    assert items[10][2][0].offset == 8 * 10 + 4
+    assert items[2][2][0].offset == 8 * 2 + 4
 
 
 def test_entry_inside_its_batch_is_information():
@@ -93,7 +110,7 @@ def test_entry_inside_its_batch_is_information():
 
 
 def test_offset_order_and_wrong_offsets():
-    log = (SOC / SEGMENT).read_bytes()
+    log = need(LOG).read_bytes()
     entries = bytearray(INDEX.read_bytes())
     first, second = OFFSET_ENTRY.unpack_from(entries, 0), OFFSET_ENTRY.unpack_from(entries, 8)
     OFFSET_ENTRY.pack_into(entries, 0, second[0], first[1])  # entry 0 claims entry 1's offset
@@ -103,7 +120,7 @@ def test_offset_order_and_wrong_offsets():
 
 def test_append_of_several_batches_is_information():
     """A follower appends several batches at once: the entry has the last of them."""
-    log = (SOC / SEGMENT).read_bytes()
+    log = need(LOG).read_bytes()
     batches = _batches(log)
     entry = OFFSET_ENTRY.pack(batches[3]["last_offset"], batches[1]["position"])
     items = _offsets(entry, log)
@@ -117,7 +134,7 @@ def test_partial_trailing_entry_and_no_log():
 
 
 def test_time_index_mismatches():
-    log = (SOC / SEGMENT).read_bytes()
+    log = need(LOG).read_bytes()
     batches = _batches(log)
     entries = TIME_ENTRY.pack(batches[5]["max_timestamp"] + 1, batches[5]["last_offset"])
     entries += TIME_ENTRY.pack(batches[4]["max_timestamp"], batches[6]["last_offset"])

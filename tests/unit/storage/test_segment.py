@@ -5,9 +5,8 @@ import pytest
 
 from kinspect.records import decode_records
 from kinspect.storage.segment import find_next_batch, walk_segment
-from tests.unit.storage.conftest import KAFKA4, KAFKAFUN, LEGACY, SEGMENT, SOC, need
-
-FIRST = KAFKAFUN / "first-1" / SEGMENT  # 9 batches of 1-3 records, Kafka 2.6 era
+from tests.unit.storage.conftest import (KAFKA4, LEGACY, SEGMENT, TXN_SEGMENT, need, oracle,
+                                         oracle_batches, sample_roots)
 
 
 def _walk(data, **options):
@@ -18,22 +17,27 @@ def _kinds(items):
     return [(kind, item["position"]) for kind, item, _ in items]
 
 
-def _starts(data: bytes) -> list[int]:
-    starts, pos = [], 0
-    while pos < len(data):
-        starts.append(pos)
-        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
-    return starts
+def _starts(path) -> list[int]:
+    """Where kafka-dump-log found the batches of a samples/ segment."""
+    return [batch["position"] for batch in oracle_batches(path)]
+
+
+def _sample_logs():
+    return [log for root in sample_roots() for log in sorted(root.glob("*/*.log"))]
 
 
 def test_real_segments_walk_clean_and_agree_with_the_record_set_decoder():
-    for path in (FIRST, SOC / SEGMENT, KAFKAFUN / "__consumer_offsets-39" / SEGMENT):
+    logs = _sample_logs()
+    assert len(logs) > 40
+    for path in logs:
         data = path.read_bytes()
         items = _walk(data, checks=True)
-        assert {kind for kind, _, _ in items} == {"batch"}
-        assert [p for _, _, problems in items for p in problems if p.severity != "info"] == []
+        assert {kind for kind, _, _ in items} == {"batch"}, path
+        assert [p for _, _, problems in items for p in problems if p.severity != "info"] == [], path
         reference, _ = decode_records(data, partial_ok=False, checks=True)
-        assert [unit for _, unit, _ in items] == reference
+        assert [unit for _, unit, _ in items] == reference, path
+        assert [(u["position"], u["crc"], u["crc_valid"]) for _, u, _ in items] == [
+            (b["position"], b["crc"], b["crc_valid"]) for b in oracle_batches(path)], path
 
 
 def test_every_sample_segment_and_snapshot_walks_clean():
@@ -49,30 +53,38 @@ def test_every_sample_segment_and_snapshot_walks_clean():
 
 
 def test_headers_only_walk_matches_the_decoded_batches():
-    data = (SOC / SEGMENT).read_bytes()
-    decoded = [unit for _, unit, _ in _walk(data)]
-    headers = [unit for _, unit, _ in _walk(data, decode=False)]
-    assert [h["position"] for h in headers] == [u["position"] for u in decoded]
-    assert [h["last_offset"] for h in headers] == [u["base_offset"] + u["last_offset_delta"]
-                                                   for u in decoded]
-    assert [h["max_timestamp"] for h in headers] == [u["max_timestamp"] for u in decoded]
+    for path in _sample_logs():
+        data = path.read_bytes()
+        decoded = [unit for _, unit, _ in _walk(data)]
+        headers = [unit for _, unit, _ in _walk(data, decode=False)]
+        assert [h["position"] for h in headers] == [u["position"] for u in decoded], path
+        assert [h["last_offset"] for h in headers] == [
+            u["offset"] if "offset" in u else u["base_offset"] + u["last_offset_delta"]
+            for u in decoded], path
+        assert [h["max_timestamp"] for h in headers if h["magic"] == 2] == [
+            u["max_timestamp"] for u in decoded if u["magic"] == 2], path
+        assert [(h["position"], h["size"], h["last_offset"], h["max_timestamp"])
+                for h in headers] == [(b["position"], b["size"], b["last_offset"], b["timestamp"])
+                                      for b in oracle_batches(path)], path
 
 
-def test_mmap_and_bytes_give_the_same_walk(tmp_path):
-    path = SOC / SEGMENT
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        mapped = _walk(m, checks=True)
-        assert [unit for _, unit, _ in mapped] == [u for _, u, _ in _walk(path.read_bytes(),
-                                                                          checks=True)]
-        del mapped
+def test_mmap_and_bytes_give_the_same_walk():
+    for path in _sample_logs():
+        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0,
+                                                   access=mmap.ACCESS_READ) as m:
+            mapped = _walk(m, checks=True)
+            assert [unit for _, unit, _ in mapped] == [u for _, u, _ in _walk(path.read_bytes(),
+                                                                              checks=True)], path
+            del mapped
 
 
 def test_truncation_at_every_byte_reports_the_cut_and_keeps_what_is_whole():
-    data = FIRST.read_bytes()
-    starts = _starts(data)
+    data = TXN_SEGMENT.read_bytes()
+    batches = oracle_batches(TXN_SEGMENT)
+    starts = [b["position"] for b in batches]
     for cut in range(1, len(data)):
         items = _walk(data[:cut], checks=True)
-        whole = [s for s in starts if s + 12 + struct.unpack_from(">i", data, s + 8)[0] <= cut]
+        whole = [b["position"] for b in batches if b["position"] + b["size"] <= cut]
         assert [item["position"] for kind, item, _ in items if kind == "batch"] == whole
         tail = [item for kind, item, _ in items if kind != "batch"]
         if cut in starts:
@@ -84,8 +96,8 @@ def test_truncation_at_every_byte_reports_the_cut_and_keeps_what_is_whole():
 
 
 def test_garbage_in_the_middle_is_reported_and_skipped():
-    data = FIRST.read_bytes()
-    starts = _starts(data)
+    data = TXN_SEGMENT.read_bytes()
+    starts = _starts(TXN_SEGMENT)
     for at in starts[1:]:
         for garbage in (b"garbage!" * 10, bytes(range(256)), b"\xff" * 100, b"\x00" * 37):
             damaged = data[:at] + garbage + data[at:]
@@ -99,8 +111,8 @@ def test_garbage_in_the_middle_is_reported_and_skipped():
 
 
 def test_a_length_reaching_into_the_next_batch_makes_damage_up_to_it():
-    data = bytearray(FIRST.read_bytes())
-    starts = _starts(bytes(data))
+    data = bytearray(TXN_SEGMENT.read_bytes())
+    starts = _starts(TXN_SEGMENT)
     length = struct.unpack_from(">i", data, starts[2] + 8)[0]
     data[starts[2] + 8:starts[2] + 12] = struct.pack(">i", length + 20)
     items = _walk(bytes(data))
@@ -110,8 +122,8 @@ def test_a_length_reaching_into_the_next_batch_makes_damage_up_to_it():
 
 
 def test_a_short_length_keeps_the_batch_with_a_bad_crc_and_one_damaged_byte():
-    data = bytearray(FIRST.read_bytes())
-    starts = _starts(bytes(data))
+    data = bytearray(TXN_SEGMENT.read_bytes())
+    starts = _starts(TXN_SEGMENT)
     length = struct.unpack_from(">i", data, starts[2] + 8)[0]
     data[starts[2] + 8:starts[2] + 12] = struct.pack(">i", length - 1)
     items = _walk(bytes(data))
@@ -121,9 +133,12 @@ def test_a_short_length_keeps_the_batch_with_a_bad_crc_and_one_damaged_byte():
 
 
 def test_bit_flip_in_a_payload_keeps_the_batch_with_its_crc_problem():
-    data = bytearray(FIRST.read_bytes())
-    starts = _starts(bytes(data))
-    data[starts[4] + 70] ^= 0x01
+    data = bytearray(TXN_SEGMENT.read_bytes())
+    starts = _starts(TXN_SEGMENT)
+    first = f"| offset: {oracle_batches(TXN_SEGMENT)[4]['base_offset']} "
+    payload = next(line for line in oracle(TXN_SEGMENT) if line.startswith(first))
+    payload = payload.split(" payload: ")[1].encode()
+    data[data.index(payload, starts[4]) + len(payload) // 2] ^= 0x01  # inside a record's value
     items = _walk(bytes(data))
     assert _kinds(items) == [("batch", s) for s in starts]
     unit, problems = items[4][1], items[4][2]
@@ -132,7 +147,7 @@ def test_bit_flip_in_a_payload_keeps_the_batch_with_its_crc_problem():
 
 
 def test_zero_filled_tail_is_padding_not_batches():
-    data = FIRST.read_bytes()
+    data = TXN_SEGMENT.read_bytes()
     items = _walk(data + bytes(10 << 20))
     assert _kinds(items)[-1] == ("padding", len(data))
     assert items[-1][1]["size"] == 10 << 20
@@ -140,8 +155,8 @@ def test_zero_filled_tail_is_padding_not_batches():
 
 
 def test_zeros_then_batches_resume_after_the_zeros():
-    data = FIRST.read_bytes()
-    starts = _starts(data)
+    data = TXN_SEGMENT.read_bytes()
+    starts = _starts(TXN_SEGMENT)
     items = _walk(data[:starts[3]] + bytes(100_000) + data[starts[3]:])
     damage = [item for kind, item, _ in items if kind == "damage"]
     assert damage == [{"position": starts[3], "size": 100_000, "resumed_at": starts[3] + 100_000,
@@ -152,7 +167,7 @@ def test_zeros_then_batches_resume_after_the_zeros():
 def test_legacy_segment_resyncs_on_legacy_messages():
     path = need(LEGACY / "legacy-v1-none-0" / SEGMENT)
     data = path.read_bytes()
-    starts = _starts(data)
+    starts = _starts(path)
     damaged = data[:starts[5]] + b"\x07" * 33 + data[starts[5]:]
     items = _walk(damaged)
     assert _kinds(items)[5] == ("damage", starts[5])
@@ -160,8 +175,8 @@ def test_legacy_segment_resyncs_on_legacy_messages():
 
 
 def test_find_next_batch_needs_a_valid_crc():
-    data = FIRST.read_bytes()
-    starts = _starts(data)
+    data = TXN_SEGMENT.read_bytes()
+    starts = _starts(TXN_SEGMENT)
     view = memoryview(data)
     assert find_next_batch(data, view, 1, len(data)) == starts[1]
     broken = bytearray(data)
@@ -173,7 +188,7 @@ def test_find_next_batch_needs_a_valid_crc():
 
 @pytest.mark.parametrize("size", [0, 1, 11, 16, 17])
 def test_tiny_inputs_never_raise(size):
-    data = FIRST.read_bytes()[:size]
+    data = TXN_SEGMENT.read_bytes()[:size]
     items = _walk(data)
     assert all(kind != "batch" for kind, _, _ in items)
     assert sum(item["size"] for _, item, _ in items) == size
