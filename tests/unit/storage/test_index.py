@@ -139,9 +139,11 @@ def test_time_index_mismatches():
     entries = TIME_ENTRY.pack(batches[5]["max_timestamp"] + 1, batches[5]["last_offset"])
     entries += TIME_ENTRY.pack(batches[4]["max_timestamp"], batches[6]["last_offset"])
     entries += TIME_ENTRY.pack(batches[9]["max_timestamp"], batches[9]["base_offset"] - 1 + 0)
-    checks = _checks(_times(entries, log))
-    assert ("timeindex_timestamp", "error") in checks
-    assert ("timeindex_order", "error") in checks
+    items = _times(entries, log)
+    assert [[(p.check, p.severity, p.offset) for p in problems] for _, _, problems in items] == [
+        [("timeindex_timestamp", "error", 0)],
+        [("timeindex_order", "error", 12), ("timeindex_timestamp", "error", 12)],
+        [("timeindex_timestamp", "error", 24)]]
 
 
 def test_empty_index():
