@@ -6,15 +6,13 @@ import pytest
 from kinspect.groups import logdir
 from kinspect.groups.sources import SourceUnreadable, read_capture, read_log_dir, read_segments
 from kinspect.storage.segment import walk_segment
-from tests.conftest import KAFKAFUN, PCAPS, SAMPLES
+from kinspect.groups.partition import partition_for
+from tests.conftest import PCAPS
 from tests.unit.groups.handmade import batch, offset_key, offset_value
 from tests.unit.groups.oracles import describe_blocks, describe_offsets
-from tests.unit.groups.test_replay import need
-
-KAFKA4 = SAMPLES / "kafka-4.1.2"
-EXPIRY = SAMPLES / "kafka-4.1.2-expiry"
-LEGACY = SAMPLES / "kafka-3.9.2-legacy"
-SEGMENT = "00000000000000000000.log"
+from tests.unit.groups.sample_oracles import (EXPIRY, KAFKA4, LEGACY, SEGMENT, commits,
+                                              coordinator, deleted_groups, described_offsets,
+                                              dumped, labelled, need, offsets_dirs, steps)
 
 
 def offsets(view, group):
@@ -22,27 +20,39 @@ def offsets(view, group):
 
 
 def test_log_dir_picks_the_groups_partition_and_says_which():
-    view = read_log_dir(KAFKAFUN, "third")
-    assert view.notes == ["group third is in __consumer_offsets-39 (abs(hashCode) % 50)"]
-    assert list(view.groups) == ["third"]
-    assert view.groups["third"].coordinator == "__consumer_offsets-39"
+    view = read_log_dir(KAFKA4 / "logs", "group-read-committed")
+    where = coordinator(KAFKA4, "group-read-committed").name
+    assert view.notes == [f"group group-read-committed is in {where} (abs(hashCode) % 50)"]
+    assert list(view.groups) == ["group-read-committed"]
+    assert view.groups["group-read-committed"].coordinator == where
     # log end offsets from the topic partitions' own segments
-    assert view.log_end_offsets == {("first", 0): 9, ("first", 1): 11, ("first", 2): 7,
-                                    ("first_topic", 0): 3}
+    assert view.log_end_offsets == {(t, p): row["LOG-END-OFFSET"]
+                                    for (g, t, p), row in described_offsets(KAFKA4).items()
+                                    if g == "group-read-committed"}
 
 
 def test_log_dir_without_a_group_lists_every_group():
-    view = read_log_dir(KAFKAFUN)
-    assert {g for g, group in view.groups.items() if group.exists} == {
-        "my-first-app", "my-second-app", "third"}
-    assert sum(not group.exists for group in view.groups.values()) == 8
+    """kafka-consumer-groups --list names the consumer groups; the share group is not one, and
+    the two deleted groups (a tombstone for their metadata) exist no more."""
+    view = read_log_dir(KAFKA4 / "logs")
+    listed = set(labelled(KAFKA4, "list")["output"].split())
+    shared = {s["properties"]["group.id"] for s in steps(KAFKA4) if s["step"] == "java_share"}
+    assert {g for g, group in view.groups.items() if group.exists} == listed | shared
+    assert {g for g, group in view.groups.items() if not group.exists} == \
+        deleted_groups(KAFKA4) == {"group-deleted", "group-consumer-deleted"}
 
 
 def test_a_wrong_partition_count_still_finds_the_group_and_says_so():
-    view = read_log_dir(KAFKAFUN, "third", partitions=7)
-    assert "third" in view.groups
-    assert "found in __consumer_offsets-39" in view.notes[0] and "--partitions" in view.notes[0]
-    missing = read_log_dir(KAFKAFUN, "no-such-group")
+    where = coordinator(KAFKA4, "group-classic").name
+    held = {d.name for d in offsets_dirs(KAFKA4)}
+    # 7 partitions: the partition is not in the log dir; 16: it is there, holding another group
+    for count, there in ((7, False), (16, True)):
+        assert (f"__consumer_offsets-{partition_for('group-classic', count)}" in held) == there
+        view = read_log_dir(KAFKA4 / "logs", "group-classic", partitions=count)
+        assert "group-classic" in view.groups
+        assert f"found in {where}" in view.notes[0] and "--partitions" in view.notes[0]
+        assert ("does not hold it" in view.notes[0]) == there
+    missing = read_log_dir(KAFKA4 / "logs", "no-such-group")
     assert missing.groups == {} and "not found" in missing.notes[0]
 
 
@@ -73,14 +83,19 @@ def test_expired_offsets_are_gone_as_kafka_says():
 
 
 def test_segment_files_given_directly(tmp_path):
-    directory = KAFKAFUN / "__consumer_offsets-39"
-    view = read_segments([directory / SEGMENT], "third")
-    assert offsets(view, "third") == offsets(read_log_dir(KAFKAFUN, "third"), "third")
+    directory = coordinator(KAFKA4, "group-classic")
+    view = read_segments([directory / SEGMENT], "group-classic")
+    assert offsets(view, "group-classic") == {
+        (t, p): row["CURRENT-OFFSET"] for (g, t, p), row in described_offsets(KAFKA4).items()
+        if g == "group-classic"}
+    assert offsets(view, "group-classic") == offsets(read_log_dir(KAFKA4 / "logs",
+                                                                  "group-classic"), "group-classic")
     assert view.log_end_offsets  # the log dir around the partition is used when there
     copy = tmp_path / "elsewhere.log"
     shutil.copy(directory / SEGMENT, copy)
-    alone = read_segments([copy], "third")
-    assert offsets(alone, "third") == offsets(view, "third") and alone.log_end_offsets == {}
+    alone = read_segments([copy], "group-classic")
+    assert offsets(alone, "group-classic") == offsets(view, "group-classic")
+    assert alone.log_end_offsets == {}
 
 
 def test_segments_of_one_partition_replay_in_offset_order(tmp_path):
@@ -96,17 +111,27 @@ def test_segments_of_one_partition_replay_in_offset_order(tmp_path):
 
 
 def test_damaged_copies_report_and_keep_what_is_sound(tmp_path):
+    """64 bytes overwritten in the middle, 37 cut off the end: every commit whose batch
+    (kafka-dump-log's positions) is untouched is still replayed, and only those."""
+    source = coordinator(KAFKA4, "group-classic")
     logs = tmp_path / "logs"
-    shutil.copytree(KAFKAFUN / "__consumer_offsets-39", logs / "__consumer_offsets-39")
-    segment = logs / "__consumer_offsets-39" / SEGMENT
+    shutil.copytree(source, logs / source.name)
+    segment = logs / source.name / SEGMENT
     data = bytearray(segment.read_bytes())
-    middle = len(data) // 2
+    middle, end = len(data) // 2, len(data) - 37
     data[middle:middle + 64] = b"\xee" * 64
-    segment.write_bytes(bytes(data[:-37]))
-    view = read_log_dir(logs, "third")
+    segment.write_bytes(bytes(data[:end]))
+    view = read_log_dir(logs, "group-classic", history=True)
     assert {p.check for p in view.problems} & {"damage", "crc", "replay_crc"}
     assert all(p.offset is not None for p in view.problems if p.severity == "error")
-    assert offsets(view, "third")  # the sound batches before and after still count
+    records = commits(dumped(source), "group-classic")
+    starts = sorted({r["position"] for r in dumped(source)}) + [len(data)]
+    ends = {start: following for start, following in zip(starts, starts[1:])}
+    sound = [r["offset"] for r in records if ends[r["position"]] <= middle
+             or (r["position"] >= middle + 64 and ends[r["position"]] <= end)]
+    assert sound and any(offset > records[len(records) // 2]["offset"] for offset in sound)
+    assert [c.record_offset for c in view.history] == sound
+    assert offsets(view, "group-classic")
 
 
 def test_unreadable_sources_raise(tmp_path):
