@@ -3,6 +3,7 @@ oracles (<file>.dump.txt beside each file) and helpers."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -31,7 +32,8 @@ def oracle(path: Path) -> list[str]:
 
 
 _BATCH = re.compile(r"^(?:baseOffset: (?P<base>\d+) lastOffset: (?P<last>\d+) "
-                    r"count: (?P<count>\d+) .*isControl: (?P<control>\w+) .*|offset: (?P<offset>\d+) )"
+                    r"count: (?P<count>\d+) .*partitionLeaderEpoch: (?P<epoch>-?\d+) "
+                    r".*isControl: (?P<control>\w+) .*|offset: (?P<offset>\d+) )"
                     r"position: (?P<position>\d+) (?P<time_type>\w+): (?P<timestamp>-?\d+) "
                     r"size: (?P<size>\d+) magic: (?P<magic>\d) compresscodec: (?P<codec>\w+) "
                     r"crc: (?P<crc>\d+) isvalid: (?P<valid>\w+)$")
@@ -40,7 +42,8 @@ _BATCH = re.compile(r"^(?:baseOffset: (?P<base>\d+) lastOffset: (?P<last>\d+) "
 def oracle_batches(log: Path) -> list[dict]:
     """The batches (magic 2) or shallow messages (magic 0/1) kafka-dump-log saw in a segment:
     position, size, last offset (a legacy wrapper's offset is its last inner one), timestamp
-    (a batch's max timestamp), crc and its validity; base offset, count and control for magic 2."""
+    (a batch's max timestamp), crc and its validity; base offset, count, control and leader
+    epoch for magic 2."""
     found = []
     for line in oracle(log):
         match = _BATCH.match(line)
@@ -53,9 +56,15 @@ def oracle_batches(log: Path) -> list[dict]:
                           "base_offset": None if legacy else int(m["base"]),
                           "count": None if legacy else int(m["count"]),
                           "is_control": None if legacy else m["control"] == "true",
+                          "leader_epoch": None if legacy else int(m["epoch"]),
                           "timestamp_type": m["time_type"], "timestamp": int(m["timestamp"]),
                           "crc": int(m["crc"]), "crc_valid": m["valid"] == "true"})
     return found
+
+
+def manifest(root: Path) -> dict:
+    """What the run that wrote a sample's log dir did (samples/<sample>/manifest.json)."""
+    return json.loads(need(root.parent / "manifest.json").read_text())
 
 
 def oracle_index(index: Path) -> list[tuple[int, int]]:
