@@ -24,7 +24,8 @@ GROUP_METADATA_TYPES = {"2", "3", "11"}
 
 def need(path: Path) -> Path:
     if not path.exists():
-        pytest.fail(f"{path} is missing: samples/ is committed (tools/make_samples.py regenerates it)")
+        pytest.fail(f"{path} is missing: samples/ is committed "
+                    f"(tools/make_samples.py regenerates it)")
     return path
 
 
@@ -37,15 +38,15 @@ def labelled(sample: Path, label: str) -> dict:
     return step
 
 
-def described_offsets(sample: Path) -> dict[tuple[str, str, int], dict]:
+def described_offsets(sample: Path, label: str = "describe offsets") -> dict[tuple, dict]:
     """(group, topic, partition) → kafka-consumer-groups --describe --all-groups's row."""
-    return describe_offsets(labelled(sample, "describe offsets")["output"])
+    return describe_offsets(labelled(sample, label)["output"])
 
 
 def described_states(sample: Path) -> dict[str, dict]:
     """group → kafka-consumer-groups --describe --all-groups --state's row."""
-    return {row["GROUP"]: row for block in describe_blocks(labelled(sample, "describe state")["output"])
-            for row in block}
+    blocks = describe_blocks(labelled(sample, "describe state")["output"])
+    return {row["GROUP"]: row for block in blocks for row in block}
 
 
 def deleted_groups(sample: Path) -> set[str]:

@@ -1,28 +1,19 @@
 import json
 from pathlib import Path
 
-import pytest
-
 from kinspect.groups.model import (ABORTED, COMMITTED, CONSUMER, DELETED, PENDING, SUPERSEDED,
                                    Group, Member)
 from kinspect.groups.replay import OffsetsReplay, derive_state
 from kinspect.groups.sources import read_segments
-from kinspect.storage.offsets_records import decode_offsets_record
 from kinspect.storage.segment import walk_segment
-from tests.conftest import KAFKAFUN, SAMPLES
 from tests.unit.groups.handmade import (batch, classic_value, group_key, marker, offset_key,
                                         offset_value, replay_bytes)
 from tests.unit.groups.oracles import (check_history_against_dump, committed_events,
                                        describe_offsets, dump_log_records)
-
-KAFKA4 = SAMPLES / "kafka-4.1.2"
-SEGMENT = "00000000000000000000.log"
-
-
-def need(path: Path) -> Path:
-    if not path.exists():
-        pytest.fail(f"{path} is missing: samples/ is committed (tools/make_samples.py regenerates it)")
-    return path
+from tests.unit.groups.sample_oracles import (EXPIRY, GROUP_METADATA_TYPES, KAFKA4, LEGACY,
+                                              commits, coordinator, deleted_groups,
+                                              described_offsets, described_states, dumped,
+                                              group_of, last_group_metadata, need, offsets_dirs)
 
 
 def replay_dir(directory: Path, **options):
@@ -45,40 +36,79 @@ def manifest_steps(sample: Path, step: str):
 
 # -- real data ------------------------------------------------------------------------------
 
-def test_last_write_wins_over_every_real_partition_of_kafka_2_6():
-    """Against a plain in-order walk of the same records (no transactions in this data)."""
-    for directory in sorted(KAFKAFUN.glob("__consumer_offsets-*")):
-        expected, groups_alive = {}, {}
-        for log in sorted(directory.glob("*.log")):
-            for kind, unit, _ in walk_segment(log.read_bytes()):
-                for record in unit.get("records", ()) if kind == "batch" else ():
-                    decoded, _ = decode_offsets_record(record["key"], record["value"])
-                    key = decoded["key"]
-                    if decoded["record_type"] == 1:
-                        tp = (key["group"], key["topic"], key["partition"])
-                        if decoded["tombstone"]:
-                            expected.pop(tp, None)
-                        else:
-                            expected[tp] = decoded["value"]["offset"]
-                    elif decoded["record_type"] == 2:
-                        groups_alive[key["group"]] = not decoded["tombstone"]
-        view = replay_dir(directory)
-        got = {(g, t, p): c.offset for g, group in view.groups.items()
-               for (t, p), c in group.offsets.items()}
-        assert got == expected, directory.name
-        assert {g: not group.deleted for g, group in view.groups.items()} == groups_alive
-        assert view.problems == []
+def last_writes(records: list[dict]) -> tuple[dict, dict]:
+    """Kafka's rules walked over kafka-dump-log's records in offset order: the last commit of a
+    partition wins, a tombstone removes it; a transaction's commits apply at its COMMIT marker
+    unless a plain commit of the partition was written after them; a group metadata record
+    (classic, KIP-848, share) or its tombstone says whether the group is there."""
+    committed, pending, alive = {}, {}, {}
+    for record in records:
+        if "marker" in record:
+            done = pending.pop(record["producer_id"], {})
+            for tp, (at, offset) in done.items() if record["marker"] == "COMMIT" else ():
+                if tp not in committed or committed[tp][0] < at:
+                    committed[tp] = (at, offset)
+            continue
+        key, payload = record["key"], record["payload"]
+        group = group_of(record)
+        if key["type"] in GROUP_METADATA_TYPES:
+            alive[group] = payload is not None
+        elif key["type"] in ("0", "1"):
+            alive.setdefault(group, True)
+            tp = (group, key["data"]["topic"], key["data"]["partition"])
+            if payload is None:
+                committed.pop(tp, None)
+            elif record["transactional"]:
+                pending.setdefault(record["producer_id"], {})[tp] = (record["offset"],
+                                                                     payload["data"]["offset"])
+            else:
+                committed[tp] = (record["offset"], payload["data"]["offset"])
+    return {tp: offset for tp, (_, offset) in committed.items()}, alive
 
 
-def test_kafka_2_6_groups_end_empty_or_deleted():
-    view = replay_dir(KAFKAFUN / "__consumer_offsets-39", history=True)
-    third = view.groups["third"]
-    assert third.state == "Empty" and third.protocol_type == "consumer" and third.epoch == 8
-    assert {tp: c.offset for tp, c in third.offsets.items()} == {
-        ("first", 0): 7, ("first", 1): 11, ("first", 2): 7, ("first_topic", 0): 3}
-    assert len(view.history) == sum(1 for _ in view.history if _.outcome == COMMITTED)
-    console = replay_dir(KAFKAFUN / "__consumer_offsets-0").groups
-    assert [(g.group_id, g.state) for g in console.values()] == [("console-consumer-51959", "Dead")]
+def test_last_write_wins_over_every_offsets_partition_of_the_samples():
+    """Kafka 4.1.2 (classic, KIP-848, share and transactional groups, deletions), its expired
+    offsets, and Kafka 3.9.2's magic-1 __consumer_offsets, against kafka-dump-log's records."""
+    walked = 0
+    for sample in (KAFKA4, EXPIRY, LEGACY):
+        for directory in offsets_dirs(sample):
+            expected, alive = last_writes(dumped(directory))
+            view = replay_dir(directory)
+            got = {(g, t, p): c.offset for g, group in view.groups.items()
+                   for (t, p), c in group.offsets.items()}
+            assert got == expected, directory
+            assert {g: not group.deleted for g, group in view.groups.items()} == alive, directory
+            assert view.problems == [], directory
+            walked += 1
+    assert walked == 13
+
+
+def test_sample_groups_end_empty_or_deleted():
+    """Each group kafka-consumer-groups --describe --state showed (Kafka 4.1.2 and 3.9.2) has
+    its state, protocol, generation and offsets; the deleted and the expired groups are Dead."""
+    for sample in (KAFKA4, LEGACY):
+        offsets = described_offsets(sample)
+        for group, row in described_states(sample).items():
+            directory = coordinator(sample, group)
+            view = replay_dir(directory, history=True)
+            got = view.groups[group]
+            assert (got.state, len(got.members)) == (row["STATE"], row["#MEMBERS"]), group
+            assert {(group, t, p): c.offset for (t, p), c in got.offsets.items()} == {
+                key: r["CURRENT-OFFSET"] for key, r in offsets.items() if key[0] == group}
+            records = dumped(directory)
+            if any(r["key"]["type"] == "2" for r in records if group_of(r) == group):
+                metadata = last_group_metadata(records, group)
+                assert (got.protocol_type, got.epoch) == (metadata["protocolType"],
+                                                          metadata["generation"]), group
+            assert len(view.history) == len(commits(records))
+    expired = {g for g, _, _ in described_offsets(EXPIRY, "describe before expiry")}
+    ended = deleted_groups(KAFKA4) | expired
+    assert ended == {"group-deleted", "group-consumer-deleted",
+                     "expired-classic", "expired-consumer"}
+    for group in ended:
+        sample = EXPIRY if group in expired else KAFKA4
+        gone = replay_dir(coordinator(sample, group)).groups[group]
+        assert gone.state == "Dead" and gone.deleted and gone.offsets == {}, group
 
 
 def test_every_group_of_the_lab_broker_agrees_with_kafka_consumer_groups_and_committed():
