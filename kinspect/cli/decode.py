@@ -21,6 +21,7 @@ from kinspect.decode.parallel import WorkerDied, run_outputs
 from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNFINISHED, EXIT_UNREADABLE
 from kinspect.render.safe import path_text
+from kinspect.decode.schema_counts import tally
 from kinspect.decode.summary import Summary
 
 EPILOG = """\b
@@ -74,7 +75,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
         out.warn(line)
     shown = kept = 0
     schemas = notices = None
-    if not raw_values and not summary:
+    if not raw_values:
         from kinspect.schemas.stage import WorkerNotices
         schemas, exit_code = open_schemas(schema_sources, schemas_topic, limits, out)
         notices = WorkerNotices()
@@ -93,7 +94,7 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
             schemas, schemas_topic, source, show_secrets, notices, out,
             dict(ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,
                  max_connections=max_connections, keylog=keylog))
-        stages = () if stage is None else (stage,)
+        stages = () if stage is None else (stage, tally) if summary else (stage,)  # tally: counts by schema
         try:
             with out.progress(run.size) as bar:
                 # with --count, this process writes every line, so that it can count them

@@ -13,6 +13,7 @@ from kinspect.cli.limits import limit_options
 from kinspect.cli.options import capture_options, capture_settings, threshold_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
+from kinspect.cli.schemas import open_schemas, schema_options, schema_stage, write_notices
 from kinspect.doctor.finding import ERROR, INFO, RANK, SEVERITIES, WARNING, iso
 from kinspect.doctor.options import Thresholds
 from kinspect.doctor.run import CHECKS, Doctor
@@ -36,7 +37,7 @@ Examples:
 
 \b
 Checks: rebalance, lag, removed_api_versions, hanging_transaction, producer_sequence,
-throttle, errors, slow (--check picks some; the README describes each and its fields).
+throttle, errors, slow, schemas (--check picks some; the README describes each and its fields).
 
 \b
 Exit codes: 0 no finding at warning or error; 1 findings at warning or above (or a capture
@@ -56,10 +57,12 @@ finish; 130 interrupted.
                                              "(its lag over the capture), findings or not.")
 @threshold_options
 @capture_options
+@schema_options
 @limit_options
 @output_options
 def doctor(captures, log_dir, checks, series, thresholds: Thresholds, ports, no_heuristic, max_frame,
-           max_connections, show_secrets, keylog, out: Output, limits: Limits):
+           max_connections, show_secrets, keylog, schema_sources, schemas_topic, raw_values, out: Output,
+           limits: Limits):
     """Find what is wrong in Kafka traffic and a broker's log dir, and explain it.
 
     Reads captures (pcap/pcapng, .gz, or - for stdin), a broker log dir (--log-dir), or both,
@@ -78,7 +81,9 @@ def doctor(captures, log_dir, checks, series, thresholds: Thresholds, ports, no_
     exit_code = EXIT_OK
     if captures:
         settings = capture_settings(ports, no_heuristic, max_frame, max_connections, show_secrets, keylog, limits)
-        exit_code = read_captures(captures, out, settings, engine.exchange)
+        values = SchemaValues(schema_sources, schemas_topic, raw_values, settings, out)
+        exit_code = max(values.exit_code, read_captures(captures, out, settings, engine.exchange, values.stages))
+        values.finish()
     extra, notices = [], []
     if log_dir is not None and (not checks or "hanging_transaction" in checks):
         extra, notices, problems = _log_dir(log_dir, thresholds, limits, out)
@@ -103,9 +108,32 @@ def doctor(captures, log_dir, checks, series, thresholds: Thresholds, ports, no_
     sys.exit(exit_code)
 
 
-def read_captures(captures, out: Output, settings: dict, consume) -> int:
+class SchemaValues:
+    """--schemas, --schemas-topic and --raw-values for the commands reading captures through
+    read_captures (doctor, report): the sources opened once, each capture's finishing stage
+    (cli/schemas.py's schema_stage, in this process), the run's notices written at the end."""
+
+    def __init__(self, sources, topic: str, raw_values: bool, settings: dict, out: Output):
+        self.topic, self.settings, self.out = topic, settings, out
+        self.schemas, self.exit_code = (None, EXIT_OK) if raw_values else open_schemas(
+            sources, topic, settings["limits"], out)
+
+    def stages(self, source: str) -> tuple:
+        if self.schemas is None:
+            return ()
+        stage = schema_stage(self.schemas, self.topic, source, self.settings["show_secrets"], None, self.out,
+                             self.settings)
+        return () if stage is None else (stage,)
+
+    def finish(self) -> None:
+        if self.schemas is not None:
+            write_notices(self.schemas, None, self.out)
+
+
+def read_captures(captures, out: Output, settings: dict, consume, stages_of=None) -> int:
     """Every capture's finished records to ``consume``, as decode reads them (files, .gz,
-    directories, -); what cannot be read is said on stderr. The exit code so far."""
+    directories, -); what cannot be read is said on stderr. The exit code so far.
+    ``stages_of(source)``: the more finishing stages of a capture (SchemaValues.stages)."""
     exit_code = EXIT_OK
     many = len(captures) > 1
     found = CaptureWalk(captures, out)
@@ -114,8 +142,9 @@ def read_captures(captures, out: Output, settings: dict, consume) -> int:
         many = many or entry.path != Path(captures[0])
         run = DecodeRun(source, **settings)
         try:
+            stages = () if stages_of is None else stages_of(source)
             with out.progress(run.size) as bar:
-                for record in capture_records(run, bar.update, path_text(source) if many else None):
+                for record in capture_records(run, bar.update, path_text(source) if many else None, stages):
                     consume(record)
         except CaptureUnreadable as e:
             out.warn(f"kinspect: {path_text(source)}: {e}")

@@ -133,16 +133,23 @@ def emit(out: Output, output, mode: str, totals: Summary, lines: bool, verbose: 
         out.flush()
 
 
+SCHEMA_COLUMNS = ["api_name", "side", "subject", "id", "format", "records", "decoded", "unknown", "failed"]
+
+
 def print_summary(out: Output, totals: Summary) -> None:
     rows, errors, bounds = totals.rows(), totals.error_rows(), totals.bound_rows()
+    schemas = totals.schema_rows()
     if out.as_json:
-        for row in rows + errors + bounds:
+        for row in rows + errors + schemas + bounds:
             out.record(row)
         return
     out.table("Exchanges by API", rows, ["api_name", "versions", "count", "answered", "unanswered",
                                           "latency_p50_ms", "latency_p99_ms", "latency_max_ms", "bytes"])
     if errors:
         out.table("Errors by code and topic", errors, ["api_name", "error", "topic", "count"])
+    if schemas:
+        out.table("Keys and values by schema", [{**r, "id": r["id"] if r["id"] is not None else r.get("guid")}
+                                                for r in schemas], SCHEMA_COLUMNS)
     if totals.orphans or totals.notices:
         notes = ", ".join(f"{n} {kind}" for kind, n in totals.notices.items())
         out.text(f"{totals.orphans} responses without request; notices: {notes or 'none'}")

@@ -1,4 +1,5 @@
-"""decode --summary: per-API counts, latency percentiles, bytes, and errors by code and topic."""
+"""decode --summary: per-API counts, latency percentiles, bytes, errors by code and topic, and
+keys and values by schema (decode/schema_counts.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from array import array
 from collections import Counter, defaultdict
 
 from kinspect.decode.filters import topics_of
+from kinspect.decode.schema_counts import SchemaCounts
 
 EXACT_LATENCIES = 1_000_000  # per API; past them, a histogram of 0.1% wide buckets
 BOUND_NOTICES = frozenset({"expired"})  # notices that say a bound cut something
@@ -77,6 +79,7 @@ class Summary:
         self.notices = Counter()
         self.bounds: dict[str, str] = {}  # notice kind → its first text, for kinds a bound causes
         self.orphans = 0
+        self.schemas = SchemaCounts()    # keys and values by API, side and schema
 
     def add(self, record: dict) -> None:
         kind = record.get("type")
@@ -100,6 +103,7 @@ class Summary:
             self.latencies[api].add(record["latency_ms"])
         elif record.get("response_expected", True):
             self.unanswered[api] += 1
+        self.schemas.add(record)
         if record["error_codes"]:
             topics = record.get("_topics")
             if topics is None:
@@ -135,3 +139,7 @@ class Summary:
     def error_rows(self) -> list[dict]:
         return [{"type": "summary_error", "api_name": api, "error": code, "topic": topic, "count": n}
                 for (api, code, topic), n in sorted(self.errors.items(), key=lambda kv: -kv[1])]
+
+    def schema_rows(self) -> list[dict]:
+        """Keys and values by API, side and schema: records decoded, with an unknown id, failed."""
+        return self.schemas.rows()

@@ -18,11 +18,12 @@ from kinspect.doctor.options import DEFAULTS, Thresholds
 from kinspect.doctor.producer_sequence import ProducerSequence
 from kinspect.doctor.rebalance import Rebalance
 from kinspect.doctor.removed_versions import RemovedVersions
+from kinspect.doctor.schemas import Schemas
 from kinspect.doctor.slow import Slow
 from kinspect.doctor.throttle import Throttle
 
 CHECKS = {check.name: check for check in (Rebalance, Lag, RemovedVersions, Hanging, ProducerSequence,
-                                          Throttle, Errors, Slow)}
+                                          Throttle, Errors, Slow, Schemas)}
 
 
 class Doctor:

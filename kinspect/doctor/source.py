@@ -10,10 +10,11 @@ from kinspect.decode.parallel import run_outputs
 
 
 def capture_records(run, progress: Callable[[int], None] | None = None,
-                    capture: str | None = None) -> Iterator[dict]:
+                    capture: str | None = None, stages: tuple = ()) -> Iterator[dict]:
     """Every record of a pipeline.DecodeRun, finished, in order; with ``capture``, exchanges
-    carry it (findings' evidence names the file)."""
-    for output, _ in run_outputs(run, every, RECORD, 1, progress):
+    carry it (findings' evidence names the file). ``stages``: the finishing step's more stages
+    (schema-aware values: schemas/stage.py)."""
+    for output, _ in run_outputs(run, every, RECORD, 1, progress, stages=stages):
         if output is not None:
             if capture is not None:
                 output["capture"] = capture
