@@ -2,8 +2,9 @@
 by the right check at the right byte, and the walk goes on past it.
 
 Seeds are real: kafka-clients' own writers (tests/unit/records/fixtures: every codec, both
-legacy magics, control batches), real brokers' segments (tests/data/unlicensed, samples/) and
-real brokers' Fetch responses (kafka-rust 0.8/0.9, kafkajs). Each damage loop runs in-process.
+legacy magics, control batches), real brokers' segments (samples/, with kafka-dump-log's output
+beside each for the expected values) and real brokers' Fetch responses (kafka-rust 0.8/0.9,
+kafkajs). Each damage loop runs in-process.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from kinspect.records import decode_records
 from kinspect.render.junit import JUnitReport
 from kinspect.validate import (FileReport, Finding, check_family, classify, classify_bytes,
                                validate_bytes, validate_file, validate_paths)
-from tests.conftest import KAFKAFUN, PCAPS, REALDATA, SAMPLES, SOC_STREAMING, UNLICENSED
+from tests.conftest import PCAPS, REALDATA, SAMPLES
+from tests.samples_oracle import SEGMENTS, counts, oracle
 from tests.unit.records.conftest import FIXTURES, kafka_rust_fetch, kafkajs_fetch
 
 FRAME = struct.Struct(">qi")
-SOC_SEGMENT = SOC_STREAMING / "auth_events-0" / "00000000000000000000.log"
-OFFSETS_SEGMENT = KAFKAFUN / "__consumer_offsets-39" / "00000000000000000000.log"
+KAFKA4 = SAMPLES / "kafka-4.1.2" / "logs"
+# 29 batches of KIP-848 group records and offset commits, 124 to 619 bytes each
+OFFSETS_SEGMENT = KAFKA4 / "__consumer_offsets-6" / "00000000000000000000.log"
 V2_FIELDS = [("base_offset", 0, 8), ("length", 8, 12), ("leader_epoch", 12, 16), ("magic", 16, 17),
              ("crc", 17, 21), ("attributes", 21, 23), ("last_offset_delta", 23, 27),
              ("base_timestamp", 27, 35), ("max_timestamp", 35, 43), ("producer_id", 43, 51),
@@ -59,9 +62,6 @@ def first_units(data: bytes, count: int = 3) -> bytes:
 
 def _broker_seeds() -> dict[str, bytes]:
     seeds = {}
-    if SOC_SEGMENT.is_file() and OFFSETS_SEGMENT.is_file():  # tests/data/unlicensed, when there
-        seeds = {"soc-segment": first_units(SOC_SEGMENT.read_bytes()),
-                 "kafkafun-offsets": first_units(OFFSETS_SEGMENT.read_bytes())}
     for name in ("fetch1.mytopic.1p.nocompression.kafka.0821", "fetch1.mytopic.1p.gzip.kafka.0821",
                  "fetch1.mytopic.1p.snappy.kafka.0822"):
         seeds[f"kafka-rust {name}"] = first_units(kafka_rust_fetch(name)[0][3])
@@ -71,7 +71,7 @@ def _broker_seeds() -> dict[str, bytes]:
             if units(records):
                 seeds[f"kafkajs {name} {topic}[{partition}]"] = first_units(records)
                 break
-    for path in sorted(SAMPLES.glob("*/logs/*/*.log")):  # real brokers' segments, when present
+    for path in sorted(SAMPLES.glob("*/logs/*/*.log")):  # real brokers' segments
         if path.stat().st_size:
             seeds[f"samples {path.parent.parent.parent.name}/{path.parent.name}"] = \
                 first_units(path.read_bytes())
@@ -192,17 +192,23 @@ def test_every_pristine_seed_passes():
 
 
 def test_real_directories_validate_clean_and_every_unit_is_counted():
+    """Every file of the real-data trees, the samples' broker log dirs and the fixtures is
+    clean; each sample segment has the batches and records kafka-dump-log found in it."""
     reports = {}
-    for event in validate_paths([REALDATA, UNLICENSED, FIXTURES, PCAPS]):
+    for event in validate_paths([REALDATA, SAMPLES, FIXTURES, PCAPS]):
         if isinstance(event, FileReport):
             reports[event.file] = event
         else:
             assert event.severity == INFO, event
     assert all(r.status() == "ok" for r in reports.values())
-    soc = reports[str(SOC_SEGMENT)]
-    assert (soc.kind, soc.batches, soc.records) == ("segment", 2273, 2273)  # as SOURCES.md says
-    offsets = reports[str(OFFSETS_SEGMENT)]
-    assert (offsets.batches, offsets.records) == (683, 1241)
+    assert len(SEGMENTS) > 40, f"{SAMPLES} holds the brokers' segments: tools/make_samples.py writes them"
+    for segment in SEGMENTS:
+        report = reports[str(segment)]
+        assert (report.kind, report.batches, report.records) == ("segment", *counts(segment)), segment
+    # of samples/, only the segments (samples/schemas' too, which have no oracle): not the indexes,
+    # snapshots, checkpoints, metadata snapshots, nor kafka-dump-log's text
+    assert ({f for f in reports if f.startswith(str(SAMPLES))}
+            == {str(p) for p in SAMPLES.glob("*/logs/*/*.log")})
     kinds = {r.kind for r in reports.values()}
     assert kinds == {"segment", "records", "capture"}
     assert sum(r.kind == "records" for r in reports.values()) == len(JAVA_SEEDS)
@@ -210,19 +216,6 @@ def test_real_directories_validate_clean_and_every_unit_is_counted():
     assert sum(r.kind == "capture" for r in reports.values()) == captures
     # Fetch bodies, index files, checkpoints and JSON are not record files
     assert not [f for f in reports if "kafka-rust" in f or "kafkajs" in f or f.endswith(".json")]
-
-
-def test_samples_written_by_real_brokers_validate_clean():
-    found = 0
-    for event in validate_paths([SAMPLES]):
-        if isinstance(event, FileReport):
-            assert event.status() == "ok", event
-            found += 1
-        else:
-            assert event.severity == INFO, event
-    segments = list(SAMPLES.glob("*/logs/*/*.log"))
-    assert segments, f"{SAMPLES} holds no segments: tools/make_samples.py writes them"
-    assert found == len(segments) + len(list(SAMPLES.glob("**/*.pcap*")))
 
 
 # ------------------------------------------------------------------ damage: header fields
@@ -440,50 +433,58 @@ def test_truncation_at_every_boundary(name):
 
 # ------------------------------------------------------------------ damage in a real segment
 
+def _batches(segment: Path) -> list[tuple[int, int, int]]:
+    """(position, size, base offset) of every batch, as kafka-dump-log read them."""
+    return [(int(b["position"]), int(b["size"]), int(b["baseOffset"])) for b in oracle(segment)]
+
+
 def test_a_damaged_real_segment_is_walked_to_its_end():
-    data = bytearray(SOC_SEGMENT.read_bytes())
-    whole = units(bytes(data))
-    damaged_units = {10: "payload", 100: "zeros", 1000: "garbage"}
-    data[whole[10][0] + 200] ^= 0x04
-    start = whole[100][0] + 30
+    data = bytearray(OFFSETS_SEGMENT.read_bytes())
+    whole = _batches(OFFSETS_SEGMENT)
+    damaged_units = {3: "payload", 14: "zeros", 25: "garbage"}
+    data[whole[3][0] + 100] ^= 0x04
+    start = whole[14][0] + 30
     data[start:start + 50] = bytes(50)
-    start = whole[1000][0]
+    start = whole[25][0]
     data[start:start + 16] = b"not a kafka batch"[:16]
     report, findings = validate_bytes(bytes(data), "segment", "segment")
     errors = located(findings)
-    assert ("crc", whole[10][0] + 17) in errors
-    assert ("crc", whole[100][0] + 17) in errors
-    assert [f for f in findings if f.position == whole[1000][0] + 8 and f.check == "batch_length"]
-    assert all(whole[min(damaged_units)][0] <= at < whole[max(damaged_units)][0] + whole[1000][1]
+    assert ("crc", whole[3][0] + 17) in errors
+    assert ("crc", whole[14][0] + 17) in errors
+    assert [f for f in findings if f.position == whole[25][0] + 8 and f.check == "batch_length"]
+    assert all(whole[min(damaged_units)][0] <= at < whole[max(damaged_units)][0] + whole[25][1]
                for _, at in errors)
     assert report.batches == len(whole) - 1  # only the unit whose header is gone is lost
 
 
 def test_a_length_that_swallows_the_next_batches_is_named():
-    data = bytearray(SOC_SEGMENT.read_bytes())
-    whole = units(bytes(data))
-    pos = whole[5][0]
+    data = bytearray(OFFSETS_SEGMENT.read_bytes())
+    whole = _batches(OFFSETS_SEGMENT)
+    pos, size, base_offset = whole[5]
     struct.pack_into(">i", data, pos + 8, whole[9][0] - pos - 12)  # batches 5..8 as one
     report, findings = validate(bytes(data))
     [finding] = [f for f in findings if f.severity == ERROR]
-    assert (finding.check, finding.position, finding.base_offset) == ("batch_length", pos + 8, 5)
-    assert finding.expected == whole[5][1] - 12
+    assert (finding.check, finding.position, finding.base_offset) == ("batch_length", pos + 8, base_offset)
+    assert finding.expected == size - 12
     assert report.batches == len(whole) - 1
 
 
 def test_zero_padding_after_the_last_batch_is_information():
-    data = SOC_SEGMENT.read_bytes()[:5000]
-    data = data[:sum(size for p, size in units(data))] + bytes(4096)
+    data = OFFSETS_SEGMENT.read_bytes() + bytes(4096)
     report, findings = validate(data)
     assert [(f.check, f.severity) for f in findings] == [("trailing_zeros", INFO)]
-    assert report.status() == "ok"
+    assert report.status() == "ok" and report.batches == len(oracle(OFFSETS_SEGMENT))
 
 
-def test_segment_named_after_a_later_offset_than_its_first_batch():
-    data = first_units(SOC_SEGMENT.read_bytes())
-    _, findings = validate_bytes(data, "00000000000000000001.log", "segment")
+@pytest.mark.parametrize("segment", [OFFSETS_SEGMENT, KAFKA4 / "compacted-0" / "00000000000000000014.log"],
+                         ids=lambda p: p.parent.name + "/" + p.name)
+def test_segment_named_after_a_later_offset_than_its_first_batch(segment):
+    data = segment.read_bytes()
+    first = _batches(segment)[0][2]
+    assert segment.name == f"{first:020d}.log"
+    _, findings = validate_bytes(data, f"{first + 1:020d}.log", "segment")
     assert [(f.check, f.severity, f.position) for f in findings] == [("segment_name", WARNING, 0)]
-    _, findings = validate_bytes(data, "00000000000000000000.log", "segment")
+    _, findings = validate_bytes(data, segment.name, "segment")
     assert findings == []
 
 
@@ -505,7 +506,7 @@ def test_files_are_told_apart_by_content():
 
 
 def test_a_record_file_with_a_damaged_first_unit_is_still_a_record_file():
-    data = SOC_SEGMENT.read_bytes()[:3000]
+    data = (KAFKA4 / "idempotent-0" / "00000000000000000000.log").read_bytes()  # 6 batches
     data = bytes(data[:16]) + b"\x07" + data[17:]  # magic of the first batch
     assert classify_bytes("fixture.bin", data, explicit=False) == "records"
     single = bytearray(JAVA_SEEDS["2_none_create"])

@@ -23,7 +23,7 @@ from kinspect.storage.segment import walk_segment
 from tests.conftest import PCAPS, REPO, SAMPLES
 from tests.unit.native import needs_c
 
-DOCTOR_SEGMENT = REPO / "tests" / "data" / "doctor-scenario" / "logs" / "events-0" / "00000000000000000000.log"
+DOCTOR_SEGMENT = REPO / "tests/data/doctor-scenario/logs/events-0/00000000000000000000.log"
 SEGMENTS = sorted(SAMPLES.glob("*/logs/*/*.log")) + [DOCTOR_SEGMENT]
 
 
