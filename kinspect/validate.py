@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kinspect.capture.source import sniff_format
+from kinspect.decode.finish import decoded_records
 from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.problems import ERROR, INFO, WARNING, Problem
 from kinspect.limits import Budget, Limits
+from kinspect.records.checks import SCHEMA_CHECK, check_schema_values, schema_problem
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
 from kinspect.records.stream import BatchStream
 from kinspect.storage.segment import MIN_LENGTH, find_next_batch, walk_segment
@@ -40,6 +42,7 @@ RECORD_APIS = {0: "Produce", 1: "Fetch", 78: "ShareFetch"}
 # Batches no larger than this are believed when telling record files by content.
 MAX_PLAUSIBLE_LENGTH = 1 << 30
 PROGRESS_EVERY = 4 << 20
+SCHEMA_SHOWN = 10  # schema_value findings of one exchange of a capture; the rest counted
 RELEASE_EVERY = 16 << 20
 
 _FRAME = struct.Struct(">qi")
@@ -58,7 +61,11 @@ CHECK_FAMILIES = {
     "producer": ("producer_fields",),
     "control": ("control_record",),
 }
-_FAMILY_OF = {check: family for family, checks in CHECK_FAMILIES.items() for check in checks}
+# Families of checks that run only with some input (a schema to read values against): a JUnit
+# testcase of theirs appears only for the files that have findings of them.
+EXTRA_FAMILIES = {"schemas": (SCHEMA_CHECK,)}
+_FAMILY_OF = {check: family for families in (CHECK_FAMILIES, EXTRA_FAMILIES)
+              for family, checks in families.items() for check in checks}
 CAPTURE_FAMILIES = ("capture", "decode")
 
 
@@ -91,7 +98,8 @@ class Finding:
     context: dict | None = None
 
     def __str__(self) -> str:
-        """One line: check, place, batch, what, expected and found."""
+        """One line: check, place, batch, what, expected and found (a schema_value finding's
+        ``what`` says them)."""
         place = []
         if self.position is not None:
             place.append(f"{'frame ' if self.context else ''}byte {self.position:#x}")
@@ -102,7 +110,7 @@ class Finding:
         if self.context and self.context.get("correlation_id") is not None:
             place.append(f"{self.context['conn']} #{self.context['correlation_id']}")
         text = f"{self.check}{' at ' if place else ''}{', '.join(place)}: {self.what}"
-        if self.expected is not None or self.found is not None:
+        if (self.expected is not None or self.found is not None) and self.check != SCHEMA_CHECK:
             expected, found = _shown(self.check, self.expected), _shown(self.check, self.found)
             text += f" (expected {expected}, found {found})"
         return text
@@ -161,9 +169,9 @@ class FileReport:
 def validate_paths(paths: Iterable[str | os.PathLike], *, skip_unknown: bool = False,
                    max_output: int = DEFAULT_MAX_OUTPUT,
                    progress: Callable[[str, int, int], None] | None = None, show_secrets: bool = False,
-                   keylog=None) -> Iterator[Finding | FileReport]:
+                   keylog=None, schemas=None, capture_stages=None) -> Iterator[Finding | FileReport]:
     """Every file under ``paths``: its findings, then its FileReport (``keylog``: a tls.KeyLog
-    for captures).
+    for captures; ``schemas`` and ``capture_stages``: see validate_file).
 
     Named files must be something kinspect validates (else their report is unreadable),
     unless ``skip_unknown``: then, as files found in directories, they are skipped silently
@@ -178,13 +186,15 @@ def validate_paths(paths: Iterable[str | os.PathLike], *, skip_unknown: bool = F
             found = iter((path,))
         else:
             yield from validate_file(path, None, max_output=max_output, progress=progress,
-                                     show_secrets=show_secrets, keylog=keylog)
+                                     show_secrets=show_secrets, keylog=keylog, schemas=schemas,
+ capture_stages=capture_stages)
             continue
         for file in found:
             kind = classify(file, explicit=False)
             if kind is not None:
                 yield from validate_file(file, kind, max_output=max_output, progress=progress,
-                                         show_secrets=show_secrets, keylog=keylog)
+                                         show_secrets=show_secrets, keylog=keylog, schemas=schemas,
+ capture_stages=capture_stages)
 
 
 def _walk_directory(root: Path) -> Iterator[Path]:
@@ -257,7 +267,12 @@ def _gunzip_head(data) -> bytes:
 
 def validate_file(path: Path, kind: str | None = None, *, max_output: int = DEFAULT_MAX_OUTPUT,
                   progress: Callable[[str, int, int], None] | None = None, show_secrets: bool = False,
-                  keylog=None) -> Iterator[Finding | FileReport]:
+                  keylog=None, schemas=None, capture_stages=None) -> Iterator[Finding | FileReport]:
+    """``schemas``: a kinspect.schemas Schemas: keys and values framed with a schema id it knows
+    are read as it in segments and record files, and one that does not read is a schema_value
+    finding. ``capture_stages(path)``: the finishing stages of a capture's exchanges (decode's
+    schema stage, cli/schemas.py, which learns the capture's own registry records too): a key or
+    value it could not read against its schema is a schema_value finding there."""
     name = str(path)
     started = time.perf_counter()
     report = FileReport(name, kind or "unknown")
@@ -273,9 +288,10 @@ def validate_file(path: Path, kind: str | None = None, *, max_output: int = DEFA
         report.unreadable = _not_recognised(path)
     if report.unreadable is None:
         if kind == "capture":
-            findings = _capture_findings(path, report, max_output, show_secrets, keylog)
+            findings = _capture_findings(path, report, max_output, show_secrets, keylog,
+                                         capture_stages(name) if capture_stages else ())
         else:
-            findings = _mapped_findings(path, report, max_output, progress)
+            findings = _mapped_findings(path, report, max_output, progress, schemas)
         for finding in _guarded(findings, name):
             report.counts[finding.severity] = report.counts.get(finding.severity, 0) + 1
             yield finding
@@ -306,7 +322,7 @@ def _not_recognised(path: Path) -> str:
 
 
 def _mapped_findings(path: Path, report: FileReport, max_output: int,
-                     progress: Callable[[str, int, int], None] | None) -> Iterator[Finding]:
+                     progress: Callable[[str, int, int], None] | None, schemas=None) -> Iterator[Finding]:
     try:
         f = open(path, "rb")
     except OSError as e:
@@ -336,7 +352,7 @@ def _mapped_findings(path: Path, report: FileReport, max_output: int,
 
             try:
                 yield from walk_records(view, str(path), report, max_output=max_output,
-                                        progress=advance, segment_name=path.name)
+                                        progress=advance, segment_name=path.name, schemas=schemas)
             finally:
                 view.release()
         finally:
@@ -361,11 +377,13 @@ def validate_bytes(data: bytes, name: str = "<bytes>", kind: str = "records", *,
 
 def walk_records(buf, file: str, report: FileReport, *, max_output: int | Limits = DEFAULT_MAX_OUTPUT,
                  progress: Callable[[int], None] | None = None,
-                 segment_name: str = "") -> Iterator[Finding]:
+                 segment_name: str = "", schemas=None) -> Iterator[Finding]:
     """Every unit (v2 batch or legacy message) of a record file, checked, as Findings.
 
     kinspect.storage.segment walks the file and resumes at the next valid batch after damage;
-    here each stretch of damage is named by the framing check it fails, at its field.
+    here each stretch of damage is named by the framing check it fails, at its field. With
+    ``schemas`` holding any schema, the keys and values of every batch whose CRC holds are read
+    as their schemas (records.checks.check_schema_values).
     """
     index = 0
     next_report = PROGRESS_EVERY
@@ -374,6 +392,8 @@ def walk_records(buf, file: str, report: FileReport, *, max_output: int | Limits
     # records are counted and checked, never shown: a regular batch's stay packed as their bytes
     # (no object per record; the checks need only their count and largest timestamp)
     budget = Budget(limits, input_bytes=len(buf), pack_records=True)
+    if schemas is not None and not len(schemas.store) and schemas.fallback is None:
+        schemas = None  # no schema anywhere: nothing framed can be read, at no cost
     for kind, item, problems in walk_segment(buf, "", checks=True, max_output=budget):
         pos = item["position"]
         if progress is not None and pos >= next_report:
@@ -385,6 +405,8 @@ def walk_records(buf, file: str, report: FileReport, *, max_output: int | Limits
             report.records += len(item["records"])
             if index == 0 and segment_name:
                 _segment_name(segment_name, first, pos, problems)
+            if schemas is not None and item["crc_valid"]:
+                check_schema_values(item, f" → batch[{index}]", schemas, problems)
             for problem in problems:
                 yield _from_problem(file, problem, index, first)
             length = item["batch_length"] if item["magic"] == 2 else item["message_size"]
@@ -477,12 +499,15 @@ def _from_problem(file: str, problem: Problem, index: int, base_offset: int | No
 # ------------------------------------------------------------------ captures
 
 def _capture_findings(path: Path, report: FileReport, max_output: int | Limits,
-                      show_secrets: bool = False, keylog=None) -> Iterator[Finding]:
+                      show_secrets: bool = False, keylog=None, stages: tuple = ()) -> Iterator[Finding]:
     run = DecodeRun(str(path), show_secrets=show_secrets, keylog=keylog,
                     **({"limits": max_output} if isinstance(max_output, Limits) else {}))
     file = str(path)
+    # records are counted, never shown (a schema stage unpacks the batches it reads)
+    records = (decoded_records(run, pack_records=True, stages=stages) if stages
+               else run.records(pack_records=True))
     try:
-        for record in run.records(pack_records=True):  # records are counted, never shown
+        for record in records:
             kind = record.get("type")
             if kind == "notice":
                 yield Finding(file, f"capture_{record.get('kind', 'notice')}",
@@ -491,6 +516,8 @@ def _capture_findings(path: Path, report: FileReport, max_output: int | Limits,
                               context={"conn": record.get("conn"), "time": record.get("time")})
             elif kind == "exchange" and record.get("api_key") in RECORD_APIS:
                 yield from _exchange_findings(file, record, report)
+                if stages:
+                    yield from _schema_findings(file, record)
     except CaptureUnreadable as e:
         report.unreadable = str(e)
         return
@@ -526,6 +553,40 @@ def _exchange_findings(file: str, record: dict, report: FileReport) -> Iterator[
                       _batch_index(problem),
                       None if batch is None else batch.get("base_offset", batch.get("offset")),
                       problem.get("expected"), problem.get("found"), context)
+
+
+def _schema_findings(file: str, record: dict) -> Iterator[Finding]:
+    """The keys and values of an exchange's record sets that the schema stage could not read
+    against their schema (it left a "key_schema"/"value_schema" with an "offset"): the first
+    SCHEMA_SHOWN as findings, then one that counts the rest."""
+    shown = more = 0
+    context = {"conn": record.get("conn"), "correlation_id": record.get("correlation_id"),
+               "api": f"{record.get('api_name')} v{record.get('api_version')}",
+               "time": record.get("request_time")}
+    for side in ("request", "response"):
+        for batches in _record_sets(record.get(side) or {}):
+            for index, batch in enumerate(batches):
+                records = batch.get("records") if isinstance(batch, dict) else None
+                if not isinstance(records, list):
+                    continue
+                for number, item in enumerate(records):
+                    for field in ("key", "value"):
+                        about = item.get(f"{field}_schema") if isinstance(item, dict) else None
+                        if not isinstance(about, dict) or "offset" not in about:
+                            continue
+                        if shown >= SCHEMA_SHOWN:
+                            more += 1
+                            continue
+                        shown += 1
+                        problem = schema_problem(field, item, about, f"batch[{index}] → records[{number}]",
+                                                 batch.get("position"))
+                        yield Finding(file, SCHEMA_CHECK, ERROR, problem.what, problem.path, problem.offset,
+                                      index, batch.get("base_offset", batch.get("offset")), problem.expected,
+                                      problem.found, {**context, "side": side})
+    if more:
+        yield Finding(file, SCHEMA_CHECK, ERROR, f"{more} more {SCHEMA_CHECK} problems like the ones above in "
+                      f"this exchange ({shown + more} in all; the first {shown} are shown)", "", None,
+                      context={**context})
 
 
 def _record_sets(value) -> Iterator[list]:

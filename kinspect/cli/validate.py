@@ -12,6 +12,7 @@ from rich.text import Text
 from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
 from kinspect.cli.options import show_secrets_option
+from kinspect.cli.schemas import schema_stage, write_notices
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
 from kinspect.limits import Limits
@@ -39,8 +40,10 @@ directories, recursively (files that are none of these are skipped).
 
 \b
 Checks: batch and message CRCs, framing, magic, record structure and counts, codecs and
-decompression, attributes, timestamps, offsets, producer fields, control records. A damaged
-unit is reported and the walk resumes at the next valid batch.
+decompression, attributes, timestamps, offsets, producer fields, control records, and keys and
+values framed with a schema id that do not read as their schema (schema_value: the registry's
+_schemas topic beside the segments, in the capture, or --schemas SOURCE). A damaged unit is
+reported and the walk resumes at the next valid batch.
 
 \b
 Exit codes: 0 clean; 1 problems (errors, or warnings too with --strict); 2 usage error;
@@ -59,11 +62,19 @@ Exit codes: 0 clean; 1 problems (errors, or warnings too with --strict); 2 usage
 @click.option("--skip-unknown", is_flag=True,
               help="Skip named files that are not captures, segments or record files (as in "
                    "directories) instead of failing with exit 3; for pre-commit.")
+@click.option("--schemas", "schema_sources", multiple=True, metavar="SOURCE",
+              help="Check keys and values framed with a schema id against the schemas of SOURCE too: a "
+                   "broker log dir or its _schemas-N directory, a capture, a directory of .avsc/.proto/.json "
+                   "files named by id, or an http(s):// registry. Repeatable. The _schemas topic beside the "
+                   "validated segments, and a capture's own, are read without it.")
+@click.option("--schemas-topic", default="_schemas", show_default=True, metavar="NAME",
+              help="The registry's topic (kafkastore.topic), in log dirs and captures.")
 @show_secrets_option(note="In findings; raw SASL tokens after a SaslHandshake v0 are noted with -v.")
 @keylog_option()
 @limit_options
 @output_options
-def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, keylog, out: Output, limits: Limits):
+def validate(paths, strict, junit_file, verbose, skip_unknown, schema_sources, schemas_topic, show_secrets, keylog,
+             out: Output, limits: Limits):
     """Check Kafka record batches in captures, log segments, record files and directories.
 
     Each finding names its check, severity, byte position, batch and base offset, and what
@@ -80,9 +91,12 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, key
     for line in keylog_warnings(keylog):
         out.warn(line)
     tally = Tally()
+    schemas, schema_exit = _open_schemas(schema_sources, schemas_topic, paths, limits, out)
+    stages = _capture_stages(schemas, schemas_topic, show_secrets, keylog, out)
     try:
         for event in _events(paths, tally, skip_unknown=skip_unknown, progress=progress,
-                             max_output=limits, show_secrets=show_secrets, keylog=keylog):
+                             max_output=limits, show_secrets=show_secrets, keylog=keylog,
+                             schemas=schemas, capture_stages=stages):
             event.file = path_text(event.file)  # a name that is not UTF-8 is shown as \xNN
             if isinstance(event, Finding):
                 if junit is not None:
@@ -114,6 +128,7 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, key
         if junit is not None:
             with junit_out:
                 junit_out.write(junit.to_xml())
+    write_notices(schemas, None, out)
     if not out.as_json:
         out.text(f"{files} file(s): {files - failed - unreadable} OK, {failed} with problems, "
                  f"{unreadable} unreadable")
@@ -128,7 +143,32 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, show_secrets, key
         sys.exit(EXIT_UNREADABLE)
     if skipped:
         out.warn(f"kinspect: {skipped}" + ("" if verbose else "; -v lists them"))
-    sys.exit(EXIT_UNREADABLE if unreadable else EXIT_PROBLEMS if failed else EXIT_OK)
+    sys.exit(EXIT_UNREADABLE if unreadable or schema_exit else EXIT_PROBLEMS if failed else EXIT_OK)
+
+
+def _open_schemas(sources, topic: str, paths, limits: Limits, out: Output):
+    """The schemas of --schemas SOURCE and of the registry's partitions beside what is validated
+    (a log dir, or a partition directory's parent): (Schemas, the exit code so far)."""
+    from kinspect.schemas.load import open_sources
+    near = []
+    for path in map(Path, paths):
+        directory = path if path.is_dir() else path.parent
+        near += [directory, directory.parent]
+    with out.progress(None, "reading schemas"):
+        schemas, problems = open_sources(sources, topic, log_dirs=near, limits=limits)
+    for problem in problems:
+        out.warn(f"kinspect: {problem.what}")
+    return schemas, EXIT_UNREADABLE if problems else EXIT_OK
+
+
+def _capture_stages(schemas, topic: str, show_secrets: bool, keylog, out: Output):
+    """A capture's finishing stages: the schema stage (its own registry records read first)."""
+    options = {"show_secrets": show_secrets, "keylog": keylog}
+
+    def stages(path: str) -> tuple:
+        stage = schema_stage(schemas, topic, path, show_secrets, None, out, options)
+        return () if stage is None else (stage,)
+    return stages
 
 
 def _events(paths, tally: Tally, *, skip_unknown: bool, **options) -> Iterator[Finding | FileReport]:

@@ -253,3 +253,53 @@ def _inner_offsets(message: dict, inner_offsets: list[int], where: str,
 
 def _first(offsets: list[int], shown: int = 20) -> list[int | str]:
     return offsets if len(offsets) <= shown else offsets[:shown] + [f"... {len(offsets)} in all"]
+
+
+SCHEMA_CHECK = "schema_value"
+
+
+def check_schema_values(batch: dict, where: str, schemas, problems: list[Problem]) -> None:
+    """Keys and values framed with a schema id (kinspect.schemas.framing) whose schema is known
+    but which do not read as it: one ``schema_value`` error each (the first few of a batch kept,
+    the rest counted), at the batch's position, naming the record's offset, the schema and the
+    decoder's cause (``found``: the record's offset and the byte of the key or value where
+    reading stopped). Unknown ids and schemas that do not compile are the Schemas' notices (one
+    each), not problems here."""
+    if batch.get("is_control"):
+        return
+    records = batch["records"]
+    if not records:
+        return
+    cap = ProblemCap(problems)
+    position = batch["position"]
+    index = 0
+    for chunk in _chunks(records) if type(records) is not PackedRecords else [records.records()]:
+        for record in chunk:
+            headers = record.get("headers")
+            for field, is_key in (("key", True), ("value", False)):
+                payload = record.get(field)
+                if payload is None:
+                    continue
+                found = schemas.decode(payload, headers, is_key)
+                if found is None or "offset" not in found[1]:
+                    continue  # not framed, decoded, unknown, or a schema that does not compile
+                about = found[1]
+                if cap.counted(SCHEMA_CHECK, ERROR):
+                    continue
+                cap.append(schema_problem(field, record, about, f"{where} → records[{index}]", position))
+            index += 1
+    cap.close(where, position)
+
+
+def schema_problem(field: str, record: dict, about: dict, where: str, position: int | None) -> Problem:
+    """The schema_value problem of one key or value (``about``: what the Schemas said of it)."""
+    schema = {name: about[name] for name in ("id", "guid", "format", "subject", "message")
+              if about.get(name) is not None}
+    named = f"schema id {about['id']}" if about.get("id") is not None else f"schema GUID {about.get('guid')}"
+    subject = f" (subject {about['subject']})" if about.get("subject") else ""
+    at = f" at byte {about['offset']} of the {field}" if about.get("offset") is not None else ""
+    offset = record.get("offset")
+    return Problem(f"the {field} of the record at offset {offset} does not read as its "
+                   f"{about.get('format', 'schema')} {named}{subject}: {about['error']}{at}",
+                   where, position, ERROR, SCHEMA_CHECK, schema,
+                   {"offset": offset, "error": about["error"], "at": about.get("offset")})
