@@ -16,10 +16,14 @@ import zlib
 import pytest
 from crc32c import crc32c
 
-from tests.conftest import PCAPS, REPO, SOC_STREAMING
+from tests.conftest import PCAPS, REPO, SAMPLES
+from tests.samples_oracle import counts, oracle
 
 FIXTURES = REPO / "tests" / "unit" / "records" / "fixtures"
-SOC = SOC_STREAMING / "auth_events-0"
+# a broker's partition dir: a segment, its indexes (offset, time, aborted transactions), a producer
+# snapshot, checkpoints, and kafka-dump-log's text for each
+PARTITION = SAMPLES / "kafka-4.1.2" / "logs" / "transactions-0"
+SEGMENT = PARTITION / "00000000000000000000.log"
 
 
 def kinspect(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -46,15 +50,17 @@ def fixtures(tmp_path):
 
 
 def test_clean_inputs_exit_0(fixtures):
-    done = kinspect(fixtures / "good.bin", fixtures / "legacy.bin", SOC,
+    done = kinspect(fixtures / "good.bin", fixtures / "legacy.bin", PARTITION,
                     PCAPS / "librdkafka-produce-consume.pcapng")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[-1] == "4 file(s): 4 OK, 0 with problems, 0 unreadable"
-    assert any(line.startswith("OK") and "00000000000000000000.log  segment: 2273 batches" in line
-               for line in lines)
+    batches, records = counts(SEGMENT)
+    assert f"OK         {SEGMENT}  segment: {batches} batches, {records} records" in lines
     # the directory's other files are counted, not read (-v names them)
-    assert done.stderr == "kinspect: 5 files skipped (not a capture, segment or record file: 5); -v lists them\n"
+    others = len([p for p in PARTITION.iterdir() if p != SEGMENT])
+    assert done.stderr == (f"kinspect: {others} files skipped (not a capture, segment or record "
+                           f"file: {others}); -v lists them\n")
 
 
 def test_damage_exits_1_and_says_where(fixtures):
@@ -89,16 +95,16 @@ def test_unreadable_inputs_exit_3(fixtures):
 
 
 def test_json_lines_one_object_per_finding_and_per_file(fixtures):
-    done = kinspect("--json", fixtures, SOC)
+    done = kinspect("--json", fixtures, PARTITION)
     records = [json.loads(line) for line in done.stdout.splitlines()]
     files = {r["file"]: r for r in records if r["type"] == "file"}
     findings = [r for r in records if r["type"] == "finding"]
     assert set(files) == {str(fixtures / n) for n in ("bad.bin", "good.bin", "legacy.bin",
-                                                      "warned.bin")} | {str(SOC / n) for n in (
-                                                          "00000000000000000000.log",)}
+                                                      "warned.bin")} | {str(SEGMENT)}
     assert files[str(fixtures / "bad.bin")]["status"] == "problems"
     assert files[str(fixtures / "warned.bin")]["status"] == "ok"
-    assert files[str(SOC / "00000000000000000000.log")]["batches"] == 2273
+    segment = files[str(SEGMENT)]
+    assert (segment["status"], segment["batches"], segment["records"]) == ("ok", *counts(SEGMENT))
     crc = next(f for f in findings if f["check"] == "crc")
     original = struct.unpack(">I", (FIXTURES / "2_gzip_create.bin").read_bytes()[17:21])[0]
     assert (crc["file"], crc["severity"], crc["position"], crc["batch"], crc["base_offset"],
@@ -108,11 +114,11 @@ def test_json_lines_one_object_per_finding_and_per_file(fixtures):
 
 
 def test_verbose_shows_information(tmp_path):
-    data = (SOC / "00000000000000000000.log").read_bytes()[:443] + bytes(1000)
-    (tmp_path / "00000000000000000000.log").write_bytes(data)
+    first = int(oracle(SEGMENT)[0]["size"])  # the segment's first batch, then zeros
+    (tmp_path / SEGMENT.name).write_bytes(SEGMENT.read_bytes()[:first] + bytes(1000))
     assert "trailing_zeros" not in kinspect(tmp_path).stdout
     done = kinspect("-v", tmp_path)
-    assert "info    trailing_zeros at byte 0x1bb" in done.stdout and done.returncode == 0
+    assert f"info    trailing_zeros at byte {first:#x}" in done.stdout and done.returncode == 0
 
 
 def test_a_damaged_capture_names_the_exchange(tmp_path):
