@@ -1,29 +1,76 @@
+import json
+import re
+
 from kinspect.storage.dump import increment_sequence
-from tests.unit.storage.conftest import (KAFKA4, KAFKAFUN, LEGACY, SEGMENT, SOC, events, need,
-                                         of_type, problems_of)
+from tests.conftest import SAMPLES
+from tests.unit.storage.conftest import (KAFKA4, LEGACY, SEGMENT, events, need, of_type, oracle,
+                                         oracle_batches, oracle_index, problems_of, sample_roots)
+
+# an __consumer_offsets record as kafka-dump-log --offsets-decoder prints it
+OFFSETS_RECORD = re.compile(r'^\| offset: (\d+) .* key: (\{"type":"\d+","data":\{[^{}]*\}\}) '
+                            r'payload: (?:<DELETE>|\{"version":"(\d+)")')
+
+
+def _logs(pattern: str = "*") -> list:
+    return [log for root in sample_roots() for log in sorted(root.glob(f"{pattern}/*.log"))]
+
+
+def _oracle_records(log) -> list[int]:
+    return [int(n) for n in re.findall(r"^\| offset: (\d+)", "\n".join(oracle(log)), re.M)]
 
 
 def test_segment_events_and_summary():
-    found = events(SOC / SEGMENT)
-    assert found[0]["type"] == "file" and found[0]["topic"] == "auth_events"
-    batches = of_type(found, "batch")
-    assert len(batches) == 2273 and all(b["crc_valid"] for b in batches)
-    summary = found[-1]
-    assert summary["type"] == "summary" and summary["items"] == 2273
-    assert summary["record_count"] == 2273 and (summary["first_offset"],
-                                                summary["last_offset"]) == (0, 2272)
-    assert summary["problem_counts"] == {"error": 0, "warning": 0, "info": 0}
-    assert "records" not in batches[0]
+    logs = _logs()
+    assert len(logs) > 40
+    for log in logs:
+        found = events(log)
+        topic, _, partition = log.parent.name.rpartition("-")
+        assert found[0]["type"] == "file" and (found[0]["topic"], found[0]["partition"]) == (
+            topic, int(partition)), log
+        expected, records = oracle_batches(log), _oracle_records(log)
+        batches = of_type(found, "batch")
+        assert [(b["position"], b["crc"]) for b in batches] == [
+            (b["position"], b["crc"]) for b in expected], log
+        assert all(b["crc_valid"] for b in batches) and "records" not in batches[0], log
+        summary = found[-1]
+        assert summary["type"] == "summary" and summary["items"] == len(expected), log
+        first = min(records + [b["base_offset"] for b in expected if b["base_offset"] is not None])
+        assert (summary["record_count"], summary["first_offset"], summary["last_offset"]) == (
+            len(records), first, expected[-1]["last_offset"]), log
+        counts = summary["problem_counts"]
+        assert (counts["error"], counts["warning"]) == (0, 0), log
+        if log.parent.name != "compacted-0":  # the cleaner's empty batch: an info
+            assert counts["info"] == 0, log
 
 
 def test_records_and_internal_decoding_with_data():
-    found = events(KAFKAFUN / "__consumer_offsets-27" / SEGMENT, records=True, data=True)
-    records = [r for b in of_type(found, "batch") for r in b["records"]]
-    assert records[0]["decoded"]["record_name"] == "GroupMetadata"
-    assert records[1]["decoded"]["key"]["group"] == "my-second-app"
-    assert problems_of(found) == []
-    plain = events(KAFKAFUN / "__consumer_offsets-27" / SEGMENT, records=True)
-    assert all("decoded" not in r for b in of_type(plain, "batch") for r in b["records"])
+    """Every __consumer_offsets record of the samples decodes to the type, group and value
+    version kafka-dump-log --offsets-decoder gave it (None: a tombstone)."""
+    names = set()
+    for log in _logs("__consumer_offsets-*"):
+        found = events(log, records=True, data=True)
+        assert problems_of(found) == [], log
+        records = [r for b in of_type(found, "batch") if not b.get("is_control")
+                   for r in b["records"]]
+        got = []
+        for r in records:
+            decoded = r["decoded"]
+            names.add(decoded["record_name"])
+            group = decoded["key"].get("group", decoded["key"].get("group_id"))
+            version = None if decoded["tombstone"] else decoded["value_version"]
+            got.append((r["offset"], decoded["record_type"], group, version))
+        expected = []
+        for line in oracle(log):
+            match = OFFSETS_RECORD.match(line)
+            if match:
+                key = json.loads(match[2])
+                expected.append((int(match[1]), int(key["type"]),
+                                 key["data"].get("group", key["data"].get("groupId")),
+                                 None if match[3] is None else int(match[3])))
+        assert got == expected, log
+        plain = events(log, records=True)
+        assert all("decoded" not in r for b in of_type(plain, "batch") for r in b["records"])
+    assert {"GroupMetadata", "OffsetCommit", "ConsumerGroupMemberMetadata"} <= names
 
 
 def test_kraft_snapshot_frame_is_checked():
@@ -46,11 +93,13 @@ def test_cut_off_kraft_snapshot(tmp_path):
 
 
 def test_index_without_its_log_is_a_warning(tmp_path):
-    index = tmp_path / "00000000000000000000.index"
-    index.write_bytes((SOC / index.name).read_bytes())
+    sample = KAFKA4 / "__cluster_metadata-0" / "00000000000000000000.index"
+    index = tmp_path / sample.name
+    index.write_bytes(need(sample).read_bytes())
     found = events(index)
     assert [p["check"] for p in problems_of(found)] == ["index_log"]
-    assert len(of_type(found, "index_entry")) == 227
+    assert [(e["offset"], e["position"]) for e in of_type(found, "index_entry")] == oracle_index(
+        sample)
 
 
 def test_txnindex_markers_checked_against_the_log():
@@ -66,13 +115,16 @@ def test_legacy_records_carry_their_crcs():
 
 
 def test_shallow_walk_skips_records_and_crc():
-    found = events(SOC / SEGMENT, shallow=True, checks=False)
-    batches = of_type(found, "batch")
-    assert len(batches) == 2273 and all(b["crc_valid"] is None for b in batches)
+    for log in _logs():
+        found = events(log, shallow=True, checks=False)
+        batches = of_type(found, "batch")
+        assert [b["position"] for b in batches] == [b["position"] for b in oracle_batches(log)]
+        assert all(b["crc_valid"] is None and "records" not in b for b in batches), log
 
 
 def test_every_file_of_every_log_dir_dumps_without_exceptions():
-    roots = [KAFKAFUN, SOC.parent] + [p for p in (KAFKA4, LEGACY) if p.exists()]
+    roots = sorted(SAMPLES.glob("*/logs"))
+    assert set(sample_roots()) < set(roots)
     kinds = set()
     for root in roots:
         for path in sorted(p for p in root.rglob("*") if p.is_file()):
