@@ -8,7 +8,8 @@ from click.testing import CliRunner
 
 from kinspect.cli.dump import dump
 from tests.conftest import SAMPLES
-from tests.unit.storage.conftest import KAFKAFUN, SEGMENT, SOC
+from tests.unit.storage.conftest import (KAFKA4, SEGMENT, TXN_SEGMENT, need, oracle, oracle_batches,
+                                         oracle_index)
 from tests.unit.storage.metadata_records import (JAAS, JAAS_PASSWORD, SALT, SECRET_VALUES, SERVER_KEY,
                                                  STORED_KEY, metadata_segment)
 
@@ -19,18 +20,24 @@ def run(*args):
 
 
 def test_json_lines_for_a_partition_directory():
-    code, out, _ = run("--json", SOC)
+    directory = need(TXN_SEGMENT.parent)
+    code, out, _ = run("--json", directory)
     lines = [json.loads(line) for line in out.splitlines()]
     files = [e["file"] for e in lines if e["type"] == "file"]
-    assert files == sorted(files) and len(files) == 6
+    assert files == sorted(str(p) for p in directory.iterdir() if not p.name.endswith(".dump.txt"))
     assert code == 0
-    assert sum(e["type"] == "batch" for e in lines) == 2273
+    assert sum(e["type"] == "batch" for e in lines) == len(oracle_batches(TXN_SEGMENT))
 
 
 def test_table_output_with_data(tmp_path):
-    code, out, _ = run("--data", KAFKAFUN / "first-1" / SEGMENT)
+    code, out, _ = run("--data", TXN_SEGMENT)
     assert code == 0
-    assert "value=hello" in out and "9 batches, 11 records, offsets 0..10; no problems" in out
+    records = [line for line in oracle(TXN_SEGMENT) if line.startswith("| offset: ")]
+    offsets = [int(line.split()[2]) for line in records]
+    first_value = records[0].split(" payload: ")[1]
+    assert f"value={first_value}" in out
+    assert (f"{len(oracle_batches(TXN_SEGMENT))} batches, {len(records)} records, "
+            f"offsets {offsets[0]}..{offsets[-1]}; no problems") in out
 
 
 def test_kafka_format_equals_the_sample_dump(monkeypatch):
@@ -46,20 +53,23 @@ def test_kafka_format_equals_the_sample_dump(monkeypatch):
 
 def test_damaged_segment_exits_1_and_says_where(tmp_path):
     damaged = tmp_path / SEGMENT
-    data = (KAFKAFUN / "first-1" / SEGMENT).read_bytes()
-    damaged.write_bytes(data[:149] + b"garbage!" * 10 + data[149:])
+    data = TXN_SEGMENT.read_bytes()
+    at = oracle_batches(TXN_SEGMENT)[2]["position"]
+    damaged.write_bytes(data[:at] + b"garbage!" * 10 + data[at:])
     code, out, _ = run(damaged)
     assert code == 1
-    assert "149 DAMAGE: 80 bytes skipped to the next valid batch at 229" in out
+    assert f"{at} DAMAGE: 80 bytes skipped to the next valid batch at {at + 80}" in out
     code, out, _ = run("--json", damaged)
     damage = [json.loads(line) for line in out.splitlines() if '"damage"' in line][0]
     assert (damage["type"], damage["position"], damage["size"], damage["resumed_at"]) == (
-        "damage", 149, 80, 229)
+        "damage", at, 80, at + 80)
 
 
 def test_strict_fails_on_warnings(tmp_path):
-    index = tmp_path / "00000000000000000000.index"
-    index.write_bytes((SOC / index.name).read_bytes())
+    sample = KAFKA4 / "__cluster_metadata-0" / "00000000000000000000.index"
+    assert oracle_index(sample)  # entries that cannot be checked: no .log beside the copy
+    index = tmp_path / sample.name
+    index.write_bytes(sample.read_bytes())
     assert run(index)[0] == 0
     assert run("--strict", index)[0] == 1
 
@@ -75,8 +85,9 @@ def test_unreadable_and_unknown_files_exit_3(tmp_path):
 
 
 def test_usage_errors_exit_2():
-    assert run("--format", "kafka", "--json", SOC)[0] == 2
-    assert run("--decode", "yaml", SOC)[0] == 2
+    directory = need(TXN_SEGMENT.parent)
+    assert run("--format", "kafka", "--json", directory)[0] == 2
+    assert run("--decode", "yaml", directory)[0] == 2
 
 
 # -- secrets of __cluster_metadata -----------------------------------------------------------------
