@@ -13,9 +13,11 @@ import sys
 
 import pytest
 
-from tests.conftest import KAFKAFUN, REPO
+from tests.conftest import REPO, SAMPLES
+from tests.samples_oracle import counts
 
 FIXTURES = REPO / "tests" / "unit" / "records" / "fixtures"
+SEGMENT = SAMPLES / "kafka-4.1.2" / "logs" / "codec-snappy-0" / "00000000000000000000.log"
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +36,7 @@ def project(tmp_path):
     good = (FIXTURES / "2_zstd_create.bin").read_bytes()
     (root / "fixtures" / "good.bin").write_bytes(good)
     (root / "fixtures" / "legacy.bin").write_bytes((FIXTURES / "0_snappy_create.bin").read_bytes())
-    segment = KAFKAFUN / "first-0" / "00000000000000000000.log"
-    (root / "fixtures" / "orders-0" / "00000000000000000000.log").write_bytes(segment.read_bytes())
+    (root / "fixtures" / "orders-0" / "00000000000000000000.log").write_bytes(SEGMENT.read_bytes())
     (root / "firmware.bin").write_bytes(bytes(range(256)) * 4)  # .bin, but not Kafka data
     (root / "server.log").write_text("2025-01-01 INFO started\n")  # .log, not a segment
     subprocess.run(["git", "init", "-q", str(root)], check=True)
@@ -64,7 +65,9 @@ def test_hook_passes_clean_fixtures_and_fails_a_damaged_one(pre_commit, project,
     assert "Failed" in out and "exit code: 1" in out
     assert "FAIL       fixtures/bad.bin  records: 1 batches, 7 records" in out
     assert "crc at byte 0x11, batch[0], base offset 100" in out
-    for clean in ("fixtures/good.bin", "fixtures/legacy.bin",
-                  "fixtures/orders-0/00000000000000000000.log"):
+    for clean in ("fixtures/good.bin", "fixtures/legacy.bin"):
         assert f"OK         {clean}  " in out
+    batches, records = counts(SEGMENT)
+    assert (f"OK         fixtures/orders-0/00000000000000000000.log  segment: {batches} batches, "
+            f"{records} records") in out
     assert "firmware.bin" not in out and "server.log" not in out
