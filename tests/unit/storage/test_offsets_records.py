@@ -1,8 +1,13 @@
+import json
+import re
 import struct
 
 from kinspect.storage.offsets_records import decode_consumer_protocol, decode_offsets_record
 from kinspect.storage.segment import walk_segment
-from tests.unit.storage.conftest import KAFKA4, KAFKAFUN, LEGACY, SEGMENT, need
+from tests.unit.storage.conftest import KAFKA4, LEGACY, manifest, need, oracle, sample_roots
+
+ORACLE_RECORD = re.compile(r'^\| offset: (\d+) .* key: (\{"type":"\d+","data":\{[^{}]*\}\}) '
+                           r'payload: (<DELETE>|\{.*\}) *$')
 
 
 def _records(path):
@@ -21,29 +26,82 @@ def _decoded(directory):
     return out
 
 
-def test_real_offsets_topic_written_by_kafka_2_6():
-    records = _decoded(KAFKAFUN)
-    commits = [r for r in records if r["record_name"] == "OffsetCommit"]
-    groups = [r for r in records if r["record_name"] == "GroupMetadata"]
-    assert len(commits) == 1521 and {r["value_version"] for r in commits} == {3}
-    assert len(groups) == 44 and sum(r["tombstone"] for r in groups) == 8
-    first = next(r for r in groups if not r["tombstone"])
-    member = first["value"]["members"][0]
-    assert first["value"]["protocol_type"] == "consumer"
-    assert member["subscription"]["topics"] and member["subscription"]["version"] == 1
-    assert member["assignment"]["assigned_partitions"][0]["partitions"]
+def _oracle_records(directory) -> list[tuple[str, int, dict, dict | None]]:
+    """(log, offset, key, value; None for a tombstone) of every record kafka-dump-log
+    --offsets-decoder printed for the __consumer_offsets logs under directory."""
+    out = []
+    for log in sorted(directory.glob("__consumer_offsets-*/*.log")):
+        for line in oracle(log):
+            match = ORACLE_RECORD.match(line)
+            if match:
+                value = None if match[3] == "<DELETE>" else json.loads(match[3])
+                out.append((log, int(match[1]), json.loads(match[2]), value))
+    return out
+
+
+def _member(decoded: dict) -> tuple:
+    assigned = decoded["assignment"]["assigned_partitions"] if decoded["assignment"] else []
+    return (decoded["member_id"], decoded["client_id"], decoded["session_timeout"],
+            decoded["subscription"]["topics"], [(a["topic"], a["partitions"]) for a in assigned])
+
+
+def _oracle_member(member: dict) -> tuple:
+    assigned = member["assignment"]["assignedPartitions"] if member["assignment"] else []
+    return (member["memberId"], member["clientId"], member["sessionTimeout"],
+            member["subscription"]["topics"], [(a["topic"], a["partitions"]) for a in assigned])
+
+
+def test_real_offsets_topics_of_the_sample_brokers():
+    """Every __consumer_offsets record of the three brokers against kafka-dump-log: type,
+    tombstone, value version; each commit's offset, metadata and time; each group's members."""
+    commits = members = tombstones = 0
+    for root in sample_roots():
+        records, expected = _decoded(root), _oracle_records(root)
+        assert [(r["record_type"], r["tombstone"]) for r in records] == [
+            (int(key["type"]), value is None) for _, _, key, value in expected], root
+        for record, (_, _, key, value) in zip(records, expected):
+            if value is None:
+                tombstones += 1
+                continue
+            assert record["value_version"] == int(value["version"])
+            data = value["data"]
+            if record["record_name"] == "OffsetCommit":
+                assert record["key"] == key["data"]
+                assert (record["value"]["offset"], record["value"]["metadata"],
+                        record["value"]["commit_timestamp"]) == (
+                    data["offset"], data["metadata"], data["commitTimestamp"])
+                commits += 1
+            elif record["record_name"] == "GroupMetadata":
+                group = record["value"]
+                assert (group["protocol_type"], group["generation"], group["protocol"],
+                        group["leader"]) == (data["protocolType"], data["generation"],
+                                             data["protocol"], data["leader"])
+                assert [_member(m) for m in group["members"]] == [
+                    _oracle_member(m) for m in data["members"]]
+                members += len(group["members"])
+    assert commits > 100 and members > 10 and tombstones > 10
 
 
 def test_exact_values_of_a_real_commit():
-    record = next(_records(KAFKAFUN / "__consumer_offsets-27" / SEGMENT))
-    record = list(_records(KAFKAFUN / "__consumer_offsets-27" / SEGMENT))[1]
+    """The first commit group-classic made, as the client reported it (manifest) and as the
+    broker stored it (kafka-dump-log: the commit time and leader epoch it added)."""
+    steps = manifest(KAFKA4)["steps"]
+    made = next(e for s in steps if s.get("properties", {}).get("group.id") == "group-classic"
+                for e in s.get("events", ()) if e["event"] == "commit" and e["ok"])
+    [commit] = made["offsets"]
+    key = {"group": "group-classic", "topic": commit["topic"], "partition": commit["partition"]}
+    log, offset, _, value = next(
+        (log, offset, k, v) for log, offset, k, v in _oracle_records(KAFKA4)
+        if k == {"type": "1", "data": key} and v and v["data"]["offset"] == commit["offset"])
+    record = next(r for r in _records(log) if r["offset"] == offset)
     decoded, problems = decode_offsets_record(record["key"], record["value"])
     assert problems == []
-    assert decoded == {"record_type": 1, "record_name": "OffsetCommit",
-                       "key": {"group": "my-second-app", "topic": "first", "partition": 2},
-                       "value_version": 3, "value": {"offset": 6, "leader_epoch": 0,
-                                                     "metadata": "",
-                                                     "commit_timestamp": 1599689766181},
+    assert decoded == {"record_type": 1, "record_name": "OffsetCommit", "key": key,
+                       "value_version": int(value["version"]),
+                       "value": {"offset": commit["offset"],
+                                 "leader_epoch": value["data"]["leaderEpoch"],
+                                 "metadata": commit["metadata"],
+                                 "commit_timestamp": value["data"]["commitTimestamp"]},
                        "tombstone": False}
 
 
