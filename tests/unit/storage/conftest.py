@@ -80,7 +80,7 @@ def oracle_timeindex(index: Path) -> list[tuple[int, int]]:
 
 
 def need(path: Path) -> Path:
-    """A samples/ path; the test is skipped while samples/ is not there."""
+    """A samples/ path; a test fails, saying why, when samples/ is not there (it is committed)."""
     if not path.exists():
         pytest.fail(f"{path} is missing: samples/ is committed (tools/make_samples.py regenerates it)")
     return path
