@@ -57,21 +57,22 @@ def test_every_sample_snapshot_agrees_with_kafka_dump_log():
 def test_idempotent_producers_from_the_lab_broker():
     path = need(KAFKA4 / "idempotent-0" / "00000000000000000024.snapshot")
     snapshot, problems = decode_snapshot(path.read_bytes())
-    assert problems == [] and snapshot["count"] == 2
-    first = snapshot["producers"][0]
-    assert first["producer_id"] == 3 and first["current_txn_first_offset"] is None
-    assert first["batch"] == {"first_sequence": 8, "last_sequence": 11, "last_offset": 11,
-                              "offset_delta": 3, "timestamp": first["last_timestamp"]}
+    assert problems == [] and snapshot["count"] == 2  # the sample's two idempotent producers
+    assert snapshot["producers"] == _oracle_producers(path)
+    for producer in snapshot["producers"]:
+        assert producer["current_txn_first_offset"] is None
+        assert producer["batch"]["timestamp"] == producer["last_timestamp"]
+        assert producer["batch"]["last_sequence"] - producer["batch"]["first_sequence"] == (
+            producer["batch"]["offset_delta"])
 
 
 def test_transactional_producer_without_batch_metadata():
     path = need(KAFKA4 / "__consumer_offsets-30" / "00000000000000000007.snapshot")
     snapshot, problems = decode_snapshot(path.read_bytes())
-    assert problems == []
-    assert snapshot["producers"] == [{"producer_id": 7, "producer_epoch": 3,
-                                      "coordinator_epoch": 0, "current_txn_first_offset": None,
-                                      "last_timestamp": snapshot["producers"][0]["last_timestamp"],
-                                      "batch": None}]
+    assert problems == [] and snapshot["count"] == 1
+    assert snapshot["producers"] == _oracle_producers(path)
+    [producer] = snapshot["producers"]
+    assert producer["batch"] is None and producer["current_txn_first_offset"] is None
 
 
 def test_damage_is_reported():
