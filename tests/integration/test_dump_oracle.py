@@ -1,6 +1,6 @@
 """kinspect dump agrees with kafka-dump-log (kafka.tools.DumpLogSegments from the lab's Kafka
-jars), run live: on the broker-written log dirs of tests/data/unlicensed, on damaged copies of
-them, and on the samples/ written by the lab's own broker.
+jars): run live on the samples/ log dirs (Kafka 4.1.2 and 3.9.2 brokers) and on damaged copies
+of their files, and as kept beside each sample file (<file>.dump.txt).
 
 The comparison is line for line (--format kafka against kafka-dump-log's stdout, and its
 stderr summaries) and field by field (JSON events against the fields parsed back from
@@ -18,7 +18,7 @@ import pytest
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
 from kinspect.render.kafka_format import KafkaFormat
-from tests.conftest import KAFKAFUN, SAMPLES, SOC_STREAMING, UNLICENSED
+from tests.conftest import SAMPLES
 from tests.lab.kafka import KafkaTools, LabError
 
 DUMPED = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".checkpoint")
@@ -88,15 +88,6 @@ def _compare(kafka_dump_log, paths: list[Path], decoder: str | None, cwd: Path) 
     return their_errors
 
 
-@pytest.mark.parametrize("name", ["kafkafun", "soc-streaming-detection"])
-def test_realdata_log_dirs_line_for_line(kafka_dump_log, name):
-    root = UNLICENSED / name
-    groups = _groups(root)
-    assert sum(len(paths) for paths in groups.values()) > 3
-    for decoder, paths in groups.items():
-        _compare(kafka_dump_log, paths, decoder, root)
-
-
 def test_samples_line_for_line(kafka_dump_log):
     roots = sorted(SAMPLES.glob("*/logs"))
     if not roots:
@@ -115,43 +106,69 @@ def _copy(tmp_path: Path, source: Path, data: bytes | None = None) -> Path:
     return target
 
 
-SOC = SOC_STREAMING / "auth_events-0"
-FIRST = KAFKAFUN / "first-1" / "00000000000000000000.log"
+SEGMENT = "00000000000000000000.log"
+# multi-batch segments with index entries: magic 2 (3 batches of 5, index.interval.bytes=256)
+# and magic 1 (12 uncompressed messages, index.interval.bytes=128)
+SEGMENTS = [SAMPLES / "kafka-4.1.2" / "logs" / "codec-none-0" / SEGMENT,
+            SAMPLES / "kafka-3.9.2-legacy" / "logs" / "legacy-v1-none-0" / SEGMENT]
+IDS = ["magic-2", "magic-1"]
+# in kafka-dump-log's output: a batch (or magic 0/1 message) line, a record line, an index entry
+_POSITION = re.compile(r"^(?:baseOffset|offset): .*position: (\d+) .* size: (\d+) magic")
+_RECORD_LINE = re.compile(r"^\| offset: ", re.M)
+_ENTRY_LINE = re.compile(r"^offset: \d+ position: \d+$", re.M)
 
 
-def test_truncated_tail(kafka_dump_log, tmp_path):
-    data = FIRST.read_bytes()
-    for cut in (len(data) - 1, len(data) - 40, 100):
-        log = _copy(tmp_path, FIRST, data[:cut])
-        _compare(kafka_dump_log, [log], None, tmp_path)
+def _stored(path: Path) -> str:
+    """kafka-dump-log's output kept beside a sample file."""
+    return path.with_name(path.name + ".dump.txt").read_text()
+
+
+@pytest.mark.parametrize("segment", SEGMENTS, ids=IDS)
+def test_truncated_tail(kafka_dump_log, tmp_path, segment):
+    data = segment.read_bytes()
+    logs = [_copy(tmp_path / f"cut-{cut}", segment, data[:cut])
+            for cut in (len(data) - 1, len(data) - 40, 100)]
+    _compare(kafka_dump_log, logs, None, tmp_path)  # one run of the tool for the three
+    for log in logs:
         text, _ = kinspect_kafka([log], tmp_path)
         assert "invalid bytes at the end of" in text.splitlines()[-1]
 
 
-def test_bit_flips_in_records(kafka_dump_log, tmp_path):
-    data = bytearray((SOC / "00000000000000000000.log").read_bytes())
-    for at in (700, 5_000, 100_000):  # inside record values: CRC fails, records still parse
+@pytest.mark.parametrize("segment", SEGMENTS, ids=IDS)
+def test_bit_flips_in_records(kafka_dump_log, tmp_path, segment):
+    """One letter's case flipped inside a record value of three batches (messages): their CRCs
+    fail, their records still parse."""
+    data = bytearray(segment.read_bytes())
+    batches = [(int(m[1]), int(m[2])) for m in map(_POSITION.match, _stored(segment).splitlines())
+               if m]
+    for position, size in batches[:3]:
+        at = data.index(b"record ", position, position + size) + 1
         data[at] ^= 0x20
-    log = _copy(tmp_path, SOC / "00000000000000000000.log", bytes(data))
+    log = _copy(tmp_path, segment, bytes(data))
     _compare(kafka_dump_log, [log], None, tmp_path)
-    batches = [e for e in _events(log) if e["type"] == "batch"]
-    assert sum(not b["crc_valid"] for b in batches) == 3
+    ours = [e for e in _events(log) if e["type"] == "batch"]
+    assert [not b["crc_valid"] for b in ours] == [True] * 3 + [False] * (len(batches) - 3)
+    assert sum(len(b["records"]) for b in ours) == len(_RECORD_LINE.findall(_stored(segment)))
 
 
-def test_index_mismatches_and_preallocated_tails(kafka_dump_log, tmp_path):
-    log = _copy(tmp_path, SOC / "00000000000000000000.log")
-    index = bytearray((SOC / "00000000000000000000.index").read_bytes())
-    index[8 * 5:8 * 5 + 4] = (int.from_bytes(index[40:44], "big") + 2).to_bytes(4, "big")
-    index_file = _copy(tmp_path, SOC / "00000000000000000000.index", bytes(index) + bytes(800))
-    timeindex = bytearray((SOC / "00000000000000000000.timeindex").read_bytes())
-    timeindex[12 * 7 + 7] ^= 0x01  # one timestamp off by one
-    time_file = _copy(tmp_path, SOC / "00000000000000000000.timeindex",
-                      bytes(timeindex) + bytes(120))
+@pytest.mark.parametrize("segment", SEGMENTS, ids=IDS)
+def test_index_mismatches_and_preallocated_tails(kafka_dump_log, tmp_path, segment):
+    log = _copy(tmp_path, segment)
+    index_source = segment.with_suffix(".index")
+    index = bytearray(index_source.read_bytes())
+    at = 8 * (len(index) // 8 // 2)  # the middle entry points 2 offsets further
+    index[at:at + 4] = (int.from_bytes(index[at:at + 4], "big") + 2).to_bytes(4, "big")
+    index_file = _copy(tmp_path, index_source, bytes(index) + bytes(800))
+    time_source = segment.with_suffix(".timeindex")
+    timeindex = bytearray(time_source.read_bytes())
+    timeindex[12 * (len(timeindex) // 12 // 2) + 7] ^= 0x01  # one timestamp off by one
+    time_file = _copy(tmp_path, time_source, bytes(timeindex) + bytes(120))
     errors = _compare(kafka_dump_log, [log, index_file, time_file], None, tmp_path)
     assert any(line.startswith("Mismatches in :") for line in errors)
     assert any(line.startswith("Found timestamp mismatch in :") for line in errors)
     entries = [e for e in _events(index_file) if e["type"] == "index_entry"]
-    assert len(entries) == 227  # the zero-filled tail is not entries
+    # the zero-filled tail is not entries
+    assert len(entries) == len(_ENTRY_LINE.findall(_stored(index_source))) > 1
     assert [p["check"] for e in entries for p in e["problems"]] == ["index_offset"]
 
 
@@ -160,20 +177,47 @@ def test_index_mismatches_and_preallocated_tails(kafka_dump_log, tmp_path):
 BATCH = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .* position: (\d+) "
                    r"\w+: (-?\d+) size: (\d+) magic: (\d) compresscodec: (\w+) crc: (\d+) "
                    r"isvalid: (true|false)$")
+LEGACY = re.compile(r"^offset: (\d+) position: (\d+) \w+: (-?\d+) size: (\d+) magic: (\d) "
+                    r"compresscodec: (\w+) crc: (\d+) isvalid: (true|false)$")
 RECORD = re.compile(r"^\| offset: (\d+) \w+: (-?\d+) keySize: (-?\d+) valueSize: (-?\d+)")
 
 
-def test_fields_parsed_back_from_kafka_dump_log(kafka_dump_log):
-    root = SOC.parent
-    text, _ = kafka_dump_log([SOC / "00000000000000000000.log"], None, root)
-    theirs = [BATCH.match(line).groups() for line in text.splitlines() if BATCH.match(line)]
-    their_records = [RECORD.match(line).groups() for line in text.splitlines()
-                     if RECORD.match(line)]
-    events = [e for e in _events(SOC / "00000000000000000000.log") if e["type"] == "batch"]
-    ours = [(str(e["base_offset"]), str(e["last_offset"]), str(e["count"]), str(e["position"]),
-             str(e["max_timestamp"]), str(e["size"]), str(e["magic"]), e["compression"],
-             str(e["crc"]), "true" if e["crc_valid"] else "false") for e in events]
-    assert ours == theirs and len(ours) == 2273
-    our_records = [(str(r["offset"]), str(r["timestamp"]), str(r["key_size"]),
-                    str(r["value_size"])) for e in events for r in e["records"]]
-    assert our_records == their_records
+def _timestamp(timestamp: int | None, magic: int) -> str:
+    """Magic 0 has no timestamp: None in kinspect's events, "NoTimestampType: -1" in Kafka's."""
+    return "-1" if magic == 0 and timestamp is None else str(timestamp)
+
+
+def _fields(batch: dict) -> tuple:
+    crc_valid = "true" if batch["crc_valid"] else "false"
+    if batch["magic"] < 2:
+        return (str(batch["last_offset"]), str(batch["position"]),
+                _timestamp(batch["max_timestamp"], batch["magic"]), str(batch["size"]),
+                str(batch["magic"]), batch["compression"], str(batch["crc"]), crc_valid)
+    return (str(batch["base_offset"]), str(batch["last_offset"]), str(batch["count"]),
+            str(batch["position"]), str(batch["max_timestamp"]), str(batch["size"]),
+            str(batch["magic"]), batch["compression"], str(batch["crc"]), crc_valid)
+
+
+def test_fields_parsed_back_from_kafka_dump_log():
+    """Every .log of the broker samples, against the kafka-dump-log output kept beside it."""
+    logs = sorted(SAMPLES.glob("kafka-*/logs/*/*.log"))
+    assert len(logs) > 40
+    magics = set()
+    for log in logs:
+        lines = _stored(log).splitlines()
+        theirs = [(BATCH.match(line) or LEGACY.match(line)).groups() for line in lines
+                  if BATCH.match(line) or LEGACY.match(line)]
+        their_records = [RECORD.match(line).groups() for line in lines if RECORD.match(line)]
+        here = os.getcwd()
+        os.chdir(log.parent)
+        try:
+            events = [e for e in _events(Path(log.name)) if e["type"] == "batch"]
+        finally:
+            os.chdir(here)
+        assert [_fields(e) for e in events] == theirs, log
+        our_records = [(str(r["offset"]), _timestamp(r["timestamp"], e["magic"]),
+                        str(r["key_size"]), str(r["value_size"]))
+                       for e in events for r in e["records"]]
+        assert our_records == their_records, log
+        magics |= {e["magic"] for e in events}
+    assert magics == {0, 1, 2}
