@@ -13,12 +13,17 @@ SEGMENTS = sorted(p for p in SAMPLES.glob("*/logs/*/*.log") if p.with_name(p.nam
 _FIELD = re.compile(r"(\w+): (\S+)")
 
 
+def dump_lines(path: Path) -> list[str]:
+    """kafka-dump-log's output for a samples/ file, line by line."""
+    return path.with_name(path.name + ".dump.txt").read_text("utf-8", "replace").split("\n")
+
+
 def oracle(segment: Path) -> list[dict]:
     """Every batch (legacy: every outer message) of a segment as kafka-dump-log printed it: its
     fields (baseOffset or offset, lastOffset, count, position, size, magic, isControl, ...) as
     text, and "records", the offsets of the records it printed under it."""
     batches = []
-    for line in segment.with_name(segment.name + ".dump.txt").read_text("utf-8", "replace").split("\n"):
+    for line in dump_lines(segment):
         if line.startswith("| offset: "):
             batches[-1]["records"].append(int(line.split()[2]))
         elif " position: " in line and " isvalid: " in line:

@@ -13,6 +13,7 @@ from kinspect.storage.dump import DumpOptions, dump_file
 from kinspect.storage.files import companion, describe
 from kinspect.render.kafka_format import KafkaFormat, batch_line
 from tests.conftest import SAMPLES
+from tests.samples_oracle import dump_lines, oracle
 
 DUMPS = sorted(SAMPLES.glob("*/logs/**/*.dump.txt"))
 
@@ -64,18 +65,24 @@ def test_truncated_segment_reports_invalid_bytes_like_kafka(tmp_path):
 
 
 def test_index_mismatches_go_to_the_error_lines(tmp_path):
-    from tests.unit.storage.conftest import SOC
+    """An offset index entry one past the last offset of the batch it points at (codec-none-0's
+    index, index.interval.bytes=256, has an entry per batch after the first)."""
+    partition = SAMPLES / "kafka-4.1.2" / "logs" / "codec-none-0"
     for name in ("00000000000000000000.log", "00000000000000000000.index"):
-        (tmp_path / name).write_bytes((SOC / name).read_bytes())
+        (tmp_path / name).write_bytes((partition / name).read_bytes())
     index = tmp_path / "00000000000000000000.index"
+    [(offset, position), *_] = [(int(line.split()[1]), int(line.split()[3]))
+                                for line in dump_lines(partition / index.name) if line.startswith("offset: ")]
+    [last_offset] = [int(b["lastOffset"]) for b in oracle(partition / "00000000000000000000.log")
+                     if int(b["position"]) == position]
     data = bytearray(index.read_bytes())
     data[0:4] = (int.from_bytes(data[0:4], "big") + 1).to_bytes(4, "big")
     index.write_bytes(bytes(data))
     cwd = os.getcwd()
     lines, errors = kafka_lines(index)
-    assert lines[1] == "offset: 11 position: 4437"
+    assert lines[1] == f"offset: {offset + 1} position: {position}"
     assert errors == [f"Mismatches in :{os.path.join(cwd, index.name)}",
-                      "  Index offset: 11, log offset: 10"]
+                      f"  Index offset: {offset + 1}, log offset: {last_offset}"]
 
 
 def test_sample_dumps_are_committed():
