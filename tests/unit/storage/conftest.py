@@ -11,9 +11,8 @@ import pytest
 
 from kinspect.storage import files
 from kinspect.storage.dump import DumpOptions, dump_file
-from tests.conftest import KAFKAFUN, SAMPLES, SOC_STREAMING
+from tests.conftest import SAMPLES
 
-SOC = SOC_STREAMING / "auth_events-0"
 KAFKA4 = SAMPLES / "kafka-4.1.2" / "logs"
 LEGACY = SAMPLES / "kafka-3.9.2-legacy" / "logs"
 EXPIRY = SAMPLES / "kafka-4.1.2-expiry" / "logs"
