@@ -114,3 +114,55 @@ def kinspect_bodies(records) -> dict:
             _walk_values(body, values)
             found[(client_port, r["correlation_id"], kind)] = values
     return found
+
+
+FRAME_FIELDS = ("frame.number", "tcp.srcport", "tcp.dstport", "kafka.correlation_id", "kafka.api_version",
+                "tcp.segment")
+
+
+def tshark_frames(tshark: str, capture, ports) -> dict:
+    """(client port, server port, correlation id, "request"|"response") → [first, last]: the frame
+    numbers of the packets that carry a Kafka PDU's first byte and its last (the frame tshark
+    dissects it in). ``first`` is None where tshark's fields can't say it: a frame holding more
+    than one PDU (its tcp.segment list is the reassembled one's only). Keys seen twice (a
+    correlation id reused on one connection) are left out."""
+    cmd = [tshark, "-n", "-r", str(capture), "-Y", "kafka", "-T", "fields", "-E", "separator=\t",
+           "-E", "occurrence=a", "-E", "aggregator=,"]
+    for port in sorted(ports):
+        cmd += ["-d", f"tcp.port=={port},kafka"]
+    for field in FRAME_FIELDS:
+        cmd += ["-e", field]
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    found: dict = {}
+    twice: set = set()
+    for line in text.splitlines():
+        number, sport, dport, corrs, versions, segments = (line.split("\t") + [""] * 6)[:6]
+        corrs = [int(c) for c in corrs.split(",") if c]
+        one = len(corrs) == 1
+        first = min(int(s) for s in segments.split(",")) if one and segments else int(number) if one else None
+        for i, corr in enumerate(corrs):
+            # requests carry an api_version; in a frame of several PDUs, they are all one kind
+            kind = "request" if versions else "response"
+            client, server = (int(sport), int(dport)) if kind == "request" else (int(dport), int(sport))
+            key = (client, server, corr, kind)
+            if key in found:
+                twice.add(key)
+            found[key] = [first, int(number)]
+    for key in twice:
+        del found[key]
+    return found
+
+
+def kinspect_frames(records) -> dict:
+    """The same keys from kinspect's exchanges (their request_frames and response_frames) and
+    responses without a request."""
+    found = {}
+    for r in records:
+        if r.get("type") not in ("exchange", "orphan_response"):
+            continue
+        client, server = (int(side.rsplit(":", 1)[1]) for side in r["conn"].split("-"))
+        for kind in ("request", "response"):
+            frames = r.get(f"{kind}_frames")
+            if frames is not None:
+                found[(client, server, r["correlation_id"], kind)] = frames
+    return found

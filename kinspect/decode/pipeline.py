@@ -337,12 +337,13 @@ class DecodeRun:
             topics = self.topics
         last_number = 0
         last_ts = 0.0
+        packet = session.packet  # [the number of the packet read], for frame numbers
         sweeps = 0
         packets = tcp_packets = 0
         linktype_seen, decode = None, None
         next_expiry = 0.0
         with capture:
-            for ts, linktype, data, _number in capture.packets():
+            for ts, linktype, data, number in capture.packets():
                 if linktype != linktype_seen:  # captures rarely mix link types: look up once a run
                     if linktype == TICK:  # a live source's pause: expire, then let the caller look
                         self.packets, self.tcp_packets = packets, tcp_packets
@@ -365,7 +366,7 @@ class DecodeRun:
                 last_ts = ts
                 src, dst, sport, dport, seq, flags, payload, ack = segment
                 if flows is not None:
-                    last_number = _number
+                    last_number = number
                     mine = owned.get((src, sport, dst, dport))
                     if mine is None:
                         if len(owned) >= OWNERS_CACHED:
@@ -373,7 +374,8 @@ class DecodeRun:
                         mine = owned[src, sport, dst, dport] = flow_shard(src, sport, dst, dport, shards) == shard
                     if not mine:
                         continue
-                    topics.position = _number
+                    topics.position = number
+                packet[0] = number
                 events = reassembler.segment(ts, src, sport, dst, dport, seq, flags, payload, ack)
                 if reassembler.sweeps != sweeps:  # past --max-connections: the idle longest expired
                     sweeps = reassembler.sweeps

@@ -42,7 +42,8 @@ def exchange_parts(record: dict) -> list:
     if kind == "orphan_response":
         return [(clock(record.get("response_time")), "dim"), "  ", (record["conn"], "cyan"),
                 "  ", ("response without request", "yellow"),
-                f"  #{record['correlation_id']}  {record['response_size']} bytes"]
+                f"  #{record['correlation_id']}  {record['response_size']} bytes",
+                *(("  ", (f"frame {record['response_frames'][1]}", "dim")) if record.get("response_frames") else ())]
     latency = record.get("latency_ms")
     if latency is not None:
         latency_text = (f"{latency:.3f} ms", "green" if latency < 100 else "red")
@@ -63,7 +64,20 @@ def exchange_parts(record: dict) -> list:
     errors = [p for p in record["problems"] if p.get("severity") == "error"]
     if errors:
         parts += ["  ", (f"{len(errors)} problem(s)", "red")]
+    frames = frame_span(record)
+    if frames:
+        parts += ["  ", (frames, "dim")]
     return parts
+
+
+def frame_span(record: dict) -> str:
+    """The capture's frame numbers an exchange spans, as Wireshark numbers them: its request's
+    first packet to its response's last ("" when the source has no packets: the proxy)."""
+    request = record.get("request_frames")
+    if not request:
+        return ""
+    first, last = request[0], (record.get("response_frames") or request)[1]
+    return f"frame {first}" if first == last else f"frames {first}-{last}"
 
 
 def problem_lines(record: dict) -> list[Text]:

@@ -158,12 +158,13 @@ class Connection:
 
     def __init__(self, label: str, *, max_frame: int, client_syn: bool, server_syn: bool,
                  decode_bodies: bool = True, show_secrets: bool = False, held: list | None = None,
-                 reserved: list | None = None, frames: list | None = None):
+                 reserved: list | None = None, frames: list | None = None, packet: list | None = None):
         """Exchanges come out with their bodies raw (under RAW); ``complete`` decodes them,
         redacting secrets unless ``show_secrets``. ``held``: [bytes of unanswered requests],
         shared by the connections of a session, which hold at most twice max_frame of them;
         ``reserved`` likewise bounds the frames being collected (see FrameBuffer); ``frames``:
-        [frames and skipped stretches framed], counted for the session's work."""
+        [frames and skipped stretches framed], counted for the session's work; ``packet``: [the
+        number of the packet being read] (see FrameBuffer), for the exchanges' frame numbers."""
         self.label = label
         self.frames = [0] if frames is None else frames
         self.folded: dict | None = None  # notice kind -> [notices, bytes of those not shown] (_shown)
@@ -174,10 +175,11 @@ class Connection:
         self.show_secrets = show_secrets
         self.sasl: RawSasl | None = None  # after a SaslHandshake v0 (see wire/sasl.py)
         self.reserved = reserved
+        self.packet = packet
         # Each object a connection holds costs every full collection of the cyclic GC (200k
         # half-open connections: half the run), so the requests' predicate is shared, and the
         # responses' buffer and the pending requests are made when first needed.
-        self.requests = FrameBuffer(_request_predicate(max_frame), max_frame, not client_syn, reserved)
+        self.requests = FrameBuffer(_request_predicate(max_frame), max_frame, not client_syn, reserved, packet)
         self._responses: FrameBuffer | None = None
         self._server_hunting = not server_syn
         # by correlation id, oldest first: an OrderedDict gives up its oldest in O(1)
@@ -189,7 +191,7 @@ class Connection:
     def responses(self) -> FrameBuffer:
         if self._responses is None:
             self._responses = FrameBuffer(self._plausible_response, self.max_frame, self._server_hunting,
-                                          self.reserved)
+                                          self.reserved, self.packet)
         return self._responses
 
     # -- feeding -------------------------------------------------------------------------------
@@ -344,6 +346,8 @@ class Connection:
             "request_size": frame.size + 4, "response_size": None,
             "request": None, "response": None, "error_codes": [], "problems": problems,
         }
+        if frame.packet:  # a capture's: Wireshark's frame numbers of its first and last packet
+            exchange["request_frames"] = [frame.first_packet, frame.packet]
         if raw is not None:
             exchange[RAW] = raw
         if api_key == 0 and raw is not None and produce_acks(api_version, payload, header.size) == 0:
@@ -400,13 +404,18 @@ class Connection:
         entry = self._unanswered(correlation_id)
         if entry is None:
             if self._shown(ORPHAN, frame.size + 4):
-                out.append({"type": ORPHAN, "conn": self.label, "correlation_id": correlation_id,
-                            "response_time": frame.ts, "response_size": frame.size + 4,
-                            "what": "response with no request seen (the capture may have started after it)"})
+                orphan = {"type": ORPHAN, "conn": self.label, "correlation_id": correlation_id,
+                          "response_time": frame.ts, "response_size": frame.size + 4,
+                          "what": "response with no request seen (the capture may have started after it)"}
+                if frame.packet:
+                    orphan["response_frames"] = [frame.first_packet, frame.packet]
+                out.append(orphan)
             return
         exchange, header_version = entry
         exchange["response_time"] = frame.ts
         exchange["response_size"] = frame.size + 4
+        if frame.packet:
+            exchange["response_frames"] = [frame.first_packet, frame.packet]
         if exchange["request_time"] is not None:
             exchange["latency_ms"] = round((frame.ts - exchange["request_time"]) * 1000.0, 3)
         problems = exchange["problems"]

@@ -31,6 +31,8 @@ class Frame(NamedTuple):
     first_ts: float         # time of the packet carrying the frame's first byte
     ts: float               # time of the packet completing it
     damaged: int            # 0, or how many payload bytes were lost
+    first_packet: int = 0   # the capture's number (Wireshark's frame number) of the first packet
+    packet: int = 0         # and of the one completing it; 0: the source has no packet numbers
 
 
 class Skipped(NamedTuple):
@@ -45,14 +47,17 @@ Predicate = Callable[[bytes | bytearray, int, int], "bool | None"]
 
 
 class FrameBuffer:
-    __slots__ = ("max_frame", "plausible", "reserved", "_buf", "_pos", "_offset", "_hunting", "_skip",
-                 "_first_ts", "_damaged", "_parts", "_need", "_size")
+    __slots__ = ("max_frame", "plausible", "reserved", "packet", "_buf", "_pos", "_offset", "_hunting",
+                 "_skip", "_first_ts", "_first_packet", "_damaged", "_parts", "_need", "_size")
 
     def __init__(self, plausible: Predicate, max_frame: int = MAX_FRAME, hunting: bool = False,
-                 reserved: list | None = None):
+                 reserved: list | None = None, packet: list | None = None):
         """``reserved``: [payload bytes of the big frames being collected], shared by the buffers
-        of a session, which together collect at most twice max_frame (a bigger frame is skipped)."""
+        of a session, which together collect at most twice max_frame (a bigger frame is skipped).
+        ``packet``: [the number of the packet being fed], set by whoever reads packets (a frame
+        records it where it starts and ends), or [0] for a source without packets."""
         self.max_frame = max_frame
+        self.packet = [0] if packet is None else packet
         self.plausible = plausible
         self.reserved = [0, 0] if reserved is None else reserved  # [bytes, the most asked for]
         self._buf = bytearray()
@@ -61,6 +66,7 @@ class FrameBuffer:
         self._hunting = hunting
         self._skip = 0           # bytes still to discard (rest of an oversize or damaged frame)
         self._first_ts = None
+        self._first_packet = 0
         self._damaged = None     # (Frame fields so far) of a frame hit by a gap
         self._parts = None       # payload parts of a big incomplete frame (see COLLECT_AT)
         self._need = 0           # bytes that frame still lacks
@@ -87,6 +93,7 @@ class FrameBuffer:
             out = []
         if self._first_ts is None:
             self._first_ts = ts
+            self._first_packet = self.packet[0]
         if self._skip:
             n = min(self._skip, len(data))
             self._skip -= n
@@ -97,6 +104,7 @@ class FrameBuffer:
             if not data:
                 return out
             self._first_ts = ts
+            self._first_packet = self.packet[0]
         self._buf += data
         self._drain(ts, out)
         return out
@@ -104,7 +112,8 @@ class FrameBuffer:
     def _complete_parts(self, last, ts: float) -> Frame:
         parts = self._parts
         parts.append(last)
-        frame = Frame(b"".join(parts), self._offset, self._size, self._first_ts, ts, 0)
+        frame = Frame(b"".join(parts), self._offset, self._size, self._first_ts, ts, 0, self._first_packet,
+                      self.packet[0])
         self._parts = None
         self.reserved[0] -= self._size
         self._offset += 4 + self._size
@@ -141,7 +150,8 @@ class FrameBuffer:
             if 0 <= size <= self.max_frame and missing < remaining:
                 # The loss falls inside this frame: keep its head, skip exactly to its end.
                 payload = bytes(self._buf[self._pos + 4:])
-                self._damaged = [payload, self._offset, size, self._first_ts, ts, missing]
+                self._damaged = [payload, self._offset, size, self._first_ts, ts, missing, self._first_packet,
+                                 self.packet[0]]
                 self._skip = remaining - missing
                 self._offset += have + missing
                 self._reset_buffer()
@@ -178,6 +188,7 @@ class FrameBuffer:
     def _finish_skip(self, ts: float, out: list) -> None:
         if self._damaged is not None:
             self._damaged[4] = ts
+            self._damaged[7] = self.packet[0]
             out.append(Frame(*self._damaged))
             self._damaged = None
 
@@ -230,10 +241,15 @@ class FrameBuffer:
                     self._size = size
                     pos = end
                 break
-            out.append(Frame(bytes(buf[pos + 4:stop]), self._offset, size, self._first_ts, ts, 0))
+            out.append(Frame(bytes(buf[pos + 4:stop]), self._offset, size, self._first_ts, ts, 0,
+                             self._first_packet, self.packet[0]))
             self._offset += 4 + size
             pos = stop
-            self._first_ts = ts if pos < end else None
+            if pos < end:  # the next frame starts in this packet
+                self._first_ts = ts
+                self._first_packet = self.packet[0]
+            else:
+                self._first_ts = None
         if pos == end:
             self._reset_buffer()
         elif pos > (1 << 16) and pos > end // 2:

@@ -34,7 +34,7 @@ class _Undecided:
     __slots__ = ("chunks", "sizes")
 
     def __init__(self):
-        self.chunks: list = []   # (flow, ts, data or None, missing) in arrival order
+        self.chunks: list = []   # (flow, ts, data or None, missing, packet number) in arrival order
         self.sizes: dict = {}
 
 
@@ -63,6 +63,9 @@ class KafkaSession:
         self.held = [0, 0]
         self.reserved = [0, 0]
         self.frames = [0]  # frames (and skipped stretches) of every connection: the work they cost
+        # [the number of the packet being read]: a packet reader sets it before it feeds that
+        # packet's stream events; frames take it (their first and last packet), 0 when unknown
+        self.packet = [0]
         self.undecided_bytes = 0  # held back by connections on other ports until they prove Kafka
         self.undecided_peak = 0
 
@@ -90,7 +93,7 @@ class KafkaSession:
             key = frozenset((flow, _reverse(flow)))
             pending = self.undecided.get(key)
             if pending is not None:
-                pending.chunks.append((flow, ts, None, missing))
+                pending.chunks.append((flow, ts, None, missing, self.packet[0]))
             return []
         return conn.client_gap(missing, ts) if flow == conn.client_flow else conn.server_gap(missing, ts)
 
@@ -166,7 +169,7 @@ class KafkaSession:
                 self.ignored.add(_reverse(flow))
                 return []
             pending = self.undecided[key] = _Undecided()
-        pending.chunks.append((flow, ts, data, 0))
+        pending.chunks.append((flow, ts, data, 0, self.packet[0]))
         pending.sizes[flow] = pending.sizes.get(flow, 0) + len(data)
         self.undecided_bytes += len(data)
         if self.undecided_bytes > self.undecided_peak:
@@ -194,17 +197,21 @@ class KafkaSession:
         self._connect(client_flow)
         out: list = []
         if pending is not None:
-            for flow, chunk_ts, data, missing in pending.chunks:
+            packet = self.packet
+            now = packet[0]
+            for flow, chunk_ts, data, missing, number in pending.chunks:
+                packet[0] = number  # each chunk as the packet that brought it
                 if data is None:
                     out += self.gap(flow, chunk_ts, missing)
                 else:
                     out += self.data(flow, chunk_ts, data)
+            packet[0] = now
         return out
 
     def _connect(self, client_flow) -> Connection:
         server_flow = _reverse(client_flow)
         conn = Connection(_label(client_flow), max_frame=self.max_frame, held=self.held,
-                          reserved=self.reserved, frames=self.frames,
+                          reserved=self.reserved, frames=self.frames, packet=self.packet,
                           client_syn=self.syn_seen.get(client_flow, False),
                           server_syn=self.syn_seen.get(server_flow, False),
                           decode_bodies=self.decode_bodies, show_secrets=self.show_secrets)

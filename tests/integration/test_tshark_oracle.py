@@ -92,3 +92,25 @@ def test_bodies_agree_with_tshark_where_it_decodes_them(tshark):
             assert seen["errors"] <= mine["errors"] | {0}, where
             compared[path.name] = compared.get(path.name, 0) + 1
     assert sum(compared.values()) >= 20 and len(compared) >= 3, compared
+
+
+FRAME_CAPTURES = [REALDATA / name for name in REALDATA_CAPTURES] + lab_captures()
+
+
+@pytest.mark.parametrize("path", FRAME_CAPTURES, ids=lambda p: p.name if p.parent == PCAPS else str(p.parent.name))
+def test_frame_numbers_are_the_packets_tshark_dissects_each_pdu_in(tshark, path):
+    """Each exchange's request_frames and response_frames: the first and last packet carrying its
+    request and its response, numbered as Wireshark numbers frames (the last is the frame tshark
+    dissects the PDU in; the first, the lowest of the segments it reassembled it from)."""
+    from tests.tshark_oracle import kinspect_frames, tshark_frames
+
+    _, records = decode(path, ports=frozenset())
+    ours = kinspect_frames(records)
+    theirs = tshark_frames(tshark, path, server_ports(records))
+    assert theirs, f"tshark dissects no Kafka in {path.name}"
+    lasts = {key: frames[1] for key, frames in theirs.items()}
+    assert {key: ours[key][1] for key in lasts if key in ours} == lasts
+    assert len([key for key in lasts if key in ours]) >= 0.9 * len(lasts)
+    firsts = {key: frames[0] for key, frames in theirs.items() if frames[0] is not None and key in ours}
+    assert {key: ours[key][0] for key in firsts} == firsts
+    assert all(first <= last for first, last in ours.values())

@@ -145,3 +145,41 @@ def test_big_frames_collected_at_once_are_bounded_across_buffers(collect_at):
     done = buffers[0].feed(bytes(8900), 1.0)
     assert len(done[0].payload) == 9000 and shared[0] == 9000
     assert buffers[2].feed(bytes(8900) + _struct.pack(">i", 4) + b"abcd", 1.0)[-1].payload == b"abcd"
+
+
+def _fed(fb: FrameBuffer, packet: list, chunks) -> list:
+    """Each chunk fed as the packet numbered by its place (from 1), as a capture reader sets it."""
+    out = []
+    for number, chunk in enumerate(chunks, 1):
+        packet[0] = number
+        out += fb.feed(chunk, float(number))
+    return frames_of(out)
+
+
+def test_each_frame_has_the_numbers_of_its_first_and_last_packet():
+    packet = [0]
+    fb = FrameBuffer(never, packet=packet)
+    data = frame(b"a" * 30) + frame(b"b") + frame(b"c" * 50)
+    # packet 1: the first frame's head; 2: its tail, the second frame whole, the third's head;
+    # 3 and 4: the rest of the third
+    got = _fed(fb, packet, [data[:10], data[10:60], data[60:80], data[80:]])
+    assert [(f.first_packet, f.packet) for f in got] == [(1, 2), (2, 2), (2, 4)]
+
+
+def test_a_damaged_frame_ends_in_the_packet_after_the_loss():
+    packet = [0]
+    fb = FrameBuffer(never, packet=packet)
+    big = frame(b"H" * 20 + b"L" * 80)
+    packet[0] = 7
+    fb.feed(big[:24], 1.0)
+    packet[0] = 9
+    fb.gap(30, 2.0)
+    packet[0] = 10
+    (damaged, after) = frames_of(fb.feed(big[54:] + frame(b"next"), 3.0))
+    assert (damaged.damaged, damaged.first_packet, damaged.packet) == (30, 7, 10)
+    assert (after.first_packet, after.packet) == (10, 10)
+
+
+def test_without_packet_numbers_frames_say_zero():
+    got = frames_of(FrameBuffer(never).feed(frame(b"x") * 2, 1.0))
+    assert [(f.first_packet, f.packet) for f in got] == [(0, 0), (0, 0)]
