@@ -136,6 +136,17 @@ def emit(out: Output, output, mode: str, totals: Summary, lines: bool, verbose: 
 SCHEMA_COLUMNS = ["api_name", "side", "subject", "id", "format", "records", "decoded", "unknown", "failed"]
 
 
+SUBJECT_SHOWN = 120  # characters of a subject in the text table (--json has it whole)
+SCHEMA_ROWS_SHOWN = 1000  # rows of the text table, those of most records (a terminal table costs ~1 ms a row)
+
+
+def _schema_cells(row: dict) -> dict:
+    subject = row["subject"]
+    if isinstance(subject, str) and len(subject) > SUBJECT_SHOWN:
+        subject = f"{subject[:SUBJECT_SHOWN]}… ({len(subject) - SUBJECT_SHOWN} more characters)"
+    return {**row, "subject": subject, "id": row["id"] if row["id"] is not None else row.get("guid")}
+
+
 def print_summary(out: Output, totals: Summary) -> None:
     rows, errors, bounds = totals.rows(), totals.error_rows(), totals.bound_rows()
     schemas = totals.schema_rows()
@@ -148,8 +159,11 @@ def print_summary(out: Output, totals: Summary) -> None:
     if errors:
         out.table("Errors by code and topic", errors, ["api_name", "error", "topic", "count"])
     if schemas:
-        out.table("Keys and values by schema", [{**r, "id": r["id"] if r["id"] is not None else r.get("guid")}
-                                                for r in schemas], SCHEMA_COLUMNS)
+        shown = sorted(schemas, key=lambda r: -r["records"])[:SCHEMA_ROWS_SHOWN] if len(schemas) > SCHEMA_ROWS_SHOWN \
+            else schemas
+        out.table("Keys and values by schema", [_schema_cells(r) for r in shown], SCHEMA_COLUMNS)
+        if len(shown) < len(schemas):
+            out.text(f"{len(schemas) - len(shown)} more rows of fewer records (--json lists them all)")
     if totals.orphans or totals.notices:
         notes = ", ".join(f"{n} {kind}" for kind, n in totals.notices.items())
         out.text(f"{totals.orphans} responses without request; notices: {notes or 'none'}")

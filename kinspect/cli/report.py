@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
-from kinspect.cli.doctor import read_captures
+from kinspect.cli.doctor import SchemaValues, read_captures
 from kinspect.cli.keylog import keylog_warnings
 from kinspect.cli.limits import limit_options
 from kinspect.cli.options import capture_options, capture_settings, threshold_options
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
+from kinspect.cli.schemas import schema_options
 from kinspect.doctor.options import Thresholds
 from kinspect.limits import Limits
 from kinspect.problems import EXIT_OK, EXIT_UNREADABLE
@@ -24,11 +25,13 @@ Examples:
   kinspect report capture.pcapng --log-dir /var/lib/kafka/data -o incident-4711.html
   kinspect report --log-dir /var/lib/kafka/data -o storage.html
   kinspect report --keylog sslkeys.log tls-capture.pcapng -o report.html
+  kinspect report --schemas /var/lib/kafka/data capture.pcapng -o report.html
 
 \b
 The page holds doctor's findings (each linked to its chart and its exchanges), requests/s and
 bytes/s by API and broker, latency p50/p99 per API over time and its histogram, rebalances and
-lag per group, error codes over time, the client inventory with KIP-896 readiness, and for a
+lag per group, error codes over time, the client inventory with KIP-896 readiness, keys and
+values by schema (with --schemas, or the capture's own _schemas records), and for a
 log dir its partition sizes, batch sizes, codecs, timestamps over offsets and validate's
 findings. One file, no network needed to view it: it opens from a mail attachment.
 
@@ -49,10 +52,12 @@ could not finish; 130 interrupted.
 @click.option("--title", default="kinspect report", show_default=True, help="The page's title.")
 @threshold_options
 @capture_options
+@schema_options
 @limit_options
 @output_options
 def report(captures, output, log_dir, title, thresholds: Thresholds, ports, no_heuristic, max_frame,
-           max_connections, show_secrets, keylog, out: Output, limits: Limits):
+           max_connections, show_secrets, keylog, schema_sources, schemas_topic, raw_values, out: Output,
+           limits: Limits):
     """Write one self-contained HTML report of captures and a broker's log dir.
 
     Reads captures (pcap/pcapng, .gz, directories, or - for stdin), a broker log dir (--log-dir),
@@ -75,7 +80,9 @@ def report(captures, output, log_dir, title, thresholds: Thresholds, ports, no_h
     exit_code = EXIT_OK
     if captures:
         settings = capture_settings(ports, no_heuristic, max_frame, max_connections, show_secrets, keylog, limits)
-        exit_code = read_captures(captures, out, settings, gathered.add)
+        values = SchemaValues(schema_sources, schemas_topic, raw_values, settings, out)
+        exit_code = max(values.exit_code, read_captures(captures, out, settings, gathered.add, values.stages))
+        values.finish()
     if log_dir is not None:
         try:
             gathered.log_dir(log_dir, limits)

@@ -19,7 +19,7 @@ FINDINGS = 200   # findings shown, most severe first (the rest are counted)
 CELL = 1200      # characters of a client table's cell (its APIs and topics lists)
 CHART_OF = {"rebalance": "rebalance", "lag": "lag", "slow": "latency-p99", "errors": "errors",
             "producer_sequence": "errors", "throttle": "clients", "removed_api_versions": "clients",
-            "hanging_transaction": "findings"}
+            "hanging_transaction": "findings", "schemas": "schemas"}
 TIME = {"title": "time (UTC)", "type": "time"}
 
 
@@ -43,6 +43,8 @@ def build(gathered: Gathered, inputs: list[str], log_dir: str | None) -> dict:
     if timeline.buckets:
         sections += [_traffic(gathered), _latency(gathered), _groups(gathered), _errors(gathered),
                      _clients(gathered)]
+        if gathered.summary.schema_rows():
+            sections.append(_schemas(gathered))
     if gathered.storage is not None:
         sections.append(_storage(gathered))
     return {"inputs": [shown(i) for i in inputs], "log_dir": shown(log_dir) if log_dir else None,
@@ -208,6 +210,19 @@ def _clients(gathered: Gathered) -> dict:
         {"id": "client-table", "title": "Client inventory (kinspect clients), with KIP-896 readiness",
          "columns": ["client id", "software", "addresses", "connections", "APIs:versions", "KIP-896",
                      "throttling", "produced", "fetched", "errors", "broker's own"], "rows": rows}]}
+
+
+SCHEMA_COLUMNS = ["api", "side", "subject", "id", "format", "records", "decoded", "unknown id", "failed"]
+
+
+def _schemas(gathered: Gathered) -> dict:
+    rows = [[shown(_cell(v)) for v in (r["api_name"], r["side"], r["subject"],
+                                        r["id"] if r["id"] is not None else r.get("guid"), r["format"],
+                                        r["records"], r["decoded"], r["unknown"], r["failed"])]
+            for r in gathered.summary.schema_rows()[:ROWS]]
+    return {"id": "schemas", "title": "Values by schema", "charts": [], "tables": [
+        {"id": "schema-table", "title": "Keys and values by schema (decode --summary)", "columns": SCHEMA_COLUMNS,
+         "rows": rows}]}
 
 
 def _storage(gathered: Gathered) -> dict:

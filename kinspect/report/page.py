@@ -134,7 +134,7 @@ def _findings(model: dict) -> str:
     elif total > len(found):
         out.append(f"<p class=\"note\">The {len(found)} most severe are shown; kinspect doctor --json lists all.</p>")
     targets = {c["id"]: f"chart-{c['id']}" for s in model["sections"] for c in s["charts"]}
-    targets.update({s["id"]: s["id"] for s in model["sections"] if s["id"] == "clients"})
+    targets.update({s["id"]: s["id"] for s in model["sections"] if s["id"] in ("clients", "schemas")})
     for f in found:
         target = targets.get(f["chart"])
         link = f" <a href=\"#{text(target)}\">chart</a>" if target else ""

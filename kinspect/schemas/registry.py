@@ -91,6 +91,7 @@ class SchemaStore:
     def __init__(self):
         self.versions: dict[tuple[str, int], StoredSchema] = {}
         self._ids: dict[tuple[str, int], dict[tuple[str, int], StoredSchema]] = {}
+        self._contexts: dict[int, set[str]] = {}  # id -> the contexts holding it (_ids' keys, by id)
         self._guids: dict[bytes, StoredSchema] = {}
         self.counts: dict[str, int] = {}
         self.refused: list[str] = []   # why records were set aside (kept short)
@@ -101,8 +102,8 @@ class SchemaStore:
     def by_id(self, schema_id: int, context: str | None = None) -> StoredSchema | None:
         """The schema of an id; the default context first, then any other."""
         contexts = [context] if context is not None else [DEFAULT_CONTEXT]
-        if context is None:
-            contexts += sorted({ctx for ctx, _ in self._ids if ctx != DEFAULT_CONTEXT})
+        if context is None:  # the id's own contexts: walking every id's would make n lookups n² steps
+            contexts += sorted(ctx for ctx in self._contexts.get(schema_id, ()) if ctx != DEFAULT_CONTEXT)
         for ctx in contexts:
             holders = self._ids.get((ctx, schema_id))
             if holders:
@@ -193,6 +194,7 @@ class SchemaStore:
         self.changes += 1
         self.versions[(schema.subject, schema.version)] = schema
         self._ids.setdefault(key, {})[(schema.subject, schema.version)] = schema
+        self._contexts.setdefault(schema.id, set()).add(schema.context)
         if schema.guid is not None:
             self._guids[schema.guid] = schema
 
@@ -206,6 +208,11 @@ class SchemaStore:
         holders.pop((subject, version), None)
         if not holders:
             self._ids.pop(key, None)
+            contexts = self._contexts.get(old.id)
+            if contexts is not None:
+                contexts.discard(old.context)
+                if not contexts:
+                    del self._contexts[old.id]
             if old.guid is not None and self._guids.get(old.guid) is old:
                 del self._guids[old.guid]
 

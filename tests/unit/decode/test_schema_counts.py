@@ -17,6 +17,7 @@ WRONG_7 = '{"type": "fixed", "name": "Wrong", "size": 1000}'  # longer than any 
 def schema_dir(tmp_path):
     """Schema files named by id: 6 as registered, 7 a schema its values cannot fill; the rest
     of the ids unknown (the capture's own _schemas records are not read: --schemas-topic nope)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     for record in manifest()["registry_records"]:
         value = record["value"]
         if record["key"].get("keytype") == "SCHEMA" and value and value["id"] == 6:

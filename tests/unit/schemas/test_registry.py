@@ -89,3 +89,27 @@ def test_guid_is_the_md5_of_the_schema_and_its_references():
     stored = base64.b64encode(b"\x01" * 16).decode()
     assert guid_of({"schema": "text", "md5": stored}) == b"\x01" * 16
     assert guid_of({"schema": "text", "metadata": {"tags": {}}}) is None
+
+
+class _NoWalk(dict):
+    """_ids that refuses to be walked whole: by_id must look its id up, not scan every id."""
+
+    def __iter__(self):
+        raise AssertionError("by_id walked every id")
+
+    def keys(self):
+        raise AssertionError("by_id walked every id")
+
+
+def test_an_id_is_found_without_walking_every_id_and_contexts_follow_deletes():
+    store = SchemaStore()
+    for n in range(1, 50):
+        store.record(_key(f"s{n}", 1), _value(f"s{n}", 1, n, f'{{"type": "long", "n": {n}}}'), n)
+    store.record(_key(":.tenant:t", 1), _value(":.tenant:t", 1, 99, '"int"'), 50)
+    store._ids = _NoWalk(store._ids)
+    assert store.by_id(7).subject == "s7" and store.by_id(99).text == '"int"' and store.by_id(1000) is None
+    store.record(_key(":.tenant:t", 1), None, 51)  # hard delete: the id is gone from its context
+    assert store.by_id(99) is None
+    store.record(_key(":.tenant:t", 1), _value(":.tenant:t", 1, 99, '"int"'), 52)
+    store.record(_key(":.tenant:t", 1), _value(":.tenant:t", 1, 99, '"int"'), 53)  # rewritten as it was
+    assert store.by_id(99).text == '"int"'
