@@ -121,10 +121,11 @@ def _latency(gathered: Gathered) -> dict:
         if shown_bins:
             histogram.append({"name": shown(row["api_name"]),
                               "points": [[b["from_ms"], b["count"], b["to_ms"]] for b in shown_bins]})
-    charts.append({"id": "latency-histogram", "title": "Latency histogram per API", "mark": "histogram",
+    charts.append({"id": "latency-histogram", "title": "Latency histogram per API", "mark": "histograms",
                    "x": {"title": "latency (ms, five bins a decade)", "type": "log"},
                    "y": {"title": "exchanges", "type": "linear"}, "series": histogram,
-                   "note": "every answered exchange of the capture"})
+                   "note": "one chart per API (in name order), every answered exchange of the capture; the "
+                           "latency axis is shared, each chart's count axis is its own"})
     columns = ["api_name", "versions", "count", "answered", "unanswered", "latency_p50_ms", "latency_p99_ms",
                "latency_max_ms", "bytes"]
     rows = [[shown(_cell(r.get(c))) for c in columns] for r in summary.rows()]

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 WIDTH, HEIGHT = 880, 240
+SMALL_WIDTH, SMALL_HEIGHT, SMALL_COLUMNS = 250, 110, 3  # "histograms": one small chart per series
 DATA = "points"
 _TIME_AXIS = {"format": "%Y-%m-%d %H:%M:%S", "labelOverlap": True}  # a utc scale labels in UTC
 _TOOLTIP_TIME = {"timeUnit": "utcyearmonthdatehoursminutessecondsmilliseconds",
                  "format": "%Y-%m-%d %H:%M:%S.%L UTC"}
 
 
-EXTRA = {"histogram": ("x2",), "rounds": ("x2", "generation", "joined", "left", "pause_ms", "label")}
+EXTRA = {"histogram": ("x2",), "histograms": ("x2",), "rounds": ("x2", "generation", "joined", "left", "pause_ms", "label")}
 
 
 def columns(chart: dict) -> dict:
@@ -57,6 +58,17 @@ def spec(chart: dict) -> dict:
                 "encoding": {"x": x, "x2": {"field": "x2"}, "y": {**y, "stack": None}, "y2": {"datum": 0},
                              "color": color,
                              "tooltip": tooltip + [{"field": "x2", "type": "quantitative", "title": "up to"}]}}
+    if mark == "histograms":  # a facet: one small chart per series, each with its own count scale
+        bars = {"mark": {"type": "bar", "binSpacing": 0},
+                "encoding": {"x": x, "x2": {"field": "x2"}, "y2": {"datum": 0},
+                             "y": {**y, "stack": None, "axis": {"tickMinStep": 1, "format": "~s"}},
+                             "color": {**color, "legend": None},
+                             "tooltip": tooltip + [{"field": "x2", "type": "quantitative", "title": "up to"}]}}
+        return {key: value for key, value in base.items() if key not in ("width", "height")} | {
+            "facet": {"field": "s", "type": "nominal", "title": None, "sort": None,
+                      "header": {"labelLimit": SMALL_WIDTH, "labelFontSize": 12, "labelFontWeight": "bold"}},
+            "columns": SMALL_COLUMNS, "spec": {"width": SMALL_WIDTH, "height": SMALL_HEIGHT, **bars},
+            "resolve": {"scale": {"y": "independent"}, "axis": {"x": "independent"}}}
     if mark == "rounds":
         tip = tooltip + [{"field": "x2", "type": "temporal", "title": "assigned", **_TOOLTIP_TIME},
                          {"field": "generation", "type": "quantitative"},

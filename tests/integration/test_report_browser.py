@@ -112,7 +112,7 @@ def test_the_doctor_scenario_report_draws_every_chart_with_the_librarys_numbers(
         if chart["mark"] == "line":
             assert got["lines"] == len(got["series"]), chart_id
             assert got["symbols"] == got["rows"], chart_id
-        if chart["mark"] in ("bar", "histogram"):
+        if chart["mark"] in ("bar", "histogram", "histograms"):
             assert got["bars"] == got["rows"], chart_id
     gathered = expected["gathered"]
     # the library's own numbers, as kinspect doctor and decode --summary give them
@@ -127,6 +127,16 @@ def test_the_doctor_scenario_report_draws_every_chart_with_the_librarys_numbers(
     for api, n in answered.items():
         if n:
             assert sum(r["y"] for r in histogram if r["s"] == api) == n, api
+    # one small histogram per API: a chart of its own, titled with its name, holding its bins
+    cells = loaded.page.evaluate("""() => ({
+        titles: [...document.querySelectorAll('#chart-latency-histogram .role-title-text')].map(t => t.textContent),
+        bars: [...document.querySelectorAll('#chart-latency-histogram .mark-rect.role-mark')].map(
+            g => g.querySelectorAll('path').length),
+        axes: document.querySelectorAll('#chart-latency-histogram .role-axis-title').length})""")
+    per_api = {s["name"]: len(s["points"]) for s in expected["charts"]["latency-histogram"]["series"]}
+    assert sorted(per_api) == cells["titles"] == sorted(api for api, n in answered.items() if n)
+    assert cells["bars"] == [per_api[api] for api in cells["titles"]]
+    assert cells["axes"] == 2 * len(per_api)  # each chart its latency and its count axis
     summary = json.loads("[" + ",".join(kinspect("decode", "--summary", "--json", "--port", manifest["port"],
                                                  SCENARIO / "doctor-scenario.pcap").stdout.split()) + "]")
     requests = loaded.page.evaluate("window.kinspectViews['requests-by-api'].data('points')")

@@ -39,5 +39,14 @@ def test_histogram_bars_stand_on_zero():
 
 
 def test_every_mark_has_a_spec():
-    for mark in ("line", "bar", "histogram", "rounds"):
+    for mark in ("line", "bar", "histogram", "histograms", "rounds"):
         assert spec({**LINE, "mark": mark})["data"] == {"name": "points"}
+
+
+def test_histograms_are_one_small_chart_per_series_each_with_its_count_scale():
+    made = spec({**LINE, "mark": "histograms", "x": {"title": "latency (ms)", "type": "log"}})
+    assert made["facet"]["field"] == "s" and made["columns"] == 3
+    assert made["resolve"]["scale"] == {"y": "independent"} and "width" not in made
+    inner = made["spec"]
+    assert inner["encoding"]["x"]["scale"] == {"type": "log"} and inner["encoding"]["y2"] == {"datum": 0}
+    assert inner["width"] < spec(LINE)["width"] / 3
