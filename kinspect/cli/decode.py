@@ -45,7 +45,8 @@ any problem in an exchange); 2 usage error; 3 input unreadable; 4 kinspect could
 @click.argument("captures", nargs=-1, required=True, metavar="CAPTURE...")
 @port_options
 @filter_options
-@report_options("Per-API counts, latency p50/p99/max, bytes, errors by code and topic.")
+@report_options("Per-API counts, latency p50/p99/max, bytes, errors by code and topic, keys and values by "
+                "schema (decoded, unknown id, failed).")
 @stream_bound_options
 @click.option("-j", "--jobs", type=click.IntRange(1), default=None,
               help="Processes decoding bodies for --json and --summary. Default: one, while the "

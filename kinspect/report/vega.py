@@ -11,7 +11,8 @@ _TOOLTIP_TIME = {"timeUnit": "utcyearmonthdatehoursminutessecondsmilliseconds",
                  "format": "%Y-%m-%d %H:%M:%S.%L UTC"}
 
 
-EXTRA = {"histogram": ("x2",), "histograms": ("x2",), "rounds": ("x2", "generation", "joined", "left", "pause_ms", "label")}
+EXTRA = {"histogram": ("x2",), "histograms": ("x2",),
+         "rounds": ("x2", "generation", "joined", "left", "pause_ms", "label")}
 
 
 def columns(chart: dict) -> dict:

@@ -143,3 +143,26 @@ def test_tally_keeps_the_counts_for_a_summary_without_bodies():
     rows = totals.schema_rows()
     assert [(r["id"], r.get("guid"), r["decoded"], r["unknown"], r["failed"]) for r in rows] == \
         [(None, "ab-cd", 0, 1, 0), (1, None, 1, 0, 1)]
+
+
+def test_the_text_table_shows_the_rows_of_most_records_with_subjects_cut(tmp_path):
+    from kinspect.cli.exchanges import SCHEMA_ROWS_SHOWN, SUBJECT_SHOWN
+    from tests.hostile.inputs_report_schemas import SUBJECT_LENGTH, html_subjects
+
+    capture = html_subjects(tmp_path, SCHEMA_ROWS_SHOWN)  # ids 1..1000 two values each, 1001 one
+    done = kinspect("decode", "--summary", capture)
+    assert done.returncode == 0, done.stderr
+    table = done.stdout.split("Keys and values by schema", 1)[1].splitlines()
+    assert "1 more rows of fewer records (--json lists them all)" in table
+    rows = [line for line in table if line.startswith("Produce")]
+    assert len(rows) == SCHEMA_ROWS_SHOWN and not any(" 1001 " in line for line in rows)
+    cut = f"… ({SUBJECT_LENGTH - SUBJECT_SHOWN} more characters)"
+    assert sum(cut in line for line in table) == SCHEMA_ROWS_SHOWN
+    every = [r for r in _run_on(capture) if r["type"] == "summary_schema"]
+    assert len(every) == SCHEMA_ROWS_SHOWN + 1 and max(len(r["subject"] or "") for r in every) == SUBJECT_LENGTH
+
+
+def _run_on(capture) -> list[dict]:
+    done = kinspect("decode", "--summary", "--json", capture)
+    assert done.returncode == 0, done.stderr
+    return json_lines(done.stdout)
