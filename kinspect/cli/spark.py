@@ -39,7 +39,9 @@ it) with the same arguments; see the README.
 \b
 Tables in OUT: exchanges/ (one row per exchange; Parquet partitioned by api_name) and files/
 (one row per input: path, bytes, packets, exchanges, problems, error, seconds, native, python);
-with --records also records/ (one row per record); with --summary also summary/apis,
+with --clients also clients/ (kinspect clients' inventory per input); with --records also
+records/ (one row per record; keys and values framed with a schema id decoded
+as key_json/value_json with their schema's id, format and subject); with --summary also summary/apis,
 summary/errors, summary/talkers, summary/clients. The columns are
 documented in kinspect/spark/rows.py. Needs pip install 'kinspect[spark]' and Java 17+.
 
@@ -86,12 +88,23 @@ says what to install or set) or the job failed; 130 interrupted.
 @click.option("--records", is_flag=True,
               help="Also write records/: one row per record in a Produce or Fetch body (topic, partition, "
                    "offset, timestamp, key, value size, header count; kinspect/spark/rows.py).")
+@click.option("--clients", "clients", is_flag=True,
+              help="Also write clients/: kinspect clients' inventory of each input, the brokers' own clients "
+                   "too (one row per client and file; kinspect/spark/rows.py). Each input is decoded once more.")
+@click.option("--schemas", "schema_sources", multiple=True, metavar="SOURCE",
+              help="With --records: keys and values framed with a schema id are decoded with the schemas of "
+                   "each capture's own _schemas records (as decode does) and of SOURCE too: a broker log dir or "
+                   "its _schemas-N directory, a capture, a directory of .avsc/.proto/.json files, or an "
+                   "http(s):// registry (every executor must see it). Repeatable.")
+@click.option("--schemas-topic", default="_schemas", show_default=True, metavar="NAME",
+              help="The registry's topic (kafkastore.topic), in log dirs and captures.")
+@click.option("--raw-values", is_flag=True, help="With --records: no schema decoding (the schema columns null).")
 @port_options
 @filter_options
 @show_secrets_option
 @keylog_option()
-def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, records, ports, no_heuristic,
-          keep: ExchangeFilter, show_secrets, keylog):
+def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, records, clients, schema_sources,
+          schemas_topic, raw_values, ports, no_heuristic, keep: ExchangeFilter, show_secrets, keylog):
     """Decode a set of captures on Spark: files, directories or globs, here on every core by
     default (local[*]), or on a cluster with --master.
 
@@ -108,7 +121,7 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
             "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit's --master is not known before the session
         raise click.UsageError("--package is for a cluster's executors (--master spark://..., yarn, "
                                "k8s://... or --remote sc://...): local tasks run this interpreter")
-    for table in ("exchanges", "files", "summary", "records"):
+    for table in ("exchanges", "files", "summary", "records", "clients"):
         if os.path.exists(os.path.join(out, table)):
             raise click.UsageError(f"--out {path_text(out)} already holds {table}/: choose another "
                                    f"directory, or remove it")
@@ -130,6 +143,10 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
         sys.exit(EXIT_UNFINISHED)
     from kinspect.spark import job  # pyspark only now
     options = {"ports": set(ports) | {9092}, "heuristic": not no_heuristic, "show_secrets": show_secrets}
+    unreadable_schemas = False
+    if records and not raw_values:
+        options.update(schemas=list(schema_sources), schemas_topic=schemas_topic)
+        unreadable_schemas = _check_schema_sources(schema_sources, schemas_topic)
     for line in keylog_warnings(keylog):
         click.echo(line, err=True)
     if package is not None and os.path.exists(package) and not os.path.isfile(package):
@@ -172,6 +189,8 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
                     raise
                 click.echo(f"kinspect: {escape(line)}", err=True)
                 sys.exit(EXIT_UNFINISHED)
+            if clients:
+                job.write_clients(session, [f for f in files if not f.error], out, fmt, options, task_mb << 20)
             if summary:
                 from kinspect.spark import summary as summaries
                 tables = summaries.summarize(job.read_exchanges(session, out, fmt))
@@ -191,10 +210,22 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
     skipped = f", {len(listing.skipped):,} files skipped" if listing.skipped else ""
     click.echo(f"{len(written.files)} files ({size:,} bytes), {written.exchanges:,} exchanges, {problems:,} "
                f"problems, {len(written.unreadable)} unreadable{skipped} → {shown(out)}", err=True)
-    sys.exit(EXIT_UNREADABLE if written.unreadable else EXIT_OK)
+    sys.exit(EXIT_UNREADABLE if written.unreadable or unreadable_schemas else EXIT_OK)
 
 
 SKIPPED_SHOWN = 20  # special files named one by one; past that, counted
+
+
+def _check_schema_sources(sources, topic: str) -> bool:
+    """--schemas SOURCE opened here once, to say which cannot be read (the tasks leave them out):
+    whether one could not."""
+    if not sources:
+        return False
+    from kinspect.schemas.load import open_sources
+    _schemas, problems = open_sources(list(sources), topic)
+    for problem in problems:
+        click.echo(f"kinspect: {escape(problem.what)}", err=True)
+    return bool(problems)
 
 
 def shown(path) -> str:

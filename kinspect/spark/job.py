@@ -379,18 +379,19 @@ def spark_schema(schema):
     return from_arrow_schema(schema)
 
 
-def decoded(spark, units: list[Unit], options: dict | None = None, keep=None, files=None):
+def decoded(spark, units: list[Unit], options: dict | None = None, keep=None, files=None, table: str | None = None):
     """The TASK rows of every unit, one task per unit (unit 0, the largest, first), read through
     the kinspect data source (source.py: the same reader as spark.read.format("kinspect")); ``keep``:
     decode's exchange filter, or None. ``files``: an accumulator that takes the files rows, the
-    rest being the EXCHANGES rows alone.
+    rest being the EXCHANGES rows alone. ``table``: another table of rows.TABLES instead (the
+    clients table: units of whole files).
 
     Spark plans a Python data source in a Python it starts from the executors' interpreter path:
     a packed environment's (./environment/bin/python, shipped with --package) exists on the
     executors only, so then the same reader's read() runs in mapInArrow, one task per unit."""
     from kinspect.spark import source
     from kinspect.spark.reading import payload, plain
-    table = "task" if files is None else "exchanges"
+    table = table or ("task" if files is None else "exchanges")
     given = [plain(u) for u in units]
     data = payload(options or {}, keep)
     if not plans_here(spark):
@@ -475,6 +476,20 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
     written = _write_files(spark, rows, out, fmt)
     written.redone = redone
     return written
+
+
+def write_clients(spark, inputs: list, out: str, fmt: str = "parquet", options: dict | None = None,
+                  target: int | None = None) -> None:
+    """``out``/clients (rows.CLIENTS): kinspect clients' inventory of each input, decoded whole
+    by the data source's reader (its table "clients"; files packed to ``target`` bytes a task,
+    never split)."""
+    from kinspect.spark.plan import TARGET_BYTES, plan
+
+    units = plan(inputs, cores=1, target=target or TARGET_BYTES)
+    options = {k: v for k, v in (options or {}).items() if k not in ("records", "schemas", "schemas_topic")}
+    rows = decoded(spark, units, options, table="clients")
+    rows.write.mode("error").option("ignoreNullFields", "false").format(
+        "parquet" if fmt == "parquet" else "json").save(os.path.join(out, "clients"))
 
 
 def _not_whole(rows: list[dict]) -> dict[str, list[str]]:

@@ -13,6 +13,9 @@ import pyarrow as pa
 from kinspect.spark.plan import Input, NoInputs, Unit, find_inputs, plan
 from kinspect.spark.rows import BATCH_ROWS, TABLES, arrow_batches, table_row
 
+WHOLE_FILE = ("files", "findings", "clients")  # tables of one row (or rows) per input, decoded whole
+TASK_ONLY = ("records", "flows", "filesystems", "schemas", "schemas_topic")  # not DecodeRun's options
+
 
 def plain(unit: Unit) -> tuple:
     """A unit as plain values (source.UnitPartition's): no kinspect class to unpickle."""
@@ -42,7 +45,7 @@ def planned(options: dict, default_cores: int) -> tuple[str, list, bytes]:
     decode = opts.decode_options(options)
     keep = opts.exchange_filter(options)
     if opts.rotation(options):
-        if table in ("files", "findings"):
+        if table in WHOLE_FILE:
             raise opts.OptionError("kinspect data source: option rotation: the exchanges and records tables only")
         units = rotation_units(opts.paths(options))
     else:
@@ -51,7 +54,7 @@ def planned(options: dict, default_cores: int) -> tuple[str, list, bytes]:
         except NoInputs as e:
             raise NothingToRead(f"kinspect data source: {e}") from None
         # the files and findings tables: one row per input, or findings over it: files decoded whole
-        whole = table in ("files", "findings")
+        whole = table in WHOLE_FILE
         units = [plain(u) for u in plan(inputs, cores=1 if whole else opts.cores(options, default_cores),
                                         target=opts.task_bytes(options))]
     keylog = opts.keylog_paths(options)
@@ -59,6 +62,8 @@ def planned(options: dict, default_cores: int) -> tuple[str, list, bytes]:
         from kinspect.tls.keylog import KeyLog
         decode["keylog"] = KeyLog.from_files(keylog).portable()  # every secret: an executor may not see the file
     decode["records"] = table == "records"
+    if decode["records"]:
+        decode.update(opts.schemas(options))
     return table, units, payload(decode, keep)
 
 
@@ -77,7 +82,7 @@ def streamed(options: dict) -> tuple:
     from kinspect.spark import source_options as opts
     opts.check_known(options)
     table = opts.table(options)
-    if table == "files":
+    if table in WHOLE_FILE:
         raise opts.OptionError("kinspect data source: readStream gives the exchanges and records tables")
     paths = opts.paths(options)
     if len(paths) != 1:
@@ -88,15 +93,19 @@ def streamed(options: dict) -> tuple:
         from kinspect.tls.keylog import KeyLog
         decode["keylog"] = KeyLog.from_files(keylog).portable()
     decode["records"] = table == "records"
+    if decode["records"]:
+        decode.update(opts.schemas(options))
     return paths[0], table, payload(decode, opts.exchange_filter(options)), opts.settle(options)
 
 
 def stream_end(path: str, settle: float | None, now: float | None = None) -> dict:
     """The latest offset: the last complete file (every file but the newest; the newest too, as
-    the last of all, once unchanged for ``settle`` seconds)."""
+    the last of all, once unchanged for ``settle`` seconds, and so is any file a ``sniff --write``
+    rotation is still writing under its hidden name)."""
     import os
     import time
 
+    from kinspect.capture.write import being_written
     from kinspect.spark.rotation import listed
     files = listed(path)
     if not files:
@@ -104,7 +113,8 @@ def stream_end(path: str, settle: float | None, now: float | None = None) -> dic
     newest = files[-1]
     if settle is not None:
         try:
-            idle = (now if now is not None else time.time()) - os.stat(newest).st_mtime
+            changed = max(os.stat(f).st_mtime for f in [newest, *being_written(os.path.dirname(newest))])
+            idle = (now if now is not None else time.time()) - changed
         except OSError:
             idle = 0.0
         if idle >= settle:
@@ -145,6 +155,8 @@ def partition_batches(value: tuple, table: str, given: bytes, files=None, size: 
         rows = rotation_rows(*value[1:], options, keep)
     elif table == "findings":
         return arrow_batches(findings_rows(unit_of(value), options), TABLES[table], size)
+    elif table == "clients":
+        return arrow_batches(clients_rows(unit_of(value), options), TABLES[table], size)
     else:
         from kinspect.spark.task import unit_rows
         rows = unit_rows(unit_of(value), options, keep)
@@ -171,6 +183,28 @@ def _diverted(rows, files):
     files.add(held)
 
 
+def clients_rows(unit: Unit, options: dict) -> Iterator[dict]:
+    """kinspect clients' inventory (doctor/clients.py, its default bounds, the brokers' own
+    clients too) over each file of ``unit``, decoded whole, as rows.CLIENTS."""
+    from kinspect.capture.source import CaptureError
+    from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
+    from kinspect.doctor.clients import Inventory
+    from kinspect.render.safe import path_text
+    from kinspect.spark.rows import client_row
+    options = {k: v for k, v in options.items() if k not in TASK_ONLY}
+    for f in unit.files:
+        if f.error:
+            continue
+        inventory = Inventory()
+        try:
+            for record in DecodeRun(f.path, **options).records():
+                inventory.exchange(record)
+        except (CaptureUnreadable, CaptureError, OSError):
+            continue
+        for client in inventory.rows():
+            yield client_row(path_text(f.path), client)
+
+
 def findings_rows(unit: Unit, options: dict) -> Iterator[dict]:
     """kinspect doctor's findings (its default thresholds) over each file of ``unit``, decoded
     whole, as rows.FINDINGS; a file that is no readable capture has none (its files row says why)."""
@@ -179,7 +213,7 @@ def findings_rows(unit: Unit, options: dict) -> Iterator[dict]:
     from kinspect.doctor.run import Doctor
     from kinspect.render.safe import path_text
     from kinspect.spark.rows import finding_row
-    options = {k: v for k, v in options.items() if k not in ("records", "flows", "filesystems")}
+    options = {k: v for k, v in options.items() if k not in TASK_ONLY}
     for f in unit.files:
         if f.error:
             continue

@@ -34,6 +34,7 @@ from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
 from kinspect.render.safe import path_text
 from kinspect.spark.plan import _is_capture
 from kinspect.spark.rows import task_rows
+from kinspect.spark.values import FileValues, popped
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -75,6 +76,7 @@ def rotation_rows(prev: str | None, path: str, prev_final: bool, final: bool, op
     records = options.pop("records", False)
     options.pop("flows", None)
     options.pop("filesystems", None)
+    schema_sources, schemas_topic = popped(options)
     limits = options.get("limits")
     try:
         boundary = first_time(path, *(limits,) if limits else ())
@@ -89,12 +91,17 @@ def rotation_rows(prev: str | None, path: str, prev_final: bool, final: bool, op
         prev_final = True  # nothing of a file not read is given out here
     name = path_text(path)
     run = DecodeRun(ChainedCapture(paths, *(limits,) if limits else ()), **options)
+    values = None  # a rotation learns the registry's records as they come (no first pass)
+    if records and schema_sources is not None:
+        values = FileValues.open(schema_sources, schemas_topic, None, options)
     try:
         for record in run.records(pack_records=not records):
+            if values is not None:
+                values.exchange(record)
             if record["type"] != "exchange" or not owned(record, boundary, prev_final, final):
                 continue
             if keep is not None and not keep(record):
                 continue
-            yield from task_rows(name, record, records)
+            yield from task_rows(name, record, records, values)
     except (CaptureUnreadable, CaptureError, OSError):
         return

@@ -34,6 +34,12 @@ A ``records`` row (with ``--records``) is one record of a record set in a body, 
 | key | the key's bytes (null for a null key) |
 | value_size | the value's length in bytes (null for a null value: a tombstone) |
 | header_count | the record's headers |
+| key_json, value_json | with the option ``schemas`` (``--schemas``): the key or value decoded by its schema (Avro, Protobuf, JSON Schema; framed with a schema id), as the JSON text decode --json writes for it (secrets redacted unless show_secrets); null when no schema decoded it |
+| key_schema_id, value_schema_id, key_schema_format, value_schema_format, key_schema_subject, value_schema_subject | decode --json's ``key_schema``/``value_schema``: the schema id of a framed key or value (also when it did not decode: an unknown id, a payload that does not read), its format (avro, protobuf, json) and subject when the schema is known |
+
+A ``clients`` row (the option ``table`` "clients", ``--clients``) is one client of kinspect
+clients --json --all over one capture file, with its ``capture``: the fields it writes, by the
+same names (CLIENTS below).
 
 A ``files`` row is one input (or one shard of one: ``shard`` of ``shards``; the job sums them):
 path, bytes, packets, exchanges, problems, error (null, or why the file is no readable capture),
@@ -113,7 +119,20 @@ RECORDS = pa.schema([
     ("key", pa.binary()),
     ("value_size", pa.int32()),
     ("header_count", pa.int32()),
+    ("key_json", pa.string()),
+    ("key_schema_id", pa.int32()),
+    ("key_schema_format", pa.string()),
+    ("key_schema_subject", pa.string()),
+    ("value_json", pa.string()),
+    ("value_schema_id", pa.int32()),
+    ("value_schema_format", pa.string()),
+    ("value_schema_subject", pa.string()),
 ])
+
+# The records columns a schema fills (spark/values.py); null without one
+SCHEMA_COLUMNS = tuple(f"{field}_{column}" for field in ("key", "value")
+                       for column in ("json", "schema_id", "schema_format", "schema_subject"))
+_NO_SCHEMA = {f"record_{name}": None for name in SCHEMA_COLUMNS}
 
 # What a Spark task gives out: the three tables in one schema, told apart by ``table``
 # ("exchanges", "files" or "records"); the other tables' columns are null. A files row's
@@ -144,10 +163,43 @@ FINDINGS = pa.schema([
                                      ("time", pa.float64())]))),
 ])
 
+# A ``clients`` row: one client of kinspect clients' inventory (doctor/clients.py, its default
+# bounds) over one capture file (decoded whole), the brokers' own clients too (``internal``):
+# the fields kinspect clients --json --all writes, by the same names, ``errors`` a map of error
+# name to count.
+CLIENTS = pa.schema([
+    ("capture", pa.string()),
+    ("client_id", pa.string()),
+    ("software_name", pa.string()),
+    ("software_version", pa.string()),
+    ("internal", pa.bool_()),
+    ("addresses", _strings),
+    ("brokers", _strings),
+    ("connections", pa.int64()),
+    ("requests", pa.int64()),
+    ("apis", pa.list_(pa.struct([("api_key", pa.int16()), ("api_name", pa.string()),
+                                 ("versions", pa.list_(pa.int16()))]))),
+    ("kip896_ready", pa.bool_()),
+    ("removed_versions", _strings),
+    ("throttling_honoured", pa.bool_()),
+    ("throttle_ms", pa.float64()),
+    ("produced_topics", _strings),
+    ("fetched_topics", _strings),
+    ("errors", pa.map_(pa.string(), pa.int64())),
+    ("first_seen", pa.float64()),
+    ("last_seen", pa.float64()),
+])
+
 # Every table by the name the data source's option "table" gives it (source.py): the Parquet of
 # `kinspect spark` and the data source take their columns from here alone. "task" is what a task
 # gives out (all three in one schema).
-TABLES = {"exchanges": EXCHANGES, "records": RECORDS, "files": FILE_TABLE, "findings": FINDINGS, "task": TASK}
+TABLES = {"exchanges": EXCHANGES, "records": RECORDS, "files": FILE_TABLE, "findings": FINDINGS, "clients": CLIENTS,
+          "task": TASK}
+
+
+def client_row(capture: str, client: dict) -> dict:
+    """The clients row of one row of doctor.clients.Inventory (as kinspect clients --json writes it)."""
+    return {"capture": capture, **{name: client.get(name) for name in CLIENTS.names if name != "capture"}}
 
 
 def finding_row(capture: str, finding: dict) -> dict:
@@ -312,19 +364,21 @@ def _batch_records(batch) -> Iterator[dict]:
             yield record
 
 
-def task_rows(capture: str, record: dict, records: bool) -> Iterator[dict]:
+def task_rows(capture: str, record: dict, records: bool, values=None) -> Iterator[dict]:
     """What a task gives out for one exchange: its exchanges row (marked with its table), then,
-    with ``records``, its records rows."""
+    with ``records``, its records rows (``values``: spark.values.FileValues, for the schema
+    columns)."""
     row = exchange_row(capture, record)
     row["table"] = "exchanges"
     yield row
     if records:
-        yield from record_rows(capture, record)
+        yield from record_rows(capture, record, values)
 
 
-def record_rows(capture: str, record: dict) -> Iterator[dict]:
+def record_rows(capture: str, record: dict, values=None) -> Iterator[dict]:
     """The records rows (RECORDS, under TASK's names) of one exchange record: every record in
-    a record set of a partition entry of its bodies' top-level topic lists."""
+    a record set of a partition entry of its bodies' top-level topic lists; with ``values``
+    (spark.values.FileValues), their keys and values read by their schemas too."""
     for side in ("request", "response"):
         body = record.get(side)
         if type(body) is not dict:
@@ -348,13 +402,19 @@ def record_rows(capture: str, record: dict) -> Iterator[dict]:
                             for r in _batch_records(batch):
                                 value, headers = r.get("value"), r.get("headers")
                                 key_bytes = r.get("key")
-                                yield {"table": "records", "capture": capture, "conn": record["conn"],
+                                row = {"table": "records", "capture": capture, "conn": record["conn"],
                                        "api_name": record["api_name"], "correlation_id": record["correlation_id"],
                                        "record_side": side, "record_topic": name, "record_partition": index,
                                        "record_offset": r.get("offset"), "record_timestamp": r.get("timestamp"),
                                        "record_key": bytes(key_bytes) if key_bytes is not None else None,
                                        "record_value_size": len(value) if value is not None else None,
                                        "record_header_count": len(headers) if headers is not None else 0}
+                                if values is None:
+                                    row.update(_NO_SCHEMA)
+                                else:
+                                    for column, cell in values.columns(key_bytes, value, headers).items():
+                                        row[f"record_{column}"] = cell
+                                yield row
 
 
 def arrow_batches(rows: Iterable[dict], schema: pa.Schema, size: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:

@@ -4,11 +4,14 @@ the decoder's settings, decode's exchange filter, and the planner's. No Spark he
 | option | meaning | default |
 |---|---|---|
 | path / paths | files, directories, globs (``load(path)`` or ``load([...])``) | (required) |
-| table | exchanges, records, files, findings (kinspect doctor's checks, per file) | exchanges |
+| table | exchanges, records, files, findings (kinspect doctor's checks, per file), clients (kinspect clients' inventory, per file) | exchanges |
 | keylog | a TLS key log file (several: a JSON list of paths) | none |
 | ports | Kafka ports besides 9092, comma-separated | none |
 | heuristic | "false": decode only the given ports | true |
 | show_secrets | "true": SASL secrets not redacted | false |
+| schemas | the records table's keys and values framed with a schema id are decoded (key_json, value_json, ...) with the schemas of each capture's own registry records, as decode --json does, and of these sources too: decode's --schemas SOURCE (log dirs, captures, directories of schema files, http(s):// registries), comma-separated or a JSON list; each task opens them, so a cluster's executors must see them | the captures' own |
+| schemas_topic | the registry's topic in those sources and in the captures | _schemas |
+| raw_values | "true": no schema decoding (the schema columns null), as decode's --raw-values | false |
 | api_name, client_id, topic | decode's --api, --client-id (globs), --topic, comma-separated | none |
 | errors, min_latency_ms | decode's --errors, --min-latency-ms | none |
 | task_mb | capture megabytes per task (small files packed, big ones split) | 256 |
@@ -31,10 +34,10 @@ from kinspect.spark.rows import TABLES
 LIMIT_OPTIONS = {"max_items": ("max_items", 1), "max_records": ("eager_records", 1),
                  "max_batch_bytes": ("max_batch_bytes", 1024), "max_ratio": ("max_ratio", 1),
                  "max_file_ratio": ("max_file_ratio", 1), "max_records_per_byte": ("max_records_per_byte", 0)}
-PUBLIC_TABLES = ("exchanges", "records", "files", "findings")
+PUBLIC_TABLES = ("exchanges", "records", "files", "findings", "clients")
 KNOWN = {"path", "paths", "table", "keylog", "ports", "heuristic", "show_secrets", "api_name", "client_id",
          "topic", "errors", "min_latency_ms", "task_mb", "cores", *LIMIT_OPTIONS,
-         "rotation", "settle_seconds"}
+         "rotation", "settle_seconds", "schemas", "schemas_topic", "raw_values"}
 
 
 class OptionError(ValueError):
@@ -143,6 +146,17 @@ def exchange_filter(options: dict) -> ExchangeFilter | None:
     keep = ExchangeFilter(api_keys, _listed(options, "client_id"), _listed(options, "topic"),
                           _flag(options, "errors", False), min_latency)
     return keep if keep.active else None
+
+
+def schemas(options: dict) -> dict:
+    """The tasks' schema options (spark/values.py): the sources (none: the captures' own registry
+    records alone) and the topic; nothing with raw_values."""
+    if _flag(options, "raw_values", False):
+        return {}
+    topic = str(options.get("schemas_topic") or "_schemas").strip()
+    if not topic:
+        raise OptionError("kinspect data source: option schemas_topic: give the registry's topic name")
+    return {"schemas": _listed(options, "schemas"), "schemas_topic": topic}
 
 
 def keylog_paths(options: dict) -> list[str]:

@@ -27,6 +27,7 @@ from kinspect.render.safe import path_text
 from kinspect.spark.plan import Input, Shard, Unit, special_kind
 from kinspect.spark.remote import is_uri, open_uri
 from kinspect.spark.rows import BATCH_ROWS, TASK, arrow_batches, task_rows
+from kinspect.spark.values import FileValues, popped
 
 
 class _Unopened:
@@ -61,6 +62,7 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
     records = options.pop("records", records)
     filesystems = options.pop("filesystems", None)
     by_connection = options.pop("flows", False) and shards > 1
+    schema_sources, schemas_topic = popped(options)
     name = path_text(f.path)  # the tables' text is UTF-8: a name that is not is shown as \xNN
     refused = f.error or _not_regular(f.path)
     if refused:
@@ -78,14 +80,19 @@ def file_rows(f: Input, shard: int = 0, shards: int = 1, options: dict | None = 
         run = DecodeRun(source, keep_record=_shard_of(shard, shards), **options)
     exchanges = problems = 0
     error = None
+    values = None
     try:
+        if records and schema_sources is not None:
+            values = FileValues.open(schema_sources, schemas_topic, source, options)
         for record in decoded_records(run, pack_records=not records):  # rows need only a batch's count
             if record["type"] == "exchange":
                 exchanges += 1
                 problems += len(record["problems"])
+                if values is not None:
+                    values.exchange(record)
                 if keep is not None and not keep(record):
                     continue
-                yield from task_rows(name, record, records)
+                yield from task_rows(name, record, records, values)
             else:
                 problems += 1
     except (CaptureUnreadable, CaptureError) as e:
