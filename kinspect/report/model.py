@@ -214,16 +214,20 @@ def _clients(gathered: Gathered) -> dict:
 
 
 SCHEMA_COLUMNS = ["api", "side", "subject", "id", "format", "records", "decoded", "unknown id", "failed"]
+SCHEMA_ROWS = 300  # rows of the schema table, those of most records (subjects are long: the page's bound)
+SUBJECT = 120      # characters of a subject shown
 
 
 def _schemas(gathered: Gathered) -> dict:
-    rows = [[shown(_cell(v)) for v in (r["api_name"], r["side"], r["subject"],
-                                        r["id"] if r["id"] is not None else r.get("guid"), r["format"],
-                                        r["records"], r["decoded"], r["unknown"], r["failed"])]
-            for r in gathered.summary.schema_rows()[:ROWS]]
+    every = gathered.summary.schema_rows()
+    chosen = every if len(every) <= SCHEMA_ROWS else sorted(every, key=lambda r: -r["records"])[:SCHEMA_ROWS]
+    rows = [[shown(_cell(r["api_name"])), r["side"], shown(_cell(r["subject"]), SUBJECT),
+             shown(_cell(r["id"] if r["id"] is not None else r.get("guid"))), shown(_cell(r["format"]))]
+            + [str(r[k]) for k in ("records", "decoded", "unknown", "failed")] for r in chosen]
+    cut = f"; the {len(chosen)} of most records of {len(every)}" if len(chosen) < len(every) else ""
     return {"id": "schemas", "title": "Values by schema", "charts": [], "tables": [
-        {"id": "schema-table", "title": "Keys and values by schema (decode --summary)", "columns": SCHEMA_COLUMNS,
-         "rows": rows}]}
+        {"id": "schema-table", "title": f"Keys and values by schema (decode --summary{cut})",
+         "columns": SCHEMA_COLUMNS, "rows": rows}]}
 
 
 def _storage(gathered: Gathered) -> dict:

@@ -45,6 +45,9 @@ def _worst_case() -> Gathered:
                            "rounds": rounds,
                            "evidence": [{"conn": LONG, "correlation_id": 1, "time": 1.7e9}] * 5}
                           for g in range(400)]
+    for n in range(1500):  # schemas past the table's rows, subjects that escape to four times their length
+        gathered.summary.schemas.add({"api_name": f"Api{n % 40}-{LONG[:200]}", "_schemas": [
+            (("value", (n, None, f"{n}{'<' * 32_000}", "protobuf"), "failed"), 2 ** 40)]})
     gathered.finish()
     series = [{"time": 1.7e9 + s, "lag": 2 ** 62 - s} for s in range(256)]  # the longest doctor keeps
     gathered.lag_rows = [{"group": f"{g}{LONG}", "topic": LONG[:249], "partition": g, "committed_offset": 1,
@@ -79,4 +82,6 @@ def test_the_worst_case_page_stays_under_the_bound():
     assert len(gathered.timeline.times()) > MAX_BUCKETS // 2
     assert len(charts["lag"]["series"]) == 16 and len(charts["rebalance"]["series"]) == 16
     assert len(charts["timestamps"]["series"]) == 16
+    tables = {t["id"]: t for s in model["sections"] for t in s["tables"]}
+    assert len(tables["schema-table"]["rows"]) == 300
     assert len(page) <= BOUND

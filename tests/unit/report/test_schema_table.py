@@ -6,6 +6,7 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 from kinspect.report.escape import shown
+from kinspect.report.model import SUBJECT
 from tests.hostile.inputs_report_schemas import html_subjects, subject
 from tests.unit.decode.test_schema_counts import schema_dir
 from tests.unit.schemas.fixtures import CAPTURE, json_lines, kinspect
@@ -56,9 +57,9 @@ def _page(path) -> tuple[str, _Page]:
 def _summary_cells(*args) -> list[list[str]]:
     done = kinspect("decode", "--summary", "--json", *args)
     assert done.returncode == 0, done.stderr
-    return [[shown(v) if v is not None else "-" for v in (
+    return [[shown(v, SUBJECT if at == 2 else 300) if v is not None else "-" for at, v in enumerate((
         r["api_name"], r["side"], r["subject"], r["id"] if r["id"] is not None else r["guid"], r["format"],
-        r["records"], r["decoded"], r["unknown"], r["failed"])]
+        r["records"], r["decoded"], r["unknown"], r["failed"]))]
         for r in json_lines(done.stdout) if r["type"] == "summary_schema"]
 
 
@@ -91,7 +92,7 @@ def test_subjects_that_are_html_show_as_text(tmp_path):
     assert "<script>alert" not in html and "</td><script>" not in html
     assert page.scripts == 3  # the chart data, the runtime, the page's script: none from a subject
     subjects = sorted(row[2] for row in page.rows if row[2] != "-")
-    assert subjects == [shown(subject(i)) for i in (1, 2, 3)]
+    assert subjects == [shown(subject(i), SUBJECT) for i in (1, 2, 3)]
     assert all(s.startswith("</td><script>alert(") and "\\x1b[31m" in s for s in subjects)
     assert [row[5:] for row in page.rows if row[2] != "-"] == [["2", "1", "0", "1"]] * 3
     assert [row[3:] for row in page.rows if row[2] == "-"] == [["4", "-", "1", "0", "1", "0"]]
