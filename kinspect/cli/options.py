@@ -1,9 +1,11 @@
 """Options that several commands share, each declared once (sqlite-utils' ``*_option`` habit):
---show-secrets, the checks' thresholds, and the options of a command that reads captures."""
+--show-secrets, the checks' thresholds, the options of a command that reads captures, and the
+rotation of a written capture."""
 
 from __future__ import annotations
 
 import functools
+import math
 
 import click
 
@@ -74,6 +76,45 @@ def threshold_options(command):
                                 vanished_s=vanished_after, slow_ms=slow_ms, throttle_ms=min_throttle_ms,
                                 max_state=max_state)
         return command(*args, thresholds=thresholds, **kwargs)
+
+    for option in reversed(options):
+        wrapped = option(wrapped)
+    return wrapped
+
+
+MIB = 1 << 20
+
+
+def rotation_options(command):
+    """--rotate-mb, --rotate-seconds and --keep: how a written capture rotates (capture/write.py's
+    RotatingRecording). The command gets ``rotation``: None, or RotatingRecording's max_bytes,
+    max_seconds and keep. A value that is not a positive number, or --keep without a rotation,
+    is a usage error."""
+    positive = click.FloatRange(0, min_open=True)
+    options = [
+        click.option("--rotate-mb", type=positive, metavar="N",
+                     help="With --write: a new file once the current one holds N MiB (fractions too); the files "
+                          "are PATH's NAME_00001.pcapng, NAME_00002.pcapng, ... beside it."),
+        click.option("--rotate-seconds", type=positive, metavar="S",
+                     help="With --write: a new file every S seconds, with or without traffic."),
+        click.option("--keep", "keep_files", type=click.IntRange(1), metavar="K",
+                     help="With --rotate-mb or --rotate-seconds: keep only the newest K files (the one being "
+                          "written included); older files this run wrote are deleted."),
+    ]
+
+    @functools.wraps(command)
+    def wrapped(*args, rotate_mb, rotate_seconds, keep_files, **kwargs):
+        for option, value in (("--rotate-mb", rotate_mb), ("--rotate-seconds", rotate_seconds)):
+            if value is not None and not math.isfinite(value):
+                raise click.BadParameter(f"{value} is not a finite number; give a positive one",
+                                         param_hint=f"'{option}'")
+        rotation = None
+        if rotate_mb is not None or rotate_seconds is not None:
+            rotation = dict(max_bytes=None if rotate_mb is None else max(1, round(rotate_mb * MIB)),
+                            max_seconds=rotate_seconds, keep=keep_files)
+        elif keep_files is not None:
+            raise click.UsageError("--keep needs --rotate-mb or --rotate-seconds: it counts the rotated files")
+        return command(*args, rotation=rotation, **kwargs)
 
     for option in reversed(options):
         wrapped = option(wrapped)

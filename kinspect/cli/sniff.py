@@ -7,6 +7,7 @@ are decode's (cli/exchanges.py); the dashboard and metrics endpoint are live/'s.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -17,16 +18,17 @@ from kinspect.cli.exchanges import (emit, filter_options, port_options, print_su
                                     stream_bound_options)
 from kinspect.cli.keylog import keylog_counts, keylog_news, keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
-from kinspect.cli.options import show_secrets_option
+from kinspect.cli.options import rotation_options, show_secrets_option
 from kinspect.cli.schemas import open_schemas, schema_options, schema_stage, write_notices
 from kinspect.cli.output import Output, output_options
-from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
+from kinspect.cli.overlap import REFUSED, create_output, refuse_writing_over_inputs
 from kinspect.decode.filters import ExchangeFilter
 from kinspect.limits import Limits
 from kinspect.decode.finish import JSON, RECORD, SUMMARY
 from kinspect.decode.pipeline import DecodeRun
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE, EXIT_USAGE
 from kinspect.decode.summary import Summary
+from kinspect.render.safe import path_text
 
 PENDING_TIMEOUT = 60.0   # Kafka's request.timeout.ms is 30 s; a JoinGroup may wait longer
 IDLE_TIMEOUT = 600.0     # the broker's connections.max.idle.ms is 9 minutes
@@ -39,6 +41,7 @@ Examples:
   sudo kinspect sniff eth0 --json | jq 'select(.api_name == "Produce")'
   sudo kinspect sniff lo --live --metrics-port 9464
   sudo kinspect sniff eth0 --duration 60 --write bug.pcapng --summary
+  sudo kinspect sniff eth0 --write ring.pcapng --rotate-mb 100 --keep 10   # ring_00001.pcapng, ...
   kinspect sniff --backend dumpcap eth0       # no root: dumpcap holds the capabilities
 
 \b
@@ -75,7 +78,8 @@ capture could not start (no permission, no backend); 4 internal error; 130 a sec
               "on this port (http://HOST:PORT/metrics).")
 @click.option("--metrics-address", default="", help="Address the metrics endpoint binds (default: all).")
 @click.option("--write", "write_path", type=click.Path(dir_okay=False, writable=True),
-              help="Keep the captured packets in this pcapng file.")
+              help="Keep the captured packets in this pcapng file (with a rotation: in files named after it).")
+@rotation_options
 @click.option("--count", type=click.IntRange(1), help="Stop after this many exchanges shown (after filters).")
 @click.option("--duration", type=click.FloatRange(0, min_open=True), help="Stop after this many seconds.")
 @click.option("--pending-timeout", type=click.FloatRange(0, min_open=True), default=PENDING_TIMEOUT,
@@ -90,7 +94,7 @@ capture could not start (no permission, no backend); 4 internal error; 130 a sec
 @limit_options
 @output_options
 def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: ExchangeFilter, summary, verbose,
-          strict, dashboard, metrics_port, metrics_address, write_path, count, duration, pending_timeout,
+          strict, dashboard, metrics_port, metrics_address, write_path, rotation, count, duration, pending_timeout,
           idle_timeout, max_frame, max_connections, schema_sources, schemas_topic, raw_values, show_secrets, keylog,
           out: Output, limits: Limits):
     """Decode live Kafka traffic on network interfaces (any included), as decode does captures.
@@ -102,25 +106,27 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
     from kinspect.capture.live import LiveError, build_filter, open_live
     from kinspect.live.loop import LiveLoop
 
+    if rotation is not None and write_path is None:
+        raise click.UsageError("--rotate-mb and --rotate-seconds need --write PATH: they rotate its files")
     interfaces = list(dict.fromkeys(interfaces))
     keylogs = keylog.paths if keylog is not None else []
     for line in keylog_warnings(keylog):
         out.warn(line)
     counts = keylog_counts(keylog)
     refuse_writing_over_inputs(keylogs, {"--write": write_path})
-    written = create_output(write_path, "--write", keylogs) if write_path is not None else None
+    recording = _recording(write_path, rotation, keylogs)
     kafka_ports = set(ports) | {9092}
     expression = build_filter(kafka_ports, not no_heuristic, bpf)
     try:
         source = open_live(interfaces, backend, expression, buffer_mb)
     except LiveError as e:
-        if written is not None:
-            written.close()
+        if recording is not None:
+            recording.discard()
         out.warn(f"kinspect: {e}")
         sys.exit(EXIT_USAGE if e.asked else EXIT_UNREADABLE)
-    if written is not None:
-        from kinspect.capture.write import Recording
-        source = Recording(source, written)
+    if recording is not None:
+        recording.source = source
+        source = recording
     out.warn(f"kinspect: capturing on {', '.join(interfaces)} with {source.backend}, filter {expression!r}")
     if source.backend == "dumpcap" and backend == "auto":
         from kinspect.capture.live import DUMPCAP_DELAY_NOTE
@@ -169,6 +175,8 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
         write_notices(schemas, None, out)
     exit_code = EXIT_OK
     dropped = session.report(summary)
+    if rotation is not None:
+        out.warn(f"kinspect: {_rotated(recording)}")
     if dropped:
         exit_code = EXIT_PROBLEMS
     if run.kafka_connections == 0:
@@ -182,6 +190,35 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
     if strict and any_problems:
         exit_code = EXIT_PROBLEMS
     sys.exit(exit_code)
+
+
+def _recording(write_path, rotation: dict | None, keylogs: list):
+    """What keeps the packets for --write (None without it), its first file opened before the capture
+    starts (a path that cannot be written is a usage error then); its source is set once there is one."""
+    if write_path is None:
+        return None
+    from kinspect.capture.write import Recording, RotatingRecording, rotation_number
+    if rotation is None:
+        return Recording(None, create_output(write_path, "--write", keylogs))
+    directory = os.path.realpath(os.path.dirname(os.path.abspath(write_path)))
+    if not os.path.isdir(directory):
+        raise click.UsageError(f"--write {path_text(write_path)}: no directory {path_text(directory)} to write the "
+                               f"rotation's files in")
+    for path in keylogs:  # one not made yet must not be a name the rotation takes either
+        if os.path.realpath(os.path.dirname(os.path.abspath(path))) == directory and \
+                rotation_number(write_path, path) is not None:
+            raise click.UsageError(f"--keylog {path_text(path)} is a name of the --write rotation: {REFUSED}")
+    return RotatingRecording(None, write_path, **rotation, opener=lambda name: create_output(name, "--write", keylogs))
+
+
+def _rotated(recording) -> str:
+    """The line that says which files a rotation wrote and kept."""
+    kept = recording.files
+    if not kept:
+        return f"--write: no file kept of the {recording.published} written"
+    names = os.path.basename(kept[0]) + ("" if len(kept) == 1 else f" to {os.path.basename(kept[-1])}")
+    where = path_text(os.path.dirname(kept[0]) or ".")
+    return f"--write: {recording.published} files written by rotation; kept {len(kept)}, {names} in {where}"
 
 
 class _Session:

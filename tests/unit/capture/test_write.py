@@ -1,7 +1,9 @@
 """sniff --write: the pcapng it keeps decodes as what was captured; its interface statistics
 blocks (dumpcap's drop counts) are read back."""
 
+import os
 import struct
+import subprocess
 
 from kinspect.capture.pcapng import PcapngParser
 from kinspect.capture.source import open_capture
@@ -82,3 +84,62 @@ def test_a_rotation_keeps_the_newest_files_and_rotates_on_time_even_when_idle(tm
     assert recording.number == 4  # 0 s, 5 s (a tick), 11 s, 17 s
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r_00003.pcapng", "r_00004.pcapng"]
     assert _read(tmp_path / "r_00004.pcapng") == [(round(packets[3][0], 6), packets[3][1], packets[3][2])]
+
+
+def test_a_rotated_file_is_seen_under_its_name_only_once_complete(tmp_path):
+    """The file being written has a hidden name (the rotation reader of spark/ leaves hidden files
+    out); each file that shows is a whole pcapng that tshark reads to the end."""
+    from kinspect.capture.write import RotatingRecording, being_written
+    from kinspect.spark.rotation import listed
+    packets = _packets()
+    recording = RotatingRecording(ListSource(packets), str(tmp_path / "ring.pcapng"), max_bytes=12_000)
+    seen = []
+    for _ in recording.packets():
+        writing = being_written(str(tmp_path))
+        assert len(writing) == 1 and os.path.basename(writing[0]).startswith(".ring_")
+        visible = listed(str(tmp_path))
+        assert visible == recording.files
+        seen.append(len(visible))
+    recording.close()
+    assert being_written(str(tmp_path)) == [] and len(recording.files) == max(seen) + 1 > 2
+    for name in (recording.files[0], recording.files[-1]):  # the first and the one closed last
+        out = subprocess.run(["tshark", "-r", name], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout.strip() and out.stderr.count("\n") <= 1, out.stderr
+
+
+def test_a_rotation_replaces_nothing_and_deletes_only_its_own_files(tmp_path):
+    """An earlier run's files stay and numbers go on past them; a name another writer took meanwhile
+    is skipped, not replaced; --keep deletes a file of this run only while it is still that file."""
+    from kinspect.capture.write import RotatingRecording
+    earlier = tmp_path / "ring_00003.pcapng"
+    earlier.write_bytes(b"an earlier run's")
+    packets = _packets()
+    recording = RotatingRecording(ListSource(packets), str(tmp_path / "ring.pcapng"), max_bytes=5_000, keep=2)
+    feed = recording.packets()
+    next(feed)
+    assert recording.number == 4
+    taken = tmp_path / "ring_00004.pcapng"  # another writer takes the name of the file being written
+    taken.write_bytes(b"someone else's")
+    while not recording.files:
+        next(feed)
+    assert recording.files == [str(tmp_path / "ring_00005.pcapng")]
+    first = recording.files[0]
+    os.rename(first, tmp_path / "moved")  # and puts another file at the name of the first one written
+    (tmp_path / "ring_00005.pcapng").write_bytes(b"put back")
+    for _ in feed:
+        pass
+    recording.close()
+    assert earlier.read_bytes() == b"an earlier run's" and taken.read_bytes() == b"someone else's"
+    assert (tmp_path / "ring_00005.pcapng").read_bytes() == b"put back"
+    assert len(recording.files) == 2 and all(os.path.exists(f) for f in recording.files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["moved", "ring_00003.pcapng", "ring_00004.pcapng", "ring_00005.pcapng",
+         *(os.path.basename(f) for f in recording.files)])
+
+
+def test_a_rotation_that_never_started_leaves_nothing(tmp_path):
+    from kinspect.capture.write import RotatingRecording
+    recording = RotatingRecording(None, str(tmp_path / "ring.pcapng"), max_seconds=1)
+    assert len(os.listdir(tmp_path)) == 1
+    recording.discard()
+    assert os.listdir(tmp_path) == []

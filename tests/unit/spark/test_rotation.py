@@ -74,3 +74,17 @@ def test_the_stream_offsets_plan_each_file_once(tmp_path):
     assert settled == {"last": names[-1], "final": True}
     assert stream_partitions(str(tmp_path), first, settled) == [(files[-2], files[-1], False, True)]
     assert stream_partitions(str(tmp_path), settled, settled) == []
+
+
+def test_the_newest_file_is_not_settled_while_a_sniff_rotation_writes_the_next(tmp_path):
+    """sniff --write's rotation writes each file under a hidden name: the newest visible file stops
+    changing at once, yet it is not the last while the hidden one grows (settle_seconds counts it)."""
+    from kinspect.capture.write import being_written
+    files = _rotated(tmp_path)
+    done = os.stat(files[-1]).st_mtime
+    writing = tmp_path / ".ring_00010.pcapng.0123456789abcdef.part"
+    writing.write_bytes(b"")
+    os.utime(writing, (done + 10, done + 10))
+    assert being_written(str(tmp_path)) == [str(writing)]
+    assert stream_end(str(tmp_path), 3.0, now=done + 5) == {"last": os.path.basename(files[-2]), "final": False}
+    assert stream_end(str(tmp_path), 3.0, now=done + 14) == {"last": os.path.basename(files[-1]), "final": True}

@@ -1,0 +1,65 @@
+"""kinspect sniff's rotation options (--write PATH --rotate-mb N --rotate-seconds S --keep K): what is
+a usage error, and a real run on lo that rotates on time with no traffic (capture/write.py has the
+rotation itself; tests/integration/test_sniff_rotate.py runs it under real clients)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kinspect(*args, cwd, timeout=60):
+    return subprocess.run([sys.executable, "-m", "kinspect", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rotate-mb", "1"], "--rotate-mb and --rotate-seconds need --write PATH"),
+    (["--rotate-seconds", "5", "--keep", "2"], "--rotate-mb and --rotate-seconds need --write PATH"),
+    (["--write", "w.pcapng", "--keep", "2"], "--keep needs --rotate-mb or --rotate-seconds"),
+    (["--keep", "2"], "--keep needs --rotate-mb or --rotate-seconds"),
+    (["--write", "w.pcapng", "--rotate-mb", "0"], "Invalid value for '--rotate-mb': 0.0 is not in the range x>0"),
+    (["--write", "w.pcapng", "--rotate-seconds", "-1"], "Invalid value for '--rotate-seconds'"),
+    (["--write", "w.pcapng", "--rotate-mb", "nan"], "Invalid value for '--rotate-mb': nan is not a finite number"),
+    (["--write", "w.pcapng", "--rotate-seconds", "inf"], "Invalid value for '--rotate-seconds': inf is not a finite"),
+    (["--write", "w.pcapng", "--rotate-mb", "1", "--keep", "0"], "Invalid value for '--keep': 0 is not in the range"),
+    (["--write", "none/w.pcapng", "--rotate-mb", "1"], "--write none/w.pcapng: no directory"),
+    (["--write", "w.pcapng", "--rotate-mb", "1", "--keylog", "w_00002.pcapng"],
+     "--keylog w_00002.pcapng is a name of the --write rotation"),
+])
+def test_rotation_options_used_wrongly_are_a_usage_error_before_anything_is_written(tmp_path, args, message):
+    proc = kinspect("sniff", "lo", "--duration", "1", *args, cwd=tmp_path)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+    assert proc.returncode == 2 and len(errors) == 1 and message in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr and os.listdir(tmp_path) == []
+
+
+def test_an_idle_capture_rotates_on_time_and_keeps_the_newest_files(tmp_path):
+    """No traffic on the port filtered: files still rotate every 0.3 s; the newest 2 stay, each an
+    empty but whole pcapng; an earlier file of the same name is neither replaced nor deleted."""
+    (tmp_path / "idle_00001.pcapng").write_bytes(b"an earlier run's")
+    proc = kinspect("sniff", "lo", "--backend", "ring", "--filter", f"tcp port {free_port()}", "--duration", "2",
+                    "--write", "idle.pcapng", "--rotate-seconds", "0.3", "--keep", "2", cwd=tmp_path)
+    assert proc.returncode == 1 and "no Kafka traffic seen" in proc.stderr, proc.stderr
+    m = re.search(r"kinspect: --write: (\d+) files written by rotation; kept 2, idle_(\d{5}).pcapng to "
+                  r"idle_(\d{5}).pcapng in \.", proc.stderr)
+    assert m, proc.stderr
+    written, first, last = map(int, m.groups())
+    assert written >= 4 and (first, last) == (written, written + 1)  # numbered on past the earlier file
+    assert sorted(os.listdir(tmp_path)) == ["idle_00001.pcapng", f"idle_{first:05d}.pcapng", f"idle_{last:05d}.pcapng"]
+    assert (tmp_path / "idle_00001.pcapng").read_bytes() == b"an earlier run's"
+    for number in (first, last):
+        out = subprocess.run(["tshark", "-r", str(tmp_path / f"idle_{number:05d}.pcapng")], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout == "", out.stderr
