@@ -15,7 +15,7 @@ from kinspect import native
 from kinspect.decode.pipeline import DecodeRun
 from kinspect.records import batch
 from kinspect.records.recordset import decode_records
-from tests.conftest import PCAPS, SAMPLES, UNLICENSED
+from tests.conftest import PCAPS, SAMPLES
 from tests.unit.records.conftest import FIXTURES
 from tests.unit.native import needs_c
 
@@ -79,7 +79,7 @@ def differential(monkeypatch) -> Differential:
 
 
 CAPTURES = sorted(p.name for p in PCAPS.glob("*.pcap*"))
-SEGMENTS = sorted({*SAMPLES.rglob("*.log"), *UNLICENSED.rglob("*.log")})  # the latter when there
+SEGMENTS = sorted(SAMPLES.rglob("*.log"))
 
 
 @needs_c
