@@ -71,7 +71,7 @@ if [ $# -gt 0 ]; then
 fi
 # The whole suite, then the unit tests of the layers the C accelerators serve once more with their
 # pure-Python twins forced: each twin promises its C module's output (tests of a C module itself
-# are skipped in that run). The layers above (cli, doctor, groups, report, schemas, spark) reach
+# are deselected in that run: -m "not needs_c"). The layers above (cli, doctor, groups, report, schemas, spark) reach
 # the twins only through these, and run once.
 status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider || status=$?
