@@ -143,10 +143,8 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
         sys.exit(EXIT_UNFINISHED)
     from kinspect.spark import job  # pyspark only now
     options = {"ports": set(ports) | {9092}, "heuristic": not no_heuristic, "show_secrets": show_secrets}
-    unreadable_schemas = False
-    if records and not raw_values:
-        options.update(schemas=list(schema_sources), schemas_topic=schemas_topic)
-        unreadable_schemas = _check_schema_sources(schema_sources, schemas_topic)
+    options.update(schema_options(records, raw_values, schema_sources, schemas_topic))
+    unreadable_schemas = bool(options.get("schemas")) and _check_schema_sources(schema_sources, schemas_topic)
     for line in keylog_warnings(keylog):
         click.echo(line, err=True)
     if package is not None and os.path.exists(package) and not os.path.isfile(package):
@@ -214,6 +212,14 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
 
 
 SKIPPED_SHOWN = 20  # special files named one by one; past that, counted
+
+
+def schema_options(records: bool, raw_values: bool, sources, topic: str) -> dict:
+    """The tasks' schema options (spark/values.py) for --records, --raw-values, --schemas and
+    --schemas-topic: with --records the captures' own _schemas records and the sources."""
+    if not records or raw_values:
+        return {}
+    return {"schemas": list(sources), "schemas_topic": topic}
 
 
 def _check_schema_sources(sources, topic: str) -> bool:

@@ -1,8 +1,8 @@
 """Captures as a Spark data source: ``spark.read.format("kinspect").load(paths)``.
 
 Spark 4.0's Python Data Source API (pyspark.sql.datasource). ``register(spark)`` registers it
-in a session; ``.option("table", "exchanges"|"records"|"files")`` picks the table (rows.py's
-schemas, the ones `kinspect spark` writes). The options are source_options.py's.
+in a session; ``.option("table", "exchanges"|"records"|"files"|"findings"|"clients")`` picks the
+table (rows.py's schemas, the ones `kinspect spark` writes). The options are source_options.py's.
 
 Where each part runs: Spark plans a Python data source in a Python process it starts beside
 the driver's JVM (the schema, then ``reader()`` and ``partitions()``: the inputs are listed and

@@ -170,3 +170,12 @@ def test_a_capture_value_that_does_not_read_is_a_finding_with_its_exchange(tmp_p
         assert found["conn"] and found["correlation_id"] is not None
         assert found["found"]["offset"] == 1 and found["expected"]["id"] == 3
         assert found["path"] == "batch[0] → records[1]" and found["base_offset"] == 0
+
+
+def test_a_schema_source_that_cannot_be_read_is_exit_3_and_the_rest_is_checked(tmp_path):
+    logs = _copy(tmp_path)
+    _damage_segment(logs, RECORD_1[:5] + b"\xff" * 10)
+    result = _run("--json", "--schemas", tmp_path / "missing", logs)
+    assert result.returncode == 3
+    assert f"--schemas {tmp_path / 'missing'}: no such file or directory" in result.stderr
+    assert [f["check"] for f in _findings(result.stdout)] == [SCHEMA_CHECK]

@@ -1,17 +1,16 @@
 """The records table's schema columns and the clients table on a real local[2] Spark, through the
-data source and through kinspect spark --records --clients --schemas: rows equal kinspect decode
+data source and through kinspect spark --records --clients --schemas's job: rows equal kinspect decode
 --json's keys and values (the lab's capture of confluent-kafka's real serializers) and kinspect
 clients --json --all."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pyarrow.dataset as ds
 import pytest
 
-from kinspect.spark import register
+from kinspect.cli.spark import schema_options
+from kinspect.spark import job, register
+from kinspect.spark.plan import list_inputs, plan
 from tests.conftest import PCAPS
 from tests.unit.schemas.fixtures import CAPTURE, LOGS
 from tests.unit.spark.test_values import _decoded_records, _expected, _got, _kinspect
@@ -56,11 +55,17 @@ def test_records_and_clients_equal_decode_and_clients_json(spark, tmp_path):
                .load([str(c) for c in CLIENT_CAPTURES]).collect()]
     assert _clients(clients) == _clients_expected()
 
-    out = tmp_path / "tables"
-    run = subprocess.run([sys.executable, "-m", "kinspect", "spark", *map(str, CLIENT_CAPTURES), "--out", str(out),
-                          "--records", "--clients", "--schemas", str(LOGS), "--master", "local[2]"],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr
+    out = tmp_path / "tables"  # kinspect spark --records --clients --schemas LOGS: its job, in this session
+    options = {"ports": {9092}, "heuristic": True, "show_secrets": False,
+               **schema_options(True, False, [str(LOGS)], "_schemas")}
+    inputs = list_inputs([str(c) for c in CLIENT_CAPTURES])
+    job.write(spark, plan(inputs, cores=2), str(out), options=options, records=True)
+    job.write_clients(spark, inputs, str(out), options=options)
     written = [r for r in ds.dataset(out / "records").to_table().to_pylist() if r["capture"] == str(CAPTURE)]
     assert {k: _got(r) for k, r in _keyed(written).items()} == expected
     assert _clients(ds.dataset(out / "clients").to_table().to_pylist()) == _clients_expected()
+
+
+def test_kinspect_spark_options():
+    assert schema_options(True, False, ["a", "b"], "t") == {"schemas": ["a", "b"], "schemas_topic": "t"}
+    assert schema_options(True, True, ["a"], "t") == schema_options(False, False, ["a"], "t") == {}
