@@ -564,7 +564,7 @@ def _schema_findings(file: str, record: dict) -> Iterator[Finding]:
                "api": f"{record.get('api_name')} v{record.get('api_version')}",
                "time": record.get("request_time")}
     for side in ("request", "response"):
-        for batches in _record_sets(record.get(side) or {}):
+        for where, batches in _partition_record_sets(record.get(side)):
             for index, batch in enumerate(batches):
                 records = batch.get("records") if isinstance(batch, dict) else None
                 if not isinstance(records, list):
@@ -578,15 +578,31 @@ def _schema_findings(file: str, record: dict) -> Iterator[Finding]:
                             more += 1
                             continue
                         shown += 1
-                        problem = schema_problem(field, item, about, f"batch[{index}] → records[{number}]",
-                                                 batch.get("position"))
+                        problem = schema_problem(field, item, about, f"{where['topic']}-{where['partition']} → "
+                                                 f"batch[{index}] → records[{number}]", batch.get("position"))
                         yield Finding(file, SCHEMA_CHECK, ERROR, problem.what, problem.path, problem.offset,
                                       index, batch.get("base_offset", batch.get("offset")), problem.expected,
-                                      problem.found, {**context, "side": side})
+                                      problem.found, {**context, "side": side, **where})
     if more:
         yield Finding(file, SCHEMA_CHECK, ERROR, f"{more} more {SCHEMA_CHECK} problems like the ones above in "
                       f"this exchange ({shown + more} in all; the first {shown} are shown)", "", None,
                       context={**context})
+
+
+def _partition_record_sets(body) -> Iterator[tuple[dict, list]]:
+    """({"topic", "partition"}, its list of batches) of each partition entry of a Produce request
+    or a Fetch response (a record set too big to hold, streamed, is not read again here)."""
+    if not isinstance(body, dict):
+        return
+    for topics in (body.get("topic_data"), body.get("responses"), body.get("topics")):
+        for topic in topics if isinstance(topics, list) else ():
+            if not isinstance(topic, dict):
+                continue
+            name = topic.get("name", topic.get("topic"))
+            for partition in topic.get("partition_data", topic.get("partitions")) or ():
+                if isinstance(partition, dict) and isinstance(partition.get("records"), list):
+                    index = partition.get("index", partition.get("partition_index"))
+                    yield {"topic": name, "partition": index}, partition["records"]
 
 
 def _record_sets(value) -> Iterator[list]:

@@ -169,7 +169,8 @@ def test_a_capture_value_that_does_not_read_is_a_finding_with_its_exchange(tmp_p
     for found in findings:
         assert found["conn"] and found["correlation_id"] is not None
         assert found["found"]["offset"] == 1 and found["expected"]["id"] == 3
-        assert found["path"] == "batch[0] → records[1]" and found["base_offset"] == 0
+        assert found["path"] == "lab-avro-0 → batch[0] → records[1]" and found["base_offset"] == 0
+        assert (found["topic"], found["partition"]) == ("lab-avro", 0)
 
 
 def test_a_schema_source_that_cannot_be_read_is_exit_3_and_the_rest_is_checked(tmp_path):
