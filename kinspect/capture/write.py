@@ -152,13 +152,23 @@ PART = ".part"
 _WRITING = re.compile(r"\..+\.[0-9a-f]{16}\.part")
 
 
+class WriteFailed(Exception):
+    """The file system refused a rotation's file mid-way (a full disk, a directory gone): ``path``
+    and ``reason`` say which and why. What was written before stays."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
 class RotatingRecording:
     """A PacketSource writing the packets of ``source`` as pcapng into a series of files
     (rotated_name), as ``sniff --write PATH --rotate-mb N --rotate-seconds S --keep K`` does: a new
     file once the current one holds ``max_bytes``, or once it has been written for ``max_seconds``
     of packet time (ticks count, so an idle capture rotates too); only the newest ``keep`` files are
     kept, the one being written included (None: all). Every file is a whole pcapng (its own section
-    and interfaces), flushed on each tick. The first file is opened at once (a path that cannot be
+    and interfaces), flushed on each tick. The file system failing once the packets flow raises
+    WriteFailed. The first file is opened at once (a path that cannot be
     written is told before the capture starts). A file is written under its hidden writing_name and
     takes its final name only once closed, without replacing anything there: a name already taken
     (another writer's) makes it take the next number. Numbers start past those in the directory.
@@ -251,28 +261,40 @@ class RotatingRecording:
 
     def packets(self):
         for packet in self.source.packets():
-            ts, linktype = packet[0], packet[1]
-            if linktype == TICK:
-                self._recording._file.flush()
-                if self._started is None:
-                    self._started = ts
-                elif self.max_seconds is not None and ts - self._started >= self.max_seconds:
-                    self._rotate(ts)
-                yield packet
-                continue
-            if self._due(ts):
-                self._rotate(ts)
-            self._recording.write(packet)
-            self.written += 1
+            try:
+                self._keep(packet)
+            except OSError as e:
+                raise WriteFailed(self._writing or rotated_name(self.path, self.number), e.strerror or str(e)) \
+                    from None
             yield packet
+
+    def _keep(self, packet) -> None:
+        ts, linktype = packet[0], packet[1]
+        if linktype == TICK:
+            self._recording._file.flush()
+            if self._started is None:
+                self._started = ts
+            elif self.max_seconds is not None and ts - self._started >= self.max_seconds:
+                self._rotate(ts)
+            return
+        if self._due(ts):
+            self._rotate(ts)
+        self._recording.write(packet)
+        self.written += 1
 
     def close(self) -> None:
         """Finishes the file being written (it takes its final name), then closes the source."""
-        if self._recording is not None:
-            self._finish()
-            self._trim()
-        if self.source is not None:
-            self.source.close()
+        try:
+            if self._recording is not None:
+                writing = self._writing
+                try:
+                    self._finish()
+                    self._trim()
+                except OSError as e:
+                    raise WriteFailed(writing, e.strerror or str(e)) from None
+        finally:
+            if self.source is not None:
+                self.source.close()
 
     def discard(self) -> None:
         """The capture never started: the file opened for it is closed and removed."""

@@ -56,7 +56,8 @@ over up to 250 ms late when traffic is light (a fixed timeout dumpcap has no opt
 Exit codes: 0 fine (Ctrl-C, SIGTERM, --count and --duration end a capture normally);
 1 packets were dropped, or no Kafka traffic was seen (or with --strict, a problem in an
 exchange); 2 usage error (an unknown interface, a filter that does not compile); 3 the
-capture could not start (no permission, no backend); 4 internal error; 130 a second Ctrl-C.
+capture could not start (no permission, no backend), or a rotated --write file could not be
+written (it stopped there); 4 internal error; 130 a second Ctrl-C.
 """
 
 
@@ -162,11 +163,15 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
     lines = not (loop.board is not None and out.interactive)
     write = None if out.interactive else out.stream.write
     session.install_signals()
+    from kinspect.capture.write import WriteFailed
+    failed = None
     try:
         with loop, source:
             any_problems = loop.run(run, lambda output: emit(out, output, mode, totals, lines, verbose, write),
                                     keep=keep, mode=mode, count=count, stages=(stage,) if stage else ())
             session.final(mode, summary)
+    except WriteFailed as e:
+        failed, any_problems = e, False
     finally:
         session.restore_signals()
     if summary:
@@ -177,6 +182,9 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
     dropped = session.report(summary)
     if rotation is not None:
         out.warn(f"kinspect: {_rotated(recording)}")
+    if failed is not None:
+        out.warn(f"kinspect: --write: cannot write {path_text(failed.path)}: {failed.reason}; the capture stopped "
+                 f"there")
     if dropped:
         exit_code = EXIT_PROBLEMS
     if run.kafka_connections == 0:
@@ -189,7 +197,7 @@ def sniff(interfaces, backend, bpf, buffer_mb, ports, no_heuristic, keep: Exchan
         out.warn(line)
     if strict and any_problems:
         exit_code = EXIT_PROBLEMS
-    sys.exit(exit_code)
+    sys.exit(EXIT_UNREADABLE if failed is not None else exit_code)
 
 
 def _recording(write_path, rotation: dict | None, keylogs: list):
@@ -197,7 +205,7 @@ def _recording(write_path, rotation: dict | None, keylogs: list):
     starts (a path that cannot be written is a usage error then); its source is set once there is one."""
     if write_path is None:
         return None
-    from kinspect.capture.write import Recording, RotatingRecording, rotation_number
+    from kinspect.capture.write import Recording, RotatingRecording, WriteFailed, rotation_number
     if rotation is None:
         return Recording(None, create_output(write_path, "--write", keylogs))
     directory = os.path.realpath(os.path.dirname(os.path.abspath(write_path)))
@@ -208,7 +216,18 @@ def _recording(write_path, rotation: dict | None, keylogs: list):
         if os.path.realpath(os.path.dirname(os.path.abspath(path))) == directory and \
                 rotation_number(write_path, path) is not None:
             raise click.UsageError(f"--keylog {path_text(path)} is a name of the --write rotation: {REFUSED}")
-    return RotatingRecording(None, write_path, **rotation, opener=lambda name: create_output(name, "--write", keylogs))
+    opened = []
+
+    def opener(name):  # the first file's trouble is a usage error; a later one's stops the capture
+        try:
+            file = create_output(name, "--write", keylogs)
+        except click.UsageError as e:
+            if not opened:
+                raise
+            raise WriteFailed(name, e.message) from None
+        opened.append(name)
+        return file
+    return RotatingRecording(None, write_path, **rotation, opener=opener)
 
 
 def _rotated(recording) -> str:

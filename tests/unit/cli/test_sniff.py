@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -63,3 +64,20 @@ def test_an_idle_capture_rotates_on_time_and_keeps_the_newest_files(tmp_path):
         out = subprocess.run(["tshark", "-r", str(tmp_path / f"idle_{number:05d}.pcapng")], capture_output=True,
                              text=True, timeout=60)
         assert out.returncode == 0 and out.stdout == "", out.stderr
+
+
+def test_a_rotated_file_that_cannot_be_written_stops_the_capture_with_one_line(tmp_path):
+    """The directory removed while sniff rotates into it: exit 3 and a line naming the file, not an
+    internal error."""
+    ring = tmp_path / "ring"
+    ring.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "kinspect", "sniff", "lo", "--backend", "ring", "--filter",
+                             f"tcp port {free_port()}", "--duration", "20", "--write", str(ring / "c.pcapng"),
+                             "--rotate-seconds", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "kinspect: capturing on lo" in proc.stderr.readline()
+    shutil.rmtree(ring)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert re.search(r"^kinspect: --write: cannot write \S*/ring/c_\d{5}\.pcapng: No such file or directory; the "
+                     r"capture stopped there$", err, re.M), err
+    assert "Traceback" not in err and "internal error" not in err
