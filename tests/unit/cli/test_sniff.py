@@ -81,3 +81,9 @@ def test_a_rotated_file_that_cannot_be_written_stops_the_capture_with_one_line(t
     assert re.search(r"^kinspect: --write: cannot write \S*/ring/c_\d{5}\.pcapng: No such file or directory; the "
                      r"capture stopped there$", err, re.M), err
     assert "Traceback" not in err and "internal error" not in err
+
+
+def test_a_capture_that_cannot_start_leaves_no_rotated_file(tmp_path):
+    proc = kinspect("sniff", "nosuchif0", "--write", "x.pcapng", "--rotate-mb", "1", cwd=tmp_path)
+    assert proc.returncode == 2 and "no interface named 'nosuchif0'" in proc.stderr, proc.stderr
+    assert os.listdir(tmp_path) == []
