@@ -26,6 +26,8 @@ BYTE_ORDER_MAGIC = 0x1A2B3C4D
 OPT_TSRESOL = 9
 MICROSECONDS = 6
 _epb = struct.Struct("<IIIIIII").pack
+PART = ".part"  # the end of the hidden name a rotated file has while it is written
+_WRITING = re.compile(r"\..+\.[0-9a-f]{16}\.part")
 
 
 def _block(btype: int, body: bytes) -> bytes:
@@ -148,10 +150,6 @@ def next_number(path: str) -> int:
     return max(numbers, default=0) + 1
 
 
-PART = ".part"
-_WRITING = re.compile(r"\..+\.[0-9a-f]{16}\.part")
-
-
 class WriteFailed(Exception):
     """The file system refused a rotation's file mid-way (a full disk, a directory gone): ``path``
     and ``reason`` say which and why. What was written before stays."""
@@ -167,12 +165,12 @@ class RotatingRecording:
     file once the current one holds ``max_bytes``, or once it has been written for ``max_seconds``
     of packet time (ticks count, so an idle capture rotates too); only the newest ``keep`` files are
     kept, the one being written included (None: all). Every file is a whole pcapng (its own section
-    and interfaces), flushed on each tick. The file system failing once the packets flow raises
-    WriteFailed. The first file is opened at once (a path that cannot be
-    written is told before the capture starts). A file is written under its hidden writing_name and
-    takes its final name only once closed, without replacing anything there: a name already taken
-    (another writer's) makes it take the next number. Numbers start past those in the directory.
-    Only files this object published are deleted, and only while still the same file.
+    and interfaces), flushed on each tick. The first file is opened at once (a path that cannot be
+    written is told before the capture starts); the file system failing later raises WriteFailed.
+    A file is written under its hidden writing_name and takes its final name only once closed,
+    without replacing anything there: a name already taken (another writer's) makes it take the
+    next number. Numbers start past those in the directory. Only files this object published are
+    deleted, and only while each is still the same file.
     ``opener(path)``: a binary file object writing the new file ``path`` (the CLI's create_output);
     by default a new file, never one that exists."""
 
