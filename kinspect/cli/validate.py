@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -152,7 +153,7 @@ def _open_schemas(sources, topic: str, paths, limits: Limits, out: Output):
     from kinspect.schemas.load import open_sources
     near = []
     for path in map(Path, paths):
-        directory = path if path.is_dir() else path.parent
+        directory = path if os.path.isdir(path) else path.parent  # False, not an error, when unreadable
         near += [directory, directory.parent]
     with out.progress(None, "reading schemas"):
         schemas, problems = open_sources(sources, topic, log_dirs=near, limits=limits)
