@@ -15,6 +15,7 @@ from kinspect.records import batch as v2
 from kinspect.records import legacy
 from kinspect.records.checks import check_batch, check_offset_order
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
+from kinspect.records.regular import decode_regular
 from kinspect.records.stream import BATCH_CHUNK, BATCH_WEIGHT, BatchStream
 
 FRAME = struct.Struct(">qi")
@@ -34,9 +35,13 @@ def decode_records(buf: bytes | bytearray | memoryview, path: str = "records", b
     than an error (segment files); ``checks`` adds the semantic checks of checks.py. With a
     Budget, a record set of more batches than it lets be held comes back as a BatchStream.
     """
+    budget = max_output if isinstance(max_output, Budget) else None
+    if budget is not None and budget.pack_records and _whole_bytes(buf):
+        regular = decode_regular(buf, path, base, checks, budget)  # the common set, in one C call
+        if regular is not None:
+            return regular
     batches: list[dict] = []
     problems: list[Problem] = []
-    budget = max_output if isinstance(max_output, Budget) else None
     start = budget.copy() if budget is not None else None
     cap = None  # once batches are streamed, problems of one check are counted past the first few
     count = 0
@@ -65,6 +70,15 @@ def decode_records(buf: bytes | bytearray | memoryview, path: str = "records", b
                 yield unit
 
     return BatchStream(walk, count), problems
+
+
+def _whole_bytes(buf) -> bool:
+    """bytes, or a flat byte view of bytes: a mapped file's view is walked where it lies."""
+    return type(buf) is bytes or (type(buf) is memoryview and type(buf.obj) in _COPIED
+                                  and buf.format == "B" and buf.c_contiguous)
+
+
+_COPIED = (bytes, bytearray)
 
 
 def iter_batches(buf: bytes | bytearray | memoryview, path: str = "records", base: int = 0, *,

@@ -22,7 +22,9 @@ from kinspect.decode.pipeline import DecodeRun
 from kinspect.records.checks import check_batch
 from kinspect.records.packed import PackedRecords
 from kinspect.records.packed import scan as packed_scan
+from kinspect.records import regular
 from kinspect.records.recordset import decode_records
+from kinspect.records.regular import frame_py
 from kinspect.render import jsonl
 from kinspect.wire.topics import TopicNames
 from tests.conftest import PCAPS, REALDATA, SAMPLES
@@ -184,6 +186,22 @@ class Spy:
         return got
 
 
+class FrameSpy(Spy):
+    """Stands in for native.v2records.frame (records/regular.py): checks each call against
+    frame_py, and each batch it scans against the scan twins."""
+
+    def __call__(self, data, limit):
+        got = native.v2records.frame(data, limit)
+        assert got == frame_py(data, limit)
+        for entry in got or ():
+            pos, length, attributes, packed = entry[0], entry[2], entry[5], entry[-1]
+            if packed is not None:
+                fixed = entry[8] if attributes & 0x08 else None
+                assert super().__call__(data, pos + 61, pos + 12 + length, entry[1], entry[7],
+                                        fixed, limit) == packed
+        return got
+
+
 CAPTURES = sorted(p.name for p in PCAPS.glob("*.pcap*"))
 
 
@@ -200,13 +218,16 @@ def outputs(path, mode: str, pack: bool) -> list:
 @pytest.mark.parametrize("name", CAPTURES)
 def test_decode_json_and_summary_the_same_packed_or_not(monkeypatch, name):
     """Without the C module (KINSPECT_PURE_PYTHON=1) nothing is packed, and asking changes nothing."""
-    spy = Spy()
+    spy, frame_spy = Spy(), FrameSpy()
     if native.v2records is not None:
         monkeypatch.setattr(native.v2records, "scan", spy, raising=False)
+        monkeypatch.setattr(regular, "_scan", spy)
+        monkeypatch.setattr(regular, "_frame", frame_spy)
     for mode in (JSON, SUMMARY):
         assert outputs(PCAPS / name, mode, True) == outputs(PCAPS / name, mode, False)
     if native.v2records is not None and "legacy" not in name and "groups-describe" not in name:
-        assert spy.packed, "expected packed batches in this capture"  # those two hold no v2 batches
+        # those two hold no v2 batches
+        assert spy.packed + frame_spy.packed, "expected packed batches in this capture"
 
 
 def test_realdata_captures_the_same_packed_or_not():
