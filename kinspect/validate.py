@@ -570,15 +570,15 @@ def _schema_findings(file: str, record: dict) -> Iterator[Finding]:
                 if not isinstance(records, list):
                     continue
                 for number, item in enumerate(records):
-                    for field in ("key", "value"):
-                        about = item.get(f"{field}_schema") if isinstance(item, dict) else None
+                    for part in ("key", "value"):
+                        about = item.get(f"{part}_schema") if isinstance(item, dict) else None
                         if not isinstance(about, dict) or "offset" not in about:
                             continue
                         if shown >= SCHEMA_SHOWN:
                             more += 1
                             continue
                         shown += 1
-                        problem = schema_problem(field, item, about, f"{where['topic']}-{where['partition']} → "
+                        problem = schema_problem(part, item, about, f"{where['topic']}-{where['partition']} → "
                                                  f"batch[{index}] → records[{number}]", batch.get("position"))
                         yield Finding(file, SCHEMA_CHECK, ERROR, problem.what, problem.path, problem.offset,
                                       index, batch.get("base_offset", batch.get("offset")), problem.expected,
