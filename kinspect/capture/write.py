@@ -54,9 +54,11 @@ class Recording:
     def __init__(self, source, file):
         self.source = source
         self._file = file
-        self._file.write(section_header())
+        header = section_header()
+        self._file.write(header)
         self._interfaces: dict[int, int] = {}  # link type -> interface id
         self.written = 0
+        self.bytes_written = len(header)  # counted: the file's tell() costs a system call
 
     def __getattr__(self, name):  # size, problems, statistics, stop, backend...: the source's
         return getattr(self.source, name)
@@ -76,10 +78,13 @@ class Recording:
         iface = self._interfaces.get(linktype)
         if iface is None:
             iface = self._interfaces[linktype] = len(self._interfaces)
-            write(interface_description(linktype))
+            idb = interface_description(linktype)
+            write(idb)
+            self.bytes_written += len(idb)
         stamp = round(ts * 1e6)
         pad = -len(data) & 3
         length = 32 + len(data) + pad
+        self.bytes_written += length
         write(_epb(EPB, length, iface, stamp >> 32, stamp & 0xFFFFFFFF, len(data), len(data)))
         write(data)
         write(b"\0" * pad + length.to_bytes(4, "little"))
@@ -255,12 +260,20 @@ class RotatingRecording:
             return False
         if self.max_seconds is not None and ts - self._started >= self.max_seconds:
             return True
-        return self.max_bytes is not None and self._recording._file.tell() >= self.max_bytes
+        return self.max_bytes is not None and self._recording.bytes_written >= self.max_bytes
 
     def packets(self):
+        max_bytes = self.max_bytes if self.max_bytes is not None else float("inf")
+        max_seconds = self.max_seconds if self.max_seconds is not None else float("inf")
         for packet in self.source.packets():
             try:
-                self._keep(packet)
+                started, recording = self._started, self._recording
+                if packet[1] != TICK and started is not None and recording.bytes_written < max_bytes and \
+                        packet[0] - started < max_seconds:  # the common case, without _keep's calls
+                    recording.write(packet)
+                    self.written += 1
+                else:
+                    self._keep(packet)
             except OSError as e:
                 raise WriteFailed(self._writing or rotated_name(self.path, self.number), e.strerror or str(e)) \
                     from None
