@@ -34,7 +34,10 @@ _preview: list[int] = []           # set by plain(): streams shown as their firs
 
 
 def _default(value):
-    if type(value) is bytes:  # the common case first: keys and values of records
+    if type(value) is PackedRecords:  # the common case first: native text_or took the bytes
+        text = value.to_json()
+        return value.records() if text is None else orjson.Fragment(text)
+    if type(value) is bytes:  # keys and values of records, when the C twin is not there
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
@@ -45,9 +48,6 @@ def _default(value):
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             return {"b64": base64.b64encode(raw).decode("ascii")}
-    if type(value) is PackedRecords:
-        text = value.to_json()
-        return value.records() if text is None else orjson.Fragment(text)
     if isinstance(value, (RecordStream, BatchStream)):  # a legacy wrapper's stream is a RecordStream
         if _preview:
             shown = _preview[0]

@@ -22,6 +22,7 @@ from kinspect.wire.topics import TopicNames
 
 _I32X2 = struct.Struct(">ii")
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 
 MAX_PENDING = 100_000          # unanswered requests kept per connection
 HUNT_MAX_UNPAIRED = 16 << 20   # while resynchronising, an unpaired response frame larger than this is implausible
@@ -139,6 +140,20 @@ def complete(exchange: dict, topics: TopicNames, budget: Budget | None = None) -
     topics.annotate(body)
     exchange["request"] = body
     return exchange
+
+
+# (api key, version) of a known API -> (its name, its response header version): looked up once
+# a run, not thrice an exchange; only known versions are kept, so it stays as small as apis' table
+_KNOWN: dict[tuple[int, int], tuple[str, int]] = {}
+
+
+def _known(api_key: int, api_version: int) -> tuple[str, int] | None:
+    """(name, response header version) of a known API version, or None when it is not known."""
+    facts = _KNOWN.get((api_key, api_version))
+    if facts is None and apis.is_known(api_key, api_version):
+        facts = _KNOWN[api_key, api_version] = (apis.api_name(api_key),
+                                                apis.response_header_version(api_key, api_version))
+    return facts
 
 
 # No request waiting: shared by every connection until its first request (never written to)
@@ -328,10 +343,11 @@ class Connection:
         api_key, api_version = header.api_key, header.api_version
         problems: list[dict] = []
         raw = None
+        known = _known(api_key, api_version)
         if frame.damaged:
             problems.append(_problem(f"{frame.damaged} bytes of this request were lost from the capture: "
                                      "body not decoded", len(payload)))
-        elif not apis.is_known(api_key, api_version):
+        elif known is None:
             problems.append(_problem(f"unknown API key {api_key} version {api_version}: body kept "
                                      "undecoded", header.size))
         elif self.decode_bodies:
@@ -340,7 +356,7 @@ class Connection:
             self.sasl = RawSasl(header.correlation_id, payload, header.size)
         exchange = {
             "type": "exchange", "conn": self.label, "api_key": api_key,
-            "api_name": apis.api_name(api_key), "api_version": api_version,
+            "api_name": known[0] if known is not None else apis.api_name(api_key), "api_version": api_version,
             "correlation_id": header.correlation_id, "client_id": header.client_id,
             "request_time": frame.first_ts, "response_time": None, "latency_ms": None,
             "request_size": frame.size + 4, "response_size": None,
@@ -363,7 +379,8 @@ class Connection:
             self.pending = OrderedDict()
         if len(self.pending) >= MAX_PENDING:
             out.append(self._oldest())
-        self.pending[header.correlation_id] = (exchange, apis.response_header_version(api_key, api_version))
+        self.pending[header.correlation_id] = (exchange, known[1] if known is not None else
+                                               apis.response_header_version(api_key, api_version))
         held = self.held
         held[0] += exchange["request_size"]
         if held[0] > held[1]:
@@ -400,7 +417,7 @@ class Connection:
                 out.append(self._notice(frame.ts, "undecodable", "response shorter than a correlation id",
                                         stream_offset=frame.offset, size=frame.size))
             return
-        (correlation_id,) = struct.unpack_from(">i", payload)
+        (correlation_id,) = _I32.unpack_from(payload)
         entry = self._unanswered(correlation_id)
         if entry is None:
             if self._shown(ORPHAN, frame.size + 4):
@@ -419,7 +436,10 @@ class Connection:
         if exchange["request_time"] is not None:
             exchange["latency_ms"] = round((frame.ts - exchange["request_time"]) * 1000.0, 3)
         problems = exchange["problems"]
-        parsed = parse_response_header(payload, header_version)
+        if header_version == 1 and len(payload) > 4 and not payload[4]:
+            parsed = (correlation_id, 5, None)  # no tagged fields: what parse_response_header gives
+        else:
+            parsed = parse_response_header(payload, header_version)
         if frame.damaged:
             problems.append(_problem(f"{frame.damaged} bytes of this response were lost from the capture: "
                                      "body not decoded", len(payload), side="response"))

@@ -103,10 +103,13 @@ def _parse_rest(frame, start, end, api_key, api_version, correlation_id, header_
             return None
     tags = None
     if header_version >= 2:
-        got = skip_tagged_fields(frame, pos, end)
-        if got is None:
-            return None
-        tags, pos = got
+        if pos < end and not frame[pos]:
+            pos += 1  # no tagged fields, as nearly always
+        else:
+            got = skip_tagged_fields(frame, pos, end)
+            if got is None:
+                return None
+            tags, pos = got
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos - start, tags or None)
 
 
