@@ -79,6 +79,9 @@ class FrameBuffer:
         return len(self._buf) - self._pos
 
     def feed(self, data, ts: float) -> list:
+        if self._first_ts is None and not self._buf and not self._hunting and not self._skip \
+                and self._parts is None:
+            return self._feed_fresh(data, ts)
         if self._parts is not None:
             need = self._need
             if len(data) < need:
@@ -107,6 +110,29 @@ class FrameBuffer:
             self._first_packet = self.packet[0]
         self._buf += data
         self._drain(ts, out)
+        return out
+
+    def _feed_fresh(self, data, ts: float) -> list:
+        """``feed`` with nothing buffered (nearly every packet starts a frame): the whole frames
+        it holds are cut from ``data`` itself; only the rest, if any, goes through the buffer."""
+        out: list = []
+        packet = self.packet[0]
+        max_frame = self.max_frame
+        end = len(data)
+        pos = 0
+        while end - pos >= 4:
+            (size,) = _I32.unpack_from(data, pos)
+            stop = pos + 4 + size
+            if size < 0 or size > max_frame or stop > end:
+                break
+            out.append(Frame(bytes(data[pos + 4:stop]), self._offset, size, ts, ts, 0, packet, packet))
+            self._offset += 4 + size
+            pos = stop
+        if pos < end:
+            self._first_ts = ts
+            self._first_packet = packet
+            self._buf += data[pos:] if pos else data
+            self._drain(ts, out)
         return out
 
     def _complete_parts(self, last, ts: float) -> Frame:

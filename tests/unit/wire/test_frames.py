@@ -183,3 +183,47 @@ def test_a_damaged_frame_ends_in_the_packet_after_the_loss():
 def test_without_packet_numbers_frames_say_zero():
     got = frames_of(FrameBuffer(never).feed(frame(b"x") * 2, 1.0))
     assert [(f.first_packet, f.packet) for f in got] == [(0, 0), (0, 0)]
+
+
+class BufferedOnly(FrameBuffer):
+    """A FrameBuffer whose every byte goes through the buffer (no frames cut straight from a packet)."""
+    __slots__ = ()
+
+    def _feed_fresh(self, data, ts):
+        self._first_ts = ts
+        self._first_packet = self.packet[0]
+        self._buf += data
+        out: list = []
+        self._drain(ts, out)
+        return out
+
+
+def test_frames_cut_from_a_fresh_packet_match_the_buffered_path():
+    """A packet met with nothing buffered has its whole frames cut from it directly: the same frames
+    (payload, offsets, times, packet numbers) and skipped stretches as through the buffer."""
+    rng = random.Random(11)
+    framed = 0
+    for _ in range(300):
+        stream = b"".join(frame(bytes([rng.randrange(256)]) * rng.choice((0, 3, 7, 50, 300)))
+                          if rng.random() < 0.95 else struct.pack(">i", rng.choice((-5, 5000)))
+                          for _ in range(rng.randrange(1, 10)))
+        runs = []
+        for kind in (FrameBuffer, BufferedOnly):
+            packet = [0]
+            fb = kind(starts_with_size_7, max_frame=1024, packet=packet)
+            chunks, pos, ts, out = random.Random(len(stream)), 0, 0.0, []
+            while pos < len(stream):
+                step = chunks.choice((1, 4, 11, 60, 400, 2000))
+                ts += 1
+                packet[0] += 1
+                if chunks.random() < 0.05:
+                    out += fb.gap(step, ts)
+                else:
+                    out += fb.feed(memoryview(stream)[pos:pos + step] if chunks.random() < 0.5
+                                   else stream[pos:pos + step], ts)
+                out.append(("buffered", fb.buffered))
+                pos += step
+            runs.append(out + fb.flush(ts + 1))
+        assert runs[0] == runs[1]
+        framed += sum(type(item) is Frame for item in runs[0])
+    assert framed > 1000
