@@ -214,12 +214,27 @@ def _repair_kip57_header_checksum(frame: bytes | memoryview) -> tuple[bytes | me
     if len(frame) <= descriptor_end:
         return frame, False
     found = frame[descriptor_end]
-    if found == (xxh32(frame[4:descriptor_end]) >> 8) & 0xFF:
+    correct = _header_checksum(frame[4:descriptor_end])
+    if found == correct:
         return frame, False
     if found != (xxh32(frame[:descriptor_end]) >> 8) & 0xFF:
         return frame, False  # just wrong: let lz4 report it
-    correct = (xxh32(frame[4:descriptor_end]) >> 8) & 0xFF
     return bytes(frame[:descriptor_end]) + bytes((correct,)) + bytes(frame[descriptor_end + 1:]), True
+
+
+def _header_checksum(descriptor: bytes | memoryview) -> int:
+    """The LZ4 frame header checksum byte of FLG..BD; those of the two-byte descriptors (no
+    content size, no dictionary: Kafka's clients write them) are kept, at most 65,536."""
+    if len(descriptor) != 2:
+        return (xxh32(descriptor) >> 8) & 0xFF
+    key = bytes(descriptor)
+    checksum = _DESCRIPTOR_CHECKSUMS.get(key)
+    if checksum is None:
+        checksum = _DESCRIPTOR_CHECKSUMS[key] = (xxh32(key) >> 8) & 0xFF
+    return checksum
+
+
+_DESCRIPTOR_CHECKSUMS: dict[bytes, int] = {}
 
 
 def _zstd(payload, max_output, magic, notes) -> bytes:

@@ -28,6 +28,12 @@ from kinspect.records.stream import BATCH_WEIGHT
 _FRAME = struct.Struct(">qi")
 _RECORDS_AT = v2.HEADER_SIZE  # 61
 _STATE = ("inflate_left", "records_left", "decode_left", "inflate_low", "decode_low")
+_CODEC_NAMES = {codec: codec_name(codec) for codec in range(8)}
+# checks.check_batch on a packed batch that is not a control batch finds something only when
+# one of the conditions decode_regular tests holds (reserved attribute bits, lastOffsetDelta,
+# maxTimestamp, producer fields): otherwise it is not called. Keep the two in step
+# (tests/unit/records/test_regular.py breaks each rule and compares with the general walk).
+_RESERVED_BITS = 0xFF80
 
 
 def decode_regular(buf: bytes | memoryview, path: str, base: int, checks: bool, budget: Budget
@@ -40,7 +46,8 @@ def decode_regular(buf: bytes | memoryview, path: str, base: int, checks: bool, 
     framed = _frame(data, min(budget.records_left + 1, budget.decode_allowed()))
     if framed is None:
         return None
-    state = [getattr(budget, name) for name in _STATE]
+    state = (budget.inflate_left, budget.records_left, budget.decode_left, budget.inflate_low,
+             budget.decode_low)
     batches: list[dict] = []
     problems: list[Problem] = []
     previous_last = None
@@ -55,6 +62,7 @@ def decode_regular(buf: bytes | memoryview, path: str, base: int, checks: bool, 
         fixed_timestamp = max_timestamp if log_append_time else None
         if codec == 0:
             records_data, start, stop = data, pos + _RECORDS_AT, end
+            limit = min(budget.records_left + 1, budget.decode_allowed())
         else:
             bound, option = budget.inflate_bound(end - pos - _RECORDS_AT)
             records_data, notes = decompress(codec, memoryview(data)[pos + _RECORDS_AT:end], bound,
@@ -63,23 +71,22 @@ def decode_regular(buf: bytes | memoryview, path: str, base: int, checks: bool, 
                 return _restore(budget, state)
             budget.inflated(len(records_data))
             start, stop = 0, len(records_data)
+            limit = min(budget.records_left + 1, budget.decode_allowed())
             packed = _scan(records_data, 0, stop, base_offset, base_timestamp, fixed_timestamp,
-                           min(budget.records_left + 1, budget.decode_allowed()))
-        # packed within the limit of this point (frame scanned with the set's first, higher one)
-        if packed is None or packed[0] > min(budget.records_left + 1, budget.decode_allowed()):
+                           limit)
+        # frame scanned with the set's first limit, which later batches' may be below
+        if packed is None or packed[0] > limit or packed[0] != records_count:
             return _restore(budget, state)
         count, largest = packed
-        if count != records_count:
-            return _restore(budget, state)
         budget.held(count)
         budget.decoded(count)
+        transactional = attributes & v2.TRANSACTIONAL_BIT
         unit = {
             "magic": 2, "base_offset": base_offset, "batch_length": batch_length,
             "partition_leader_epoch": leader_epoch, "crc": crc, "crc_valid": True,
-            "attributes": attributes, "compression": codec_name(codec),
+            "attributes": attributes, "compression": _CODEC_NAMES[codec],
             "timestamp_type": "LogAppendTime" if log_append_time else "CreateTime",
-            "is_transactional": bool(attributes & v2.TRANSACTIONAL_BIT),
-            "is_control": False,
+            "is_transactional": bool(transactional), "is_control": False,
             "has_delete_horizon": bool(attributes & v2.DELETE_HORIZON_BIT),
             "last_offset_delta": last_offset_delta, "base_timestamp": base_timestamp,
             "max_timestamp": max_timestamp, "producer_id": producer_id,
@@ -89,9 +96,15 @@ def decode_regular(buf: bytes | memoryview, path: str, base: int, checks: bool, 
                                      fixed_timestamp, count, largest),
         }
         if checks:
-            where = f"{path} → batch[{index}]"
-            check_batch(unit, where, problems)
-            check_offset_order(previous_last, base_offset, where, base + pos, problems)
+            if (attributes & _RESERVED_BITS
+                    or (count and last_offset_delta != count - 1)
+                    or (max_timestamp < 0 if log_append_time else count and largest != max_timestamp)
+                    or (producer_id < 0 or producer_epoch < 0 if transactional
+                        else producer_id >= 0 and base_sequence < 0)):
+                check_batch(unit, f"{path} → batch[{index}]", problems)  # it finds something
+            if previous_last is not None:
+                check_offset_order(previous_last, base_offset, f"{path} → batch[{index}]",
+                                   base + pos, problems)
             previous_last = base_offset + last_offset_delta
         if not budget.hold_records(BATCH_WEIGHT):  # more batches than may be held: streamed
             return _restore(budget, state)
@@ -99,7 +112,7 @@ def decode_regular(buf: bytes | memoryview, path: str, base: int, checks: bool, 
     return batches, problems
 
 
-def _restore(budget: Budget, state: list) -> None:
+def _restore(budget: Budget, state: tuple) -> None:
     for name, value in zip(_STATE, state):
         setattr(budget, name, value)
     return None

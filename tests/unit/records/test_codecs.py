@@ -45,6 +45,23 @@ def test_xxh32_agrees_with_lz4_header_checksums():
         assert frame[end] == (xxh32(frame[4:end]) >> 8) & 0xFF
 
 
+def test_kept_header_checksums_are_the_computed_ones():
+    """The two-byte descriptors' checksums are kept once computed: each is xxh32's, first and
+    later, from bytes or a view (lz4's own frames: header_checksum byte; every other pair)."""
+    for flags in ({}, {"block_size": lz4.frame.BLOCKSIZE_MAX1MB}, {"content_checksum": True}):
+        frame = lz4.frame.compress(b"abc" * 100, store_size=False, **flags)
+        assert codecs._header_checksum(memoryview(frame)[4:6]) == frame[6]
+        assert codecs._header_checksum(frame[4:6]) == frame[6]
+    for pair in random.Random(57).sample(range(1 << 16), 2000):
+        descriptor = pair.to_bytes(2, "big")
+        expected = (xxh32(descriptor) >> 8) & 0xFF
+        assert codecs._header_checksum(descriptor) == expected
+        assert codecs._header_checksum(memoryview(descriptor)) == expected
+    assert len(codecs._DESCRIPTOR_CHECKSUMS) <= 1 << 16
+    long = bytes(range(10))
+    assert codecs._header_checksum(long) == (xxh32(long) >> 8) & 0xFF
+
+
 @pytest.mark.parametrize("codec, compress", [
     (GZIP, gzip.compress),
     (SNAPPY, snappy.compress),

@@ -116,6 +116,8 @@ def test_every_record_set_of_every_capture(monkeypatch, name):
 
 
 def batch_of(count: int = 3, **kwargs) -> bytes:
+    """A regular batch that passes every check unless ``kwargs`` break one."""
+    kwargs.setdefault("max_timestamp", 1_700_000_000_000 + 7 * max(count - 1, 0))
     return v2_batch(b"".join(record(record_body(offset_delta=i, timestamp_delta=i * 7))
                              for i in range(count)), count, **kwargs)
 
@@ -128,6 +130,8 @@ def test_regular_sets_are_taken_and_agree():
     cases = [
         b"",
         batch_of(),
+        batch_of(attributes=0x10, producer_id=3, producer_epoch=1, base_sequence=0),
+        batch_of(last_offset_delta=1),  # below the last delta: an error
         batch_of(base_offset=100) + batch_of(base_offset=103) + batch_of(base_offset=110),
         batch_of(base_offset=5) + batch_of(base_offset=2),  # offsets going back: a warning
         batch_of(attributes=0x08, max_timestamp=1_800_000_000_000),  # LogAppendTime
