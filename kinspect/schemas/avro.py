@@ -20,10 +20,18 @@ import struct
 
 from fastavro import parse_schema, schemaless_reader
 
+try:  # schemaless_reader's own body: without its set-up on every call (a third of its time)
+    from fastavro._read import _read_data
+except ImportError:  # fastavro without its C modules, or one that moved it
+    _read_data = None
+
 MAX_DEPTH = 64            # nesting of records, arrays, maps and unions in data
 MAX_SCHEMA_DEPTH = 200    # nesting of the schema text itself
 MAX_EMPTY_ITEMS = 100_000  # items of zero bytes one payload may declare
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+_OPTIONS = {"return_record_name": False, "return_record_name_override": False,  # schemaless_reader's
+            "handle_unicode_errors": "strict", "return_named_type": False,      # defaults
+            "return_named_type_override": False}
 
 
 class AvroError(ValueError):
@@ -33,11 +41,15 @@ class AvroError(ValueError):
 
 
 class AvroReader:
-    __slots__ = ("parsed", "guarded", "name", "field_names")
+    __slots__ = ("parsed", "guarded", "name", "field_names", "named", "direct")
 
-    def __init__(self, parsed, guarded: bool, name: str | None, field_names=frozenset()):
+    def __init__(self, parsed, guarded: bool, name: str | None, field_names=frozenset(),
+                 direct: bool = True):
         self.parsed, self.guarded, self.name = parsed, guarded, name
         self.field_names = field_names  # of every record the schema reaches (for redaction)
+        self.named = {"writer": {}, "reader": {}}  # what schemaless_reader makes on every call
+        self.parsed = parse_schema(parsed, self.named["writer"])
+        self.direct = direct and _read_data is not None
 
     def read(self, payload: bytes):
         if self.guarded:
@@ -46,7 +58,10 @@ class AvroReader:
                 raise AvroError(f"{len(payload) - end} bytes after the value", end)
         stream = io.BytesIO(payload)
         try:
-            value = schemaless_reader(stream, self.parsed, None)
+            if self.direct:
+                value = _read_data(stream, self.parsed, self.named, None, _OPTIONS)
+            else:
+                value = schemaless_reader(stream, self.parsed, None)
         except EOFError:
             raise AvroError("payload cut off: a length or count says more than the bytes left",
                             stream.tell()) from None
