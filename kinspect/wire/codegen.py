@@ -18,10 +18,6 @@ from kinspect.wire.decoder_runtime import RUNTIME
 from kinspect.wire.layouts import FIXED, Field, Layout
 
 
-def _carries_records(fields: tuple[Field, ...]) -> bool:
-    return any(f.type == "records" or _carries_records(f.fields) for f in fields)
-
-
 _SMALL_ARRAY = 16  # arrays of numbers up to this length get a precompiled reader
 
 
@@ -34,7 +30,9 @@ class Generator:
 
     Nested structs are inlined into their parent's code (a try block per array element
     adds the element to the fault's path), so a body costs one function call; only the
-    decoders of known tagged fields are separate functions, looked up by tag.
+    decoders of known tagged fields are separate functions, looked up by tag. A record set's
+    path (its problems') is built where the set is met, by one f-string: ``path_expr`` is that
+    f-string's text so far (``{path} → topic_data[{i8}]``), not a string built per element.
     """
 
     def __init__(self, flexible: bool):
@@ -55,7 +53,7 @@ class Generator:
 
     def function(self, fields: tuple[Field, ...]) -> str:
         """The whole body: decode(buf, pos, end, o, c, path) -> pos."""
-        body = self.struct_body(fields, "", "o", "    ", "path")
+        body = self.struct_body(fields, "", "o", "    ", "{path}")
         self.lines += ["def decode(buf, pos, end, o, c, path):", *body, "    return pos", ""]
         return "decode"
 
@@ -92,7 +90,7 @@ class Generator:
         if f.type in FIXED and not f.array:
             self.fixed_run([f], body, "o", "    ")
         else:
-            self.field(f, body, "o", "    ", where, "c.prefix")
+            self.field(f, body, "o", "    ", where, "{c.prefix}")
         self.lines += [f"def {name}(buf, pos, end, o, c):  # {_join(where, f.key)} (tag {f.tag})",
                        *body, "    return pos", ""]
         return name
@@ -156,7 +154,7 @@ class Generator:
                     f"_too_long({f.type!r}, {n}, end - pos, {f.key!r}, pos)")
         if f.type == "records":
             body.append(inner + store.format(
-                f"_records(buf, pos, {n}, {path_expr} + ' → {f.key}', c)"))
+                f"_records(buf, pos, {n}, f'{path_expr} → {f.key}', c)"))
         elif f.type == "bytes":
             body.append(inner + store.format(f"buf[pos:pos + {n}]"))
         else:
@@ -180,12 +178,9 @@ class Generator:
                      f"{ind}else:"]
             ind += "    "
         e = self.fresh("e")
-        inner_path = path_expr
-        if _carries_records(f.fields):
-            inner_path = self.fresh("p")
-            body.append(f"{ind}{inner_path} = {path_expr} + ' → {f.key}'")
         body += [f"{ind}{e} = {target} = {{}}", f"{ind}try:"]
-        body += self.struct_body(f.fields, _join(where, f.key), e, ind + "    ", inner_path)
+        body += self.struct_body(f.fields, _join(where, f.key), e, ind + "    ",
+                                 f"{path_expr} → {f.key}")
         body += [f"{ind}except _Fault as fault:",
                  f"{ind}    fault.trail.append({f.key!r})",
                  f"{ind}    raise"]
@@ -261,15 +256,11 @@ class Generator:
         each = inner + "    "
         if f.type == "struct":
             e = self.fresh("e")
-            inner_path = path_expr
-            if _carries_records(f.fields):
-                inner_path = self.fresh("p")
-                body.append(f"{each}{inner_path} = f'{{{path_expr}}} → {f.key}[{{{i}}}]'")
             body += [f"{each}{e} = {{}}",
                      f"{each}{items}.append({e})",
                      f"{each}try:"]
             body += self.struct_body(f.fields, _join(where, f.key + "[]"), e, each + "    ",
-                                     inner_path)
+                                     f"{path_expr} → {f.key}[{{{i}}}]")
             body += [f"{each}except _Fault as fault:",
                      f"{each}    fault.trail.append(f'{f.key}[{{{i}}}]')",
                      f"{each}    raise"]
