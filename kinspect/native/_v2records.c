@@ -902,15 +902,15 @@ be_int(const unsigned char *p, int size)
     return shift ? (int64_t)(v << shift) >> shift : (int64_t)v;
 }
 
-/* frame(data, limit) -> list | None
- * A record set that is whole v2 batches and nothing else, framed and its CRCs checked: a tuple
- * per batch of (position, base_offset, batch_length, partition_leader_epoch, crc, attributes,
+/* frame(data, limit) -> (list, stop)
+ * The whole v2 batches a record set starts with, framed and their CRCs checked: a tuple per
+ * batch of (position, base_offset, batch_length, partition_leader_epoch, crc, attributes,
  * last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
  * records_count, packed), where packed is what scan(data, position + 61, end, base_offset,
  * base_timestamp, fixed timestamp, limit) gives for an uncompressed batch that is not a control
- * batch, and None for the others. None for anything else (a unit of another magic or too
- * short, bytes after the last batch, a CRC that does not match): the record-set walker in
- * Python reports it. */
+ * batch, and None for the others; and where they stop: the end of data, or the first unit that
+ * is not a whole v2 batch with its CRC right (a cut-off batch at the end of a Fetch response,
+ * another magic, a bad CRC). The record-set walker in Python reports what is there. */
 static PyObject *
 frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -932,14 +932,14 @@ frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     while (pos < size) {
         Py_ssize_t left = size - pos;
         if (left < 61)
-            goto irregular;
+            break;
         int64_t length = be_int(p + pos + 8, 4);
         if (length < 49 || length > left - 12 || p[pos + 16] != 2)
-            goto irregular;
+            break;
         Py_ssize_t end = pos + 12 + (Py_ssize_t)length;
         uint32_t crc = (uint32_t)be_int(p + pos + 17, 4);
         if (crc32c_of(p + pos + 21, end - pos - 21) != crc)
-            goto irregular;
+            break;
         int attributes = (int)be_int(p + pos + 21, 2);
         long long base_offset = be_int(p + pos, 8), base_timestamp = be_int(p + pos + 27, 8);
         long long max_timestamp = be_int(p + pos + 35, 8);
@@ -973,11 +973,7 @@ frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         pos = end;
     }
     PyBuffer_Release(&view);
-    return batches;
-irregular:
-    Py_DECREF(batches);
-    PyBuffer_Release(&view);
-    Py_RETURN_NONE;
+    return Py_BuildValue("(Nn)", batches, pos);
 error:
     Py_XDECREF(batches);
     PyBuffer_Release(&view);
@@ -1002,10 +998,10 @@ static PyMethodDef methods[] = {
      "to_json(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> bytes | None\n\n"
      "The JSON array of packed records, as orjson writes the dicts decode() builds."},
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
-     "frame(data, limit) -> list | None\n\n"
-     "A record set of whole v2 batches with matching CRCs: a tuple per batch of its position, its\n"
-     "13 header fields and, for an uncompressed batch that is not a control batch, what\n"
-     "scan(..., limit) gives for its records (else None). None for anything else."},
+     "frame(data, limit) -> (list, stop)\n\n"
+     "The whole v2 batches with matching CRCs a record set starts with: a tuple per batch of its\n"
+     "position, its 13 header fields and, for an uncompressed batch that is not a control batch,\n"
+     "what scan(..., limit) gives for its records (else None); and where they stop."},
     {NULL, NULL, 0, NULL},
 };
 

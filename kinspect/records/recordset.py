@@ -6,20 +6,18 @@ sits at unit byte 16 in all three formats, so framing is shared and mixed magics
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
 from kinspect.limits import Budget
-from kinspect.problems import ERROR, INFO, Problem, ProblemCap
+from kinspect.problems import ERROR, Problem, ProblemCap
 from kinspect.records import batch as v2
 from kinspect.records import legacy
 from kinspect.records.checks import check_batch, check_offset_order
 from kinspect.records.codecs import DEFAULT_MAX_OUTPUT
 from kinspect.records.regular import decode_regular
 from kinspect.records.stream import BATCH_CHUNK, BATCH_WEIGHT, BatchStream
+from kinspect.records.trailing import FRAME, FRAME_SIZE, all_zero, cut_off, zero_padding
 
-FRAME = struct.Struct(">qi")
-FRAME_SIZE = 12
 MAGIC_AT = 16
 MIN_LENGTH = {0: legacy.MIN_MESSAGE_SIZE[0], 1: legacy.MIN_MESSAGE_SIZE[1], 2: v2.MIN_BATCH_LENGTH}
 
@@ -37,7 +35,7 @@ def decode_records(buf: bytes | bytearray | memoryview, path: str = "records", b
     """
     budget = max_output if isinstance(max_output, Budget) else None
     if budget is not None and budget.pack_records and _whole_bytes(buf):
-        regular = decode_regular(buf, path, base, checks, budget)  # the common set, in one C call
+        regular = decode_regular(buf, path, base, partial_ok, checks, budget)  # the common set, in one C call
         if regular is not None:
             return regular
     batches: list[dict] = []
@@ -100,24 +98,16 @@ def iter_batches(buf: bytes | bytearray | memoryview, path: str = "records", bas
         problems: list[Problem] = []
         left = end - pos
         where = f"{path} → batch[{index}]"
-        if left < FRAME_SIZE:
-            _trailing(view, pos, end, where, base, partial_ok, problems,
-                      f"{left} bytes at byte {base + pos:#x} are too few for a batch header")
+        if cut_off(view, pos, end, where, base, partial_ok, problems):
             yield None, problems
             return
         length = FRAME.unpack_from(buf, pos)[1]
-        if length > left - FRAME_SIZE:
-            _trailing(view, pos, end, where, base, partial_ok, problems,
-                      f"batch at byte {base + pos:#x} declares {length} bytes after its length "
-                      f"field but only {left - FRAME_SIZE} remain")
-            yield None, problems
-            return
         magic = view[pos + MAGIC_AT] if length > MAGIC_AT - FRAME_SIZE else None
         minimum = MIN_LENGTH.get(magic)
         if magic is None or (minimum is not None and length < minimum):
             # a wrong length: nothing after this point can be framed
-            if _all_zero(view, pos, end):
-                _zero_padding(pos, end, where, base, problems)
+            if all_zero(view, pos, end):
+                zero_padding(pos, end, where, base, problems)
             else:
                 minimum = minimum or MAGIC_AT - FRAME_SIZE + 1
                 problems.append(Problem(
@@ -148,27 +138,3 @@ def iter_batches(buf: bytes | bytearray | memoryview, path: str = "records", bas
             yield unit, problems
         pos += FRAME_SIZE + length
         index += 1
-
-
-def _trailing(view: memoryview, pos: int, end: int, where: str, base: int, partial_ok: bool,
-              problems: list[Problem], detail: str) -> None:
-    if _all_zero(view, pos, end):
-        _zero_padding(pos, end, where, base, problems)
-        return
-    if partial_ok:
-        problems.append(Problem(f"partial trailing batch: {detail} (normal when a broker cuts a "
-                                f"fetch at its size limit)", where, base + pos, INFO,
-                                "partial_trailing", None, end - pos))
-    else:
-        problems.append(Problem(f"truncated batch: {detail}", where, base + pos, ERROR,
-                                "partial_trailing", None, end - pos))
-
-
-def _all_zero(view: memoryview, pos: int, end: int) -> bool:
-    """Zero padding (a preallocated segment), not the zero high bytes of a cut-off offset."""
-    return end - pos >= FRAME_SIZE and not view[pos:end].tobytes().strip(b"\x00")
-
-
-def _zero_padding(pos: int, end: int, where: str, base: int, problems: list[Problem]) -> None:
-    problems.append(Problem(f"{end - pos} zero bytes after the last batch (preallocated or "
-                            f"padded space)", where, base + pos, INFO, "trailing_zeros"))

@@ -1,19 +1,18 @@
 """The common record set in one go: whole v2 batches, CRCs right, records regular, kept packed.
 
 A Produce request or a Fetch response usually carries a record set of one or a few regular
-v2 batches. ``decode_regular`` decodes such a set for an output that keeps records packed
+v2 batches (a Fetch response's maybe followed by one its size limit cut off).
+``decode_regular`` decodes such a set for an output that keeps records packed
 (Budget.pack_records) with one C call (``native.v2records.frame``: framing, CRC-32C, header
 fields, and the scan of uncompressed records), calling back into Python only to decompress.
 The result is what recordset.decode_records gives for the same set: the same batch dicts (key
-for key, in order), the same checks' problems, the same Budget left. Anything else (a cut-off
-or unknown unit, a bad CRC, a codec note, records that can't be packed, more batches or records
-than the Budget lets be held) returns None with the Budget as it was, and the general walk
-decodes the set and reports what it finds.
+for key, in order), the same problems, the same Budget left. Anything else (a unit of another
+magic or too short, a bad CRC, a codec note, records that can't be packed, a control batch,
+more batches or records than the Budget lets be held) returns None with the Budget as it was,
+and the general walk decodes the set and reports what it finds.
 """
 
 from __future__ import annotations
-
-import struct
 
 from kinspect import native
 from kinspect.limits import Budget
@@ -24,8 +23,8 @@ from kinspect.records.codecs import codec_name, decompress
 from kinspect.records.crc import crc32c
 from kinspect.records.packed import PackedRecords
 from kinspect.records.stream import BATCH_WEIGHT
+from kinspect.records.trailing import FRAME, FRAME_SIZE, cut_off
 
-_FRAME = struct.Struct(">qi")
 _RECORDS_AT = v2.HEADER_SIZE  # 61
 _STATE = ("inflate_left", "records_left", "decode_left", "inflate_low", "decode_low")
 _CODEC_NAMES = {codec: codec_name(codec) for codec in range(8)}
@@ -36,15 +35,15 @@ _CODEC_NAMES = {codec: codec_name(codec) for codec in range(8)}
 _RESERVED_BITS = 0xFF80
 
 
-def decode_regular(buf: bytes | memoryview, path: str, base: int, checks: bool, budget: Budget
-                   ) -> tuple[list[dict], list[Problem]] | None:
-    """The batches of a record set of regular v2 batches and the checks' problems, or None
-    (and ``budget`` untouched) when the set needs the general walk."""
+def decode_regular(buf: bytes | memoryview, path: str, base: int, partial_ok: bool, checks: bool,
+                   budget: Budget) -> tuple[list[dict], list[Problem]] | None:
+    """The batches of a record set of regular v2 batches (maybe followed by a cut-off one) and
+    their problems, or None (and ``budget`` untouched) when the set needs the general walk."""
     if _frame is None:
         return None
     data = buf if type(buf) is bytes else buf.tobytes()
-    framed = _frame(data, min(budget.records_left + 1, budget.decode_allowed()))
-    if framed is None:
+    framed, framed_end = _frame(data, min(budget.records_left + 1, budget.decode_allowed()))
+    if framed_end < len(data) and not _cut_off_at(data, framed_end):
         return None
     state = (budget.inflate_left, budget.records_left, budget.decode_left, budget.inflate_low,
              budget.decode_low)
@@ -109,7 +108,16 @@ def decode_regular(buf: bytes | memoryview, path: str, base: int, checks: bool, 
         if not budget.hold_records(BATCH_WEIGHT):  # more batches than may be held: streamed
             return _restore(budget, state)
         batches.append(unit)
+    if framed_end < len(data):
+        cut_off(memoryview(data), framed_end, len(data), f"{path} → batch[{len(framed)}]", base,
+                partial_ok, problems)
     return batches, problems
+
+
+def _cut_off_at(data: bytes, pos: int) -> bool:
+    """Whether the unit at ``pos`` is cut off by the end of data (trailing.cut_off's test)."""
+    left = len(data) - pos
+    return left < FRAME_SIZE or FRAME.unpack_from(data, pos)[1] > left - FRAME_SIZE
 
 
 def _restore(budget: Budget, state: tuple) -> None:
@@ -118,31 +126,31 @@ def _restore(budget: Budget, state: tuple) -> None:
     return None
 
 
-def frame_py(data: bytes, limit: int) -> list[tuple] | None:
-    """native.v2records.frame's twin: a record set of whole v2 batches with matching CRCs, a
-    tuple per batch of its position, its 13 header fields and, for an uncompressed batch that
-    is not a control batch, what packed.scan gives for its records with ``limit`` (else
-    None); None for anything else."""
+def frame_py(data: bytes, limit: int) -> tuple[list[tuple], int]:
+    """native.v2records.frame's twin: the whole v2 batches with matching CRCs data starts
+    with, a tuple per batch of its position, its 13 header fields and, for an uncompressed
+    batch that is not a control batch, what packed.scan gives for its records with ``limit``
+    (else None); and the position where they stop."""
     batches = []
     pos, size = 0, len(data)
     while pos < size:
         if size - pos < _RECORDS_AT:
-            return None
-        length = _FRAME.unpack_from(data, pos)[1]
+            break
+        length = FRAME.unpack_from(data, pos)[1]
         if length < v2.MIN_BATCH_LENGTH or length > size - pos - 12 or data[pos + 16] != 2:
-            return None
+            break
         end = pos + 12 + length
         header = v2.HEADER.unpack_from(data, pos)
         crc, attributes = header[4], header[5]
         if crc32c(memoryview(data)[pos + v2.CRC_START:end]) != crc:
-            return None
+            break
         packed = None
         if not attributes & (v2.CODEC_MASK | v2.CONTROL_BIT):
             fixed = header[8] if attributes & v2.TIMESTAMP_TYPE_BIT else None
             packed = scan_py(data, pos + _RECORDS_AT, end, header[0], header[7], fixed, limit)
         batches.append((pos, header[0], header[1], header[2], crc, attributes, *header[6:], packed))
         pos = end
-    return batches
+    return batches, pos
 
 
 def scan_py(data: bytes, start: int, stop: int, base_offset: int, base_timestamp: int,

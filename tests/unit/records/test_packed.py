@@ -193,7 +193,7 @@ class FrameSpy(Spy):
     def __call__(self, data, limit):
         got = native.v2records.frame(data, limit)
         assert got == frame_py(data, limit)
-        for entry in got or ():
+        for entry in got[0]:
             pos, length, attributes, packed = entry[0], entry[2], entry[5], entry[-1]
             if packed is not None:
                 fixed = entry[8] if attributes & 0x08 else None
