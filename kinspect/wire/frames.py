@@ -13,6 +13,7 @@ import struct
 from typing import Callable, NamedTuple
 
 _I32 = struct.Struct(">i")
+_new = tuple.__new__  # _new(Frame, (...)): a Frame without the Python-level __new__ NamedTuple gives it
 # A frame at least this big that is still incomplete collects its bytes as a list of parts,
 # joined once when it completes: growing one bytearray by each segment would copy it again
 # and again as it is reallocated (a 1 MiB Fetch response arrives in ~700 segments). Smaller
@@ -125,7 +126,7 @@ class FrameBuffer:
             stop = pos + 4 + size
             if size < 0 or size > max_frame or stop > end:
                 break
-            out.append(Frame(bytes(data[pos + 4:stop]), self._offset, size, ts, ts, 0, packet, packet))
+            out.append(_new(Frame, (bytes(data[pos + 4:stop]), self._offset, size, ts, ts, 0, packet, packet)))
             self._offset += 4 + size
             pos = stop
         if pos < end:
@@ -267,8 +268,8 @@ class FrameBuffer:
                     self._size = size
                     pos = end
                 break
-            out.append(Frame(bytes(buf[pos + 4:stop]), self._offset, size, self._first_ts, ts, 0,
-                             self._first_packet, self.packet[0]))
+            out.append(_new(Frame, (bytes(buf[pos + 4:stop]), self._offset, size, self._first_ts, ts, 0,
+                                    self._first_packet, self.packet[0])))
             self._offset += 4 + size
             pos = stop
             if pos < end:  # the next frame starts in this packet
