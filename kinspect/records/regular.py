@@ -35,16 +35,16 @@ _CODEC_NAMES = {codec: codec_name(codec) for codec in range(8)}
 _RESERVED_BITS = 0xFF80
 
 
-def decode_regular(buf: bytes | memoryview, path: str, base: int, partial_ok: bool, checks: bool,
+def decode_regular(data: bytes | memoryview, path: str, base: int, partial_ok: bool, checks: bool,
                    budget: Budget) -> tuple[list[dict], list[Problem]] | None:
     """The batches of a record set of regular v2 batches (maybe followed by a cut-off one) and
     their problems, or None (and ``budget`` untouched) when the set needs the general walk."""
-    if _frame is None:
+    if _frame is None:  # data: bytes, or a flat view of bytes (recordset._whole_bytes)
         return None
-    data = buf if type(buf) is bytes else buf.tobytes()
     framed, framed_end = _frame(data, min(budget.records_left + 1, budget.decode_allowed()))
     if framed_end < len(data) and not _cut_off_at(data, framed_end):
         return None
+    view = memoryview(data)
     state = (budget.inflate_left, budget.records_left, budget.decode_left, budget.inflate_low,
              budget.decode_low)
     batches: list[dict] = []
@@ -59,12 +59,16 @@ def decode_regular(buf: bytes | memoryview, path: str, base: int, partial_ok: bo
         codec = attributes & v2.CODEC_MASK
         log_append_time = attributes & v2.TIMESTAMP_TYPE_BIT
         fixed_timestamp = max_timestamp if log_append_time else None
-        if codec == 0:
-            records_data, start, stop = data, pos + _RECORDS_AT, end
+        if codec == 0:  # kept as bytes (to_json reads bytes): a view's records copied out
+            if type(data) is bytes:
+                records_data, start, stop = data, pos + _RECORDS_AT, end
+            else:
+                records_data = data[pos + _RECORDS_AT:end].tobytes()
+                start, stop = 0, end - pos - _RECORDS_AT
             limit = min(budget.records_left + 1, budget.decode_allowed())
         else:
             bound, option = budget.inflate_bound(end - pos - _RECORDS_AT)
-            records_data, notes = decompress(codec, memoryview(data)[pos + _RECORDS_AT:end], bound,
+            records_data, notes = decompress(codec, view[pos + _RECORDS_AT:end], bound,
                                              2, f"raise it with {option}")
             if notes or records_data is None:
                 return _restore(budget, state)
@@ -109,12 +113,12 @@ def decode_regular(buf: bytes | memoryview, path: str, base: int, partial_ok: bo
             return _restore(budget, state)
         batches.append(unit)
     if framed_end < len(data):
-        cut_off(memoryview(data), framed_end, len(data), f"{path} → batch[{len(framed)}]", base,
+        cut_off(view, framed_end, len(data), f"{path} → batch[{len(framed)}]", base,
                 partial_ok, problems)
     return batches, problems
 
 
-def _cut_off_at(data: bytes, pos: int) -> bool:
+def _cut_off_at(data: bytes | memoryview, pos: int) -> bool:
     """Whether the unit at ``pos`` is cut off by the end of data (trailing.cut_off's test)."""
     left = len(data) - pos
     return left < FRAME_SIZE or FRAME.unpack_from(data, pos)[1] > left - FRAME_SIZE
@@ -126,11 +130,13 @@ def _restore(budget: Budget, state: tuple) -> None:
     return None
 
 
-def frame_py(data: bytes, limit: int) -> tuple[list[tuple], int]:
+def frame_py(data: bytes | memoryview, limit: int) -> tuple[list[tuple], int]:
     """native.v2records.frame's twin: the whole v2 batches with matching CRCs data starts
     with, a tuple per batch of its position, its 13 header fields and, for an uncompressed
     batch that is not a control batch, what packed.scan gives for its records with ``limit``
     (else None); and the position where they stop."""
+    if type(data) is not bytes:  # any flat buffer, as C takes it
+        data = bytes(data)
     batches = []
     pos, size = 0, len(data)
     while pos < size:

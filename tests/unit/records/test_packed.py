@@ -193,6 +193,7 @@ class FrameSpy(Spy):
     def __call__(self, data, limit):
         got = native.v2records.frame(data, limit)
         assert got == frame_py(data, limit)
+        data = bytes(data)  # a view of bytes too: the scan twins read bytes
         for entry in got[0]:
             pos, length, attributes, packed = entry[0], entry[2], entry[5], entry[-1]
             if packed is not None:
