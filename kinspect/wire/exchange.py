@@ -90,16 +90,19 @@ def produce_acks(api_version: int, payload: bytes, at: int) -> int | None:
     try:
         if api_version >= 3:  # transactional_id comes first
             if api_version >= 9:
-                got = read_uvarint(payload, at, len(payload))
-                if got is None:
-                    return None
-                length, at = got
+                if payload[at] < 0x80:  # a one-byte length, as nearly always (0: no transactional id)
+                    length, at = payload[at], at + 1
+                else:
+                    got = read_uvarint(payload, at, len(payload))
+                    if got is None:
+                        return None
+                    length, at = got
                 at += max(length - 1, 0)
             else:
                 (length,) = _I16.unpack_from(payload, at)
                 at += 2 + max(length, 0)
         return _I16.unpack_from(payload, at)[0]
-    except struct.error:
+    except (struct.error, IndexError):
         return None
 
 
@@ -213,11 +216,25 @@ class Connection:
 
     def client_data(self, data, ts: float) -> list:
         items = self.requests.feed(data, ts)
-        return self._frames(items, self._request) if items else items  # most segments end no frame
+        if not items:
+            return items  # most segments end no frame
+        if len(items) == 1 and type(items[0]) is Frame:  # and most that do, one
+            self.frames[0] += 1
+            out: list = []
+            self._request(items[0], out)
+            return out
+        return self._frames(items, self._request)
 
     def server_data(self, data, ts: float) -> list:
         items = self.responses.feed(data, ts)
-        return self._frames(items, self._response) if items else items
+        if not items:
+            return items
+        if len(items) == 1 and type(items[0]) is Frame:
+            self.frames[0] += 1
+            out: list = []
+            self._response(items[0], out)
+            return out
+        return self._frames(items, self._response)
 
     def client_gap(self, missing: int, ts: float) -> list:
         return self._frames(self.requests.gap(missing, ts), self._request, gap=("client", missing, ts))
@@ -418,8 +435,10 @@ class Connection:
                                         stream_offset=frame.offset, size=frame.size))
             return
         (correlation_id,) = _I32.unpack_from(payload)
-        entry = self._unanswered(correlation_id)
-        if entry is None:
+        entry = self.pending.pop(correlation_id, None)  # _unanswered, inline
+        if entry is not None:
+            self.held[0] -= entry[0]["request_size"]
+        else:
             if self._shown(ORPHAN, frame.size + 4):
                 orphan = {"type": ORPHAN, "conn": self.label, "correlation_id": correlation_id,
                           "response_time": frame.ts, "response_size": frame.size + 4,

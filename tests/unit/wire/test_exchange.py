@@ -147,6 +147,18 @@ def test_produce_acks_read_without_decoding(version):
     assert exchange.produce_acks(version, frame[4:], header.size) == -1
 
 
+@pytest.mark.parametrize("transactional_id", [None, "", "t", "x" * 126, "x" * 127, "x" * 300])
+def test_produce_acks_past_transactional_ids_of_one_and_two_byte_lengths(transactional_id):
+    body = {"transactional_id": transactional_id, "acks": 1, "timeout_ms": 5, "topic_data": []}
+    payload = encode_request(0, 10, 1, "p", body)[4:]
+    at = exchange.parse_request_header(payload).size
+    assert exchange.produce_acks(10, payload, at) == 1
+    acks_end = len(payload) - 6  # timeout_ms, an empty topic_data, no tagged fields follow
+    for cut in range(at, acks_end):  # a body cut short before acks ends: unknown, no fault
+        assert exchange.produce_acks(10, payload[:cut], at) is None
+    assert exchange.produce_acks(10, payload[:acks_end], at) == 1
+
+
 def test_unanswered_requests_are_written_out_past_twice_max_frame():
     """A capture of one direction: requests never answered go out early, not into memory."""
     import struct as _struct
