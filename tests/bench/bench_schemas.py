@@ -92,7 +92,8 @@ def aggregate(fmt: str, runs: list[dict], counts: dict) -> list[dict]:
         wall = statistics.median(r["wall_s"] for r in mine)
         rows.append({"format": fmt, "variant": name, "runs": len(mine),
                      "exit_codes": sorted({r["exit_code"] for r in mine}),
-                     "cpu_s": round(cpu, 3), "cpu_s_range": [min(r["cpu_s"] for r in mine), max(r["cpu_s"] for r in mine)],
+                     "cpu_s": round(cpu, 3),
+                     "cpu_s_range": [min(r["cpu_s"] for r in mine), max(r["cpu_s"] for r in mine)],
                      "wall_s": round(wall, 3), "records_per_cpu_s": round(counts["records"] / cpu),
                      "records_per_wall_s": round(counts["records"] / wall),
                      "us_per_record_cpu": round(cpu / counts["records"] * 1e6, 2),
