@@ -902,7 +902,7 @@ be_int(const unsigned char *p, int size)
     return shift ? (int64_t)(v << shift) >> shift : (int64_t)v;
 }
 
-/* frame(data, limit) -> (list, stop)
+/* frame(data, limit, max_batches) -> (list, stop)
  * The whole v2 batches a record set starts with, framed and their CRCs checked: a tuple per
  * batch of (position, base_offset, batch_length, partition_leader_epoch, crc, attributes,
  * last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
@@ -910,16 +910,18 @@ be_int(const unsigned char *p, int size)
  * base_timestamp, fixed timestamp, limit) gives for an uncompressed batch that is not a control
  * batch, and None for the others; and where they stop: the end of data, or the first unit that
  * is not a whole v2 batch with its CRC right (a cut-off batch at the end of a Fetch response,
- * another magic, a bad CRC). The record-set walker in Python reports what is there. */
+ * another magic, a bad CRC), or after ``max_batches`` batches (the most the caller may hold: a
+ * set of a million tiny batches never becomes a million tuples). The record-set walker in
+ * Python reports what is there. */
 static PyObject *
 frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "frame(data: bytes-like, limit)");
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "frame(data: bytes-like, limit, max_batches)");
         return NULL;
     }
-    Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
-    if (limit == -1 && PyErr_Occurred())
+    Py_ssize_t limit = PyLong_AsSsize_t(args[1]), max_batches = PyLong_AsSsize_t(args[2]);
+    if ((limit == -1 || max_batches == -1) && PyErr_Occurred())
         return NULL;
     Py_buffer view = {0};
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
@@ -929,7 +931,7 @@ frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *batches = PyList_New(0);
     if (batches == NULL)
         goto error;
-    while (pos < size) {
+    while (pos < size && PyList_GET_SIZE(batches) < max_batches) {
         Py_ssize_t left = size - pos;
         if (left < 61)
             break;
@@ -998,10 +1000,11 @@ static PyMethodDef methods[] = {
      "to_json(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> bytes | None\n\n"
      "The JSON array of packed records, as orjson writes the dicts decode() builds."},
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
-     "frame(data, limit) -> (list, stop)\n\n"
-     "The whole v2 batches with matching CRCs a record set starts with: a tuple per batch of its\n"
-     "position, its 13 header fields and, for an uncompressed batch that is not a control batch,\n"
-     "what scan(..., limit) gives for its records (else None); and where they stop."},
+     "frame(data, limit, max_batches) -> (list, stop)\n\n"
+     "The whole v2 batches with matching CRCs a record set starts with, at most max_batches: a\n"
+     "tuple per batch of its position, its 13 header fields and, for an uncompressed batch that\n"
+     "is not a control batch, what scan(..., limit) gives for its records (else None); and where\n"
+     "they stop."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -41,8 +41,9 @@ def decode_regular(data: bytes | memoryview, path: str, base: int, partial_ok: b
     their problems, or None (and ``budget`` untouched) when the set needs the general walk."""
     if _frame is None:  # data: bytes, or a flat view of bytes (recordset._whole_bytes)
         return None
-    framed, framed_end = _frame(data, min(budget.records_left + 1, budget.decode_allowed()))
-    if framed_end < len(data) and not _cut_off_at(data, framed_end):
+    most = budget.records_left // BATCH_WEIGHT  # batches that may be held: more are streamed
+    framed, framed_end = _frame(data, min(budget.records_left + 1, budget.decode_allowed()), most)
+    if framed_end < len(data) and (len(framed) >= most or not _cut_off_at(data, framed_end)):
         return None
     view = memoryview(data)
     state = (budget.inflate_left, budget.records_left, budget.decode_left, budget.inflate_low,
@@ -130,16 +131,16 @@ def _restore(budget: Budget, state: tuple) -> None:
     return None
 
 
-def frame_py(data: bytes | memoryview, limit: int) -> tuple[list[tuple], int]:
+def frame_py(data: bytes | memoryview, limit: int, max_batches: int) -> tuple[list[tuple], int]:
     """native.v2records.frame's twin: the whole v2 batches with matching CRCs data starts
-    with, a tuple per batch of its position, its 13 header fields and, for an uncompressed
-    batch that is not a control batch, what packed.scan gives for its records with ``limit``
-    (else None); and the position where they stop."""
+    with, at most ``max_batches``, a tuple per batch of its position, its 13 header fields
+    and, for an uncompressed batch that is not a control batch, what packed.scan gives for
+    its records with ``limit`` (else None); and the position where they stop."""
     if type(data) is not bytes:  # any flat buffer, as C takes it
         data = bytes(data)
     batches = []
     pos, size = 0, len(data)
-    while pos < size:
+    while pos < size and len(batches) < max_batches:
         if size - pos < _RECORDS_AT:
             break
         length = FRAME.unpack_from(data, pos)[1]

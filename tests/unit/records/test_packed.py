@@ -190,9 +190,9 @@ class FrameSpy(Spy):
     """Stands in for native.v2records.frame (records/regular.py): checks each call against
     frame_py, and each batch it scans against the scan twins."""
 
-    def __call__(self, data, limit):
-        got = native.v2records.frame(data, limit)
-        assert got == frame_py(data, limit)
+    def __call__(self, data, limit, max_batches):
+        got = native.v2records.frame(data, limit, max_batches)
+        assert got == frame_py(data, limit, max_batches)
         data = bytes(data)  # a view of bytes too: the scan twins read bytes
         for entry in got[0]:
             pos, length, attributes, packed = entry[0], entry[2], entry[5], entry[-1]

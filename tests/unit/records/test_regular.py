@@ -187,6 +187,23 @@ def test_budget_limits_send_the_set_to_the_general_walk():
     assert not agree(sets, decode_left=70)  # the second batch's records are cut
     assert not agree(sets, decode_left=49)  # the first's
     assert agree(sets, limits=Limits(eager_records=100_000))
+    many = b"".join(batch_of(1, base_offset=i) for i in range(50))
+    assert not agree(many, limits=Limits(eager_records=40))  # 10 batches held at most: streamed
+    assert agree(many, limits=Limits(eager_records=400))  # 50 batches of 1 record: 250 held
+
+
+@needs_c
+def test_frame_holds_no_more_batches_than_asked():
+    """A set of a million tiny batches never becomes a million tuples: frame stops at
+    max_batches (decode_regular asks for the batches the Budget lets be held)."""
+    many = batch_of(0) * 200_000  # 12.2 MB of empty batches
+    got, stop = native.v2records.frame(many, 10, 25_000)
+    assert len(got) == 25_000 and stop == 25_000 * len(batch_of(0))
+    assert regular.frame_py(many[:stop + 500], 10, 25_000)[1] == stop
+    budget = Budget(DEFAULT_LIMITS, input_bytes=len(many), pack_records=True)
+    assert regular.decode_regular(many, "records", 0, True, True, budget) is None
+    assert budget_state(budget) == budget_state(
+        Budget(DEFAULT_LIMITS, input_bytes=len(many), pack_records=True))
 
 
 @needs_c
@@ -204,14 +221,15 @@ def test_frame_against_its_twin_on_hostile_sets():
                                                      else data[first:]))
         data = bytes(data[:rng.randrange(len(data) + 1)] if rng.random() < 0.2 else data)
         limit = rng.choice((0, 1, 4, 5, 10**6))
-        assert native.v2records.frame(data, limit) == regular.frame_py(data, limit)
+        most = rng.choice((0, 1, 2, 10))
+        assert native.v2records.frame(data, limit, most) == regular.frame_py(data, limit, most)
     huge = bytearray(batch_of(1))
     huge[57:61] = (2**31 - 1).to_bytes(4, "big")  # a count of 2^31 - 1 for one record
-    assert regular.frame_py(reseal(huge), 10) == native.v2records.frame(reseal(huge), 10)
+    assert regular.frame_py(reseal(huge), 10, 5) == native.v2records.frame(reseal(huge), 10, 5)
     assert not agree(reseal(huge))
     lying = bytearray(batch_of(1))
     lying[8:12] = (2**31 - 1).to_bytes(4, "big")
-    assert native.v2records.frame(bytes(lying), 10) == regular.frame_py(bytes(lying), 10) == ([], 0)
+    assert native.v2records.frame(bytes(lying), 10, 5) == regular.frame_py(bytes(lying), 10, 5) == ([], 0)
     assert agree(bytes(lying))  # a cut-off batch: its problem, as the general walk gives it
 
 
@@ -219,9 +237,10 @@ def test_frame_py_without_c():
     """The twin alone (KINSPECT_PURE_PYTHON=1 runs it too): what it gives on a known set."""
     data = batch_of(3, base_offset=40) + batch_of(2, base_offset=43, attributes=0x08,
                                                   max_timestamp=9)
-    got, stop = regular.frame_py(data, 100)
+    got, stop = regular.frame_py(data, 100, 10)
     assert [entry[0] for entry in got] == [0, len(batch_of(3))] and stop == len(data)
     assert got[0][1] == 40 and got[0][-1] == (3, 1_700_000_000_000 + 14)
     assert got[1][-1] == (2, None)
-    assert regular.frame_py(data, 2)[0][0][-1] is None  # more records than the limit
-    assert regular.frame_py(data[:-1], 100) == (got[:1], len(batch_of(3)))
+    assert regular.frame_py(data, 2, 10)[0][0][-1] is None  # more records than the limit
+    assert regular.frame_py(data[:-1], 100, 10) == (got[:1], len(batch_of(3)))
+    assert regular.frame_py(data, 100, 1) == (got[:1], len(batch_of(3)))  # batches held at most
