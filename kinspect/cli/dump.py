@@ -12,6 +12,7 @@ from kinspect.cli.limits import limit_options
 from kinspect.cli.options import show_secrets_option
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import refuse_writing_over_inputs
+from kinspect.cli.schemas import open_schemas
 from kinspect.inputs import Tally, readable, walk
 from kinspect.limits import Limits
 from kinspect.problems import EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE
@@ -106,7 +107,7 @@ def dump(paths, listed, records, data, mode, style, kind, no_internal, no_checks
     exit_code = EXIT_OK
     schemas = None
     if data and not raw_values and style != "kafka":
-        schemas, exit_code = _open_schemas(schema_sources, schemas_topic, paths, limits, out)
+        schemas, exit_code = open_schemas(schema_sources, schemas_topic, limits, out, beside=paths)
     options = DumpOptions(records=records, data=data, internal=not no_internal,
                           checks=not no_checks, shallow=no_checks and not records
                           and style != "kafka", limits=limits, show_secrets=show_secrets,
@@ -160,21 +161,6 @@ def dump(paths, listed, records, data, mode, style, kind, no_internal, no_checks
     elif skipped and not verbose:
         out.warn(f"kinspect: {skipped}; -v lists them")
     sys.exit(exit_code)
-
-
-def _open_schemas(sources, topic: str, paths: list[Path], limits: Limits, out: Output):
-    """The schemas of --schemas SOURCE and of the _schemas partitions beside what is dumped:
-    (Schemas, the exit code so far)."""
-    from kinspect.schemas.load import open_sources
-    near = []
-    for path in paths:
-        directory = path if path.is_dir() else path.parent
-        near += [directory, directory.parent]
-    with out.progress(None, "reading schemas"):
-        schemas, problems = open_sources(sources, topic, log_dirs=near, limits=limits)
-    for problem in problems:
-        out.warn(f"kinspect: {problem.what}")
-    return schemas, EXIT_UNREADABLE if problems else EXIT_OK
 
 
 def _schema_values(schemas, show_secrets: bool):

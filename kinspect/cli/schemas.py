@@ -30,11 +30,17 @@ def schema_options(command):
     return command
 
 
-def open_schemas(sources, topic: str, limits: Limits, out: Output):
-    """The schemas of --schemas SOURCE: (Schemas, the exit code so far)."""
+def open_schemas(sources, topic: str, limits: Limits, out: Output, beside=()):
+    """The schemas of --schemas SOURCE and, for dump and validate, of the registry's partitions
+    beside the paths ``beside`` (a log dir, or a partition directory's or a segment's log dir):
+    (Schemas, the exit code so far)."""
     from kinspect.schemas.load import open_sources
+    near = []
+    for path in beside:
+        directory = path if os.path.isdir(path) else os.path.dirname(path) or "."  # isdir: False when unreadable
+        near += [directory, os.path.dirname(os.path.abspath(directory))]
     with out.progress(None, "reading schemas"):
-        schemas, problems = open_sources(sources, topic, limits=limits)
+        schemas, problems = open_sources(sources, topic, log_dirs=near, limits=limits)
     for problem in problems:
         out.warn(f"kinspect: {problem.what}")
     return schemas, EXIT_UNREADABLE if problems else EXIT_OK

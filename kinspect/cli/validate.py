@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -13,7 +12,7 @@ from rich.text import Text
 from kinspect.cli.keylog import keylog_option, keylog_warnings
 from kinspect.cli.limits import limit_options
 from kinspect.cli.options import show_secrets_option
-from kinspect.cli.schemas import schema_stage, write_notices
+from kinspect.cli.schemas import open_schemas, schema_stage, write_notices
 from kinspect.cli.output import Output, output_options
 from kinspect.cli.overlap import create_output, refuse_writing_over_inputs
 from kinspect.limits import Limits
@@ -92,7 +91,7 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, schema_sources, s
     for line in keylog_warnings(keylog):
         out.warn(line)
     tally = Tally()
-    schemas, schema_exit = _open_schemas(schema_sources, schemas_topic, paths, limits, out)
+    schemas, schema_exit = open_schemas(schema_sources, schemas_topic, limits, out, beside=paths)
     stages = _capture_stages(schemas, schemas_topic, show_secrets, keylog, out)
     try:
         for event in _events(paths, tally, skip_unknown=skip_unknown, progress=progress,
@@ -145,21 +144,6 @@ def validate(paths, strict, junit_file, verbose, skip_unknown, schema_sources, s
     if skipped:
         out.warn(f"kinspect: {skipped}" + ("" if verbose else "; -v lists them"))
     sys.exit(EXIT_UNREADABLE if unreadable or schema_exit else EXIT_PROBLEMS if failed else EXIT_OK)
-
-
-def _open_schemas(sources, topic: str, paths, limits: Limits, out: Output):
-    """The schemas of --schemas SOURCE and of the registry's partitions beside what is validated
-    (a log dir, or a partition directory's parent): (Schemas, the exit code so far)."""
-    from kinspect.schemas.load import open_sources
-    near = []
-    for path in map(Path, paths):
-        directory = path if os.path.isdir(path) else path.parent  # False, not an error, when unreadable
-        near += [directory, directory.parent]
-    with out.progress(None, "reading schemas"):
-        schemas, problems = open_sources(sources, topic, log_dirs=near, limits=limits)
-    for problem in problems:
-        out.warn(f"kinspect: {problem.what}")
-    return schemas, EXIT_UNREADABLE if problems else EXIT_OK
 
 
 def _capture_stages(schemas, topic: str, show_secrets: bool, keylog, out: Output):
