@@ -164,26 +164,33 @@ def test_a_stream_over_rotating_files_stopped_and_restarted_gives_each_exchange_
 def _reading(paths: set[str]) -> int | None:
     """A process under this one that has one of ``paths`` open: a Python worker decoding it in a task (the
     workers that plan a read list it, they do not open it), or None. Local workers fork from the
-    daemon under the JVM, or from the warm daemon under this process (kinspect/spark/warm.py)."""
-    from kinspect.spark.job import children
-    pending = [os.getpid()]
+    daemon under the JVM, or from the warm daemon under this process (kinspect/spark/warm.py). One
+    pass over /proc per look: a task of this file lasts tens of milliseconds."""
+    parents: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                parents.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    pending = list(parents.get(os.getpid(), ()))
     while pending:
-        for pid, _command in children(pending.pop()):
-            pending.append(pid)
-            try:
-                if any(os.readlink(f"/proc/{pid}/fd/{fd}") in paths for fd in os.listdir(f"/proc/{pid}/fd")):
-                    return pid
-            except OSError:
-                continue
+        pid = pending.pop()
+        pending += parents.get(pid, ())
+        try:
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in paths for fd in os.listdir(f"/proc/{pid}/fd")):
+                return pid
+        except OSError:
+            continue
     return None
 
 
 def test_a_worker_killed_mid_task_is_retried_and_the_rows_are_exact(spark, tmp_path):
     """SIGKILL to the Python worker decoding a task: Spark retries the task (local[2, 2]) and the
-    read gives every exchange once. Eight copies of a split file make sixteen tasks, so that a
+    read gives every exchange once. Sixteen copies of a split file make thirty-two tasks, so that a
     worker is seen at work on any machine (one file's two tasks could end between two looks)."""
     copies = []
-    for number in range(8):
+    for number in range(16):
         copies.append(tmp_path / f"copy{number}.pcap")
         shutil.copyfile(BIG, copies[-1])
     opened = {str(c) for c in copies}
@@ -196,7 +203,7 @@ def test_a_worker_killed_mid_task_is_retried_and_the_rows_are_exact(spark, tmp_p
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
                 return
-            time.sleep(0.01)
+            time.sleep(0.002)
 
     df = spark.read.format("kinspect").option("task_mb", "1").option("cores", "2").load(str(tmp_path))
     killer = threading.Thread(target=kill_one)
