@@ -79,8 +79,12 @@ def test_ctrl_c_while_a_task_runs_stops_spark_quietly(tmp_path):
 
 def test_ctrl_c_while_the_jvm_starts_leaves_no_jvm_waiting_for_a_driver(tmp_path):
     """Interrupted before it connects, pyspark's launch leaves the JVM it started waiting for a
-    driver forever (py4j's server thread is no daemon): kinspect ends it."""
-    (tmp_path / "empty.pcap").write_bytes(b"")
-    run = _spark([tmp_path / "empty.pcap"], tmp_path / "out")
+    driver forever (py4j's server thread is no daemon): kinspect ends it. The input is the endless
+    capture, so that a run the signal reaches late is still running (with an empty file, a JVM
+    that started from its class archive had finished the whole job before the look that saw it
+    ended, and the run exited 3): a SIGINT ignored while the JVM starts still fails the test."""
+    stalled = tmp_path / "endless.pcap"
+    _endless_capture(stalled)
+    run = _spark([stalled], tmp_path / "out")
     jvm = _wait_for(lambda: [p for p, command in _children(run.pid) if "SparkSubmit" in command], "the JVM")
     assert _interrupt(run, jvm) == "\n"
