@@ -10,13 +10,7 @@ FIELDS = ("frame.number", "kafka.api_key", "kafka.api_version", "kafka.correlati
 
 def tshark_requests(tshark: str, capture, ports) -> Counter:
     """Counter of (api_key, api_version, correlation_id, client_id) for every request tshark dissects."""
-    cmd = [tshark, "-n", "-r", str(capture), "-Y", "kafka", "-T", "fields", "-E", "separator=\t",
-           "-E", "occurrence=a", "-E", "aggregator=\x1f"]
-    for port in sorted(ports):
-        cmd += ["-d", f"tcp.port=={port},kafka"]
-    for field in FIELDS:
-        cmd += ["-e", field]
-    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    text = _fields(tshark, capture, ports, FIELDS, "\x1f")
     found: Counter = Counter()
     for line in text.splitlines():
         _, keys, versions, correlations, clients = (line.split("\t") + [""] * 5)[:5]
@@ -47,13 +41,7 @@ def tshark_bodies(tshark: str, capture, ports) -> dict:
     """(client port, correlation id, "request"|"response") → {"topics", "partitions", "offsets", "errors"}
     for every Kafka PDU tshark dissects without an expert warning or error. Frames holding more than
     one PDU are left out: tshark's fields don't say which PDU a value came from."""
-    cmd = [tshark, "-n", "-r", str(capture), "-Y", "kafka", "-T", "fields", "-E", "separator=\t",
-           "-E", "occurrence=a", "-E", "aggregator=,"]
-    for port in sorted(ports):
-        cmd += ["-d", f"tcp.port=={port},kafka"]
-    for field in BODY_FIELDS:
-        cmd += ["-e", field]
-    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    text = _fields(tshark, capture, ports, BODY_FIELDS, ",")
     found = {}
     for line in text.splitlines():
         fields = (line.split("\t") + [""] * 10)[:10]
@@ -126,13 +114,7 @@ def tshark_frames(tshark: str, capture, ports) -> dict:
     dissects it in). ``first`` is None where tshark's fields can't say it: a frame holding more
     than one PDU (its tcp.segment list is the reassembled one's only). Keys seen twice (a
     correlation id reused on one connection) are left out."""
-    cmd = [tshark, "-n", "-r", str(capture), "-Y", "kafka", "-T", "fields", "-E", "separator=\t",
-           "-E", "occurrence=a", "-E", "aggregator=,"]
-    for port in sorted(ports):
-        cmd += ["-d", f"tcp.port=={port},kafka"]
-    for field in FRAME_FIELDS:
-        cmd += ["-e", field]
-    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    text = _fields(tshark, capture, ports, FRAME_FIELDS, ",")
     found: dict = {}
     twice: set = set()
     for line in text.splitlines():
@@ -166,3 +148,15 @@ def kinspect_frames(records) -> dict:
             if frames is not None:
                 found[(client, server, r["correlation_id"], kind)] = frames
     return found
+
+
+def _fields(tshark: str, capture, ports, fields, aggregator: str) -> str:
+    """tshark's -T fields text of every Kafka PDU (``ports`` decoded as Kafka): a line per frame,
+    tab-separated, a field's several values joined by ``aggregator``."""
+    cmd = [tshark, "-n", "-r", str(capture), "-Y", "kafka", "-T", "fields", "-E", "separator=\t",
+           "-E", "occurrence=a", "-E", f"aggregator={aggregator}"]
+    for port in sorted(ports):
+        cmd += ["-d", f"tcp.port=={port},kafka"]
+    for field in fields:
+        cmd += ["-e", field]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
