@@ -186,43 +186,39 @@ def _diverted(rows, files):
 def clients_rows(unit: Unit, options: dict) -> Iterator[dict]:
     """kinspect clients' inventory (doctor/clients.py, its default bounds, the brokers' own
     clients too) over each file of ``unit``, decoded whole, as rows.CLIENTS."""
-    from kinspect.capture.source import CaptureError
-    from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
     from kinspect.doctor.clients import Inventory
-    from kinspect.render.safe import path_text
     from kinspect.spark.rows import client_row
-    options = {k: v for k, v in options.items() if k not in TASK_ONLY}
-    for f in unit.files:
-        if f.error:
-            continue
-        inventory = Inventory()
-        try:
-            for record in DecodeRun(f.path, **options).records():
-                inventory.exchange(record)
-        except (CaptureUnreadable, CaptureError, OSError):
-            continue
+    for path, inventory in _each_file_whole(unit, options, Inventory):
         for client in inventory.rows():
-            yield client_row(path_text(f.path), client)
+            yield client_row(path, client)
 
 
 def findings_rows(unit: Unit, options: dict) -> Iterator[dict]:
     """kinspect doctor's findings (its default thresholds) over each file of ``unit``, decoded
     whole, as rows.FINDINGS; a file that is no readable capture has none (its files row says why)."""
+    from kinspect.doctor.run import Doctor
+    from kinspect.spark.rows import finding_row
+    for path, doctor in _each_file_whole(unit, options, Doctor):
+        findings, _notices = doctor.finish()
+        for finding in findings:
+            yield finding_row(path, finding)
+
+
+def _each_file_whole(unit: Unit, options: dict, make):
+    """(the path as text, ``make()`` fed every record of the file with .exchange) for each file of
+    ``unit`` decoded to its end; a file without an error of its own that turns out unreadable
+    gives nothing (its files row says why)."""
     from kinspect.capture.source import CaptureError
     from kinspect.decode.pipeline import CaptureUnreadable, DecodeRun
-    from kinspect.doctor.run import Doctor
     from kinspect.render.safe import path_text
-    from kinspect.spark.rows import finding_row
     options = {k: v for k, v in options.items() if k not in TASK_ONLY}
     for f in unit.files:
         if f.error:
             continue
-        doctor = Doctor()
+        state = make()
         try:
             for record in DecodeRun(f.path, **options).records():
-                doctor.exchange(record)
+                state.exchange(record)
         except (CaptureUnreadable, CaptureError, OSError):
             continue
-        findings, _notices = doctor.finish()
-        for finding in findings:
-            yield finding_row(path_text(f.path), finding)
+        yield path_text(f.path), state
