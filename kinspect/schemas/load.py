@@ -86,6 +86,8 @@ def _read_one(source: str, store, topic, limits, registries, capture_options, se
             return f"{count} schema files in {source}"
         raise SourceError(f"neither a log dir with {topic}-N partitions (--schemas-topic names "
                           f"another topic) nor a directory of .avsc/.proto/.json files")
+    if not path.is_file():  # a FIFO would block the open for good, a device never end
+        raise SourceError("not a regular file, a directory or an http(s):// URL")
     with open(path, "rb") as f:
         head = f.read(4)
     if head[:4] in CAPTURE_MAGICS or head[:2] == b"\x1f\x8b":

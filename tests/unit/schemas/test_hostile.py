@@ -170,3 +170,19 @@ def _uvarint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+@pytest.mark.parametrize("command", ["decode", "validate"])
+def test_a_fifo_named_by_schemas_is_refused_not_waited_on(tmp_path, command):
+    """--schemas naming a FIFO no one writes: one line, exit 3, the input still read (opening
+    it blocked the run for good)."""
+    import os
+
+    from tests.conftest import PCAPS
+    fifo = tmp_path / "schemas.fifo"
+    os.mkfifo(fifo)
+    run = subprocess.run([sys.executable, "-m", "kinspect", command, str(PCAPS / "librdkafka-mtu1500.pcap"),
+                          "--schemas", str(fifo)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 3, run.stderr
+    assert f"--schemas {fifo}: not a regular file" in run.stderr
+    assert "Traceback" not in run.stderr
