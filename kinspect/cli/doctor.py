@@ -125,9 +125,9 @@ class SchemaValues:
                              self.settings)
         return () if stage is None else (stage,)
 
-    def finish(self) -> None:
-        if self.schemas is not None:
-            write_notices(self.schemas, None, self.out)
+    def finish(self) -> list[dict]:
+        """The run's schema notices, written to stderr and returned (the report's page lists them)."""
+        return [] if self.schemas is None else write_notices(self.schemas, None, self.out)
 
 
 def read_captures(captures, out: Output, settings: dict, consume, stages_of=None) -> int:

@@ -82,7 +82,7 @@ def report(captures, output, log_dir, title, thresholds: Thresholds, ports, no_h
         settings = capture_settings(ports, no_heuristic, max_frame, max_connections, show_secrets, keylog, limits)
         values = SchemaValues(schema_sources, schemas_topic, raw_values, settings, out)
         exit_code = max(values.exit_code, read_captures(captures, out, settings, gathered.add, values.stages))
-        values.finish()
+        gathered.notices += values.finish()
     if log_dir is not None:
         try:
             gathered.log_dir(log_dir, limits)

@@ -68,12 +68,14 @@ def schema_stage(schemas, topic: str, source: str | None, show_secrets: bool, no
     return ValueStage(schemas, topic, show_secrets, learn=True, notices=notices)
 
 
-def write_notices(schemas, notices, out: Output) -> None:
-    """The run's schema notices, each once (those of worker processes too)."""
+def write_notices(schemas, notices, out: Output) -> list[dict]:
+    """The run's schema notices, each once (those of worker processes too), written and returned."""
     from kinspect.schemas.stage import all_notices
-    for shown in all_notices(schemas, notices):
+    written = all_notices(schemas, notices)
+    for shown in written:
         if out.as_json:
             out.record({"type": "notice", **shown})
         out.warn(f"kinspect: {shown['what']}")
     if notices is not None:
         notices.close()
+    return written

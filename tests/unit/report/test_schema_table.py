@@ -3,6 +3,7 @@ computes nothing of its own), and subject names that are HTML shown as text."""
 
 from __future__ import annotations
 
+from html import unescape
 from html.parser import HTMLParser
 
 from kinspect.report.escape import shown
@@ -96,3 +97,16 @@ def test_subjects_that_are_html_show_as_text(tmp_path):
     assert all(s.startswith("</td><script>alert(") and "\\x1b[31m" in s for s in subjects)
     assert [row[5:] for row in page.rows if row[2] != "-"] == [["2", "1", "0", "1"]] * 3
     assert [row[3:] for row in page.rows if row[2] == "-"] == [["4", "-", "1", "0", "1", "0"]]
+
+
+def test_the_runs_schema_notices_are_on_the_page_as_on_stderr(tmp_path):
+    args = ("--schemas", schema_dir(tmp_path / "schemas"), "--schemas-topic", "nope", CAPTURE)
+    out = tmp_path / "report.html"
+    done = kinspect("report", *args, "-o", out)
+    assert done.returncode == 0, done.stderr
+    said = [line.removeprefix("kinspect: ") for line in done.stderr.splitlines() if "schema id" in line]
+    assert said and all("is in no schema source" in line for line in said)
+    html = out.read_text(encoding="utf-8")
+    listed = html.split('<ul class="notices">', 1)[1].split("</ul>", 1)[0]
+    items = [unescape(item.split("</li>", 1)[0]) for item in listed.split("<li>")[1:]]
+    assert [item for item in items if "schema id" in item] == said
