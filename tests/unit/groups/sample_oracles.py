@@ -8,9 +8,8 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import SAMPLES
+from tests.samples_oracle import dump_lines, need
 from tests.unit.groups.oracles import describe_blocks, describe_offsets, dump_log_records
 
 KAFKA4 = SAMPLES / "kafka-4.1.2"
@@ -20,13 +19,6 @@ SEGMENT = "00000000000000000000.log"
 # __consumer_offsets record types that say a group exists (or, as a tombstone, that it was
 # deleted): classic group metadata, KIP-848 consumer group metadata, share group metadata
 GROUP_METADATA_TYPES = {"2", "3", "11"}
-
-
-def need(path: Path) -> Path:
-    if not path.exists():
-        pytest.fail(f"{path} is missing: samples/ is committed "
-                    f"(tools/make_samples.py regenerates it)")
-    return path
 
 
 def steps(sample: Path) -> list[dict]:
@@ -63,7 +55,7 @@ def dumped(directory: Path) -> list[dict]:
     """kafka-dump-log's records of one __consumer_offsets partition, segments in offset order."""
     records = []
     for log in sorted(directory.glob("*.log")):
-        records += dump_log_records(log.with_name(log.name + ".dump.txt").read_text())
+        records += dump_log_records("\n".join(dump_lines(log)))
     return records
 
 

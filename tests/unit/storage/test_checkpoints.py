@@ -2,7 +2,7 @@ import re
 from pathlib import Path
 
 from kinspect.storage import checkpoints
-from tests.unit.storage.conftest import (KAFKA4, LEGACY, SEGMENT, manifest, need, oracle,
+from tests.unit.storage.conftest import (KAFKA4, LEGACY, SEGMENT, manifest, dump_lines, need,
                                          oracle_batches, sample_roots)
 
 METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Kafka's fixed Uuid(0, 1) of __cluster_metadata
@@ -61,7 +61,7 @@ def test_real_leader_epoch_checkpoint_and_partition_metadata():
     for root in sample_roots()[:2]:  # the legacy broker's protocol has neither file
         topic_ids = dict(re.findall(r'"type":"TOPIC_RECORD","version":\d+,'
                                     r'"data":\{"name":"([^"]+)","topicId":"([^"]+)"\}',
-                                    "\n".join(oracle(root / "__cluster_metadata-0" / SEGMENT))))
+                                    "\n".join(dump_lines(root / "__cluster_metadata-0" / SEGMENT))))
         topic_ids["__cluster_metadata"] = METADATA_TOPIC_ID
         for directory in _partition_dirs(root):
             starts = {}

@@ -3,7 +3,7 @@ import re
 
 from kinspect.storage.dump import increment_sequence
 from tests.conftest import SAMPLES
-from tests.unit.storage.conftest import (KAFKA4, LEGACY, SEGMENT, events, need, of_type, oracle,
+from tests.unit.storage.conftest import (KAFKA4, LEGACY, SEGMENT, dump_lines, events, need, of_type,
                                          oracle_batches, oracle_index, problems_of, sample_roots)
 
 # an __consumer_offsets record as kafka-dump-log --offsets-decoder prints it
@@ -16,7 +16,7 @@ def _logs(pattern: str = "*") -> list:
 
 
 def _oracle_records(log) -> list[int]:
-    return [int(n) for n in re.findall(r"^\| offset: (\d+)", "\n".join(oracle(log)), re.M)]
+    return [int(n) for n in re.findall(r"^\| offset: (\d+)", "\n".join(dump_lines(log)), re.M)]
 
 
 def test_segment_events_and_summary():
@@ -60,7 +60,7 @@ def test_records_and_internal_decoding_with_data():
             version = None if decoded["tombstone"] else decoded["value_version"]
             got.append((r["offset"], decoded["record_type"], group, version))
         expected = []
-        for line in oracle(log):
+        for line in dump_lines(log):
             match = OFFSETS_RECORD.match(line)
             if match:
                 key = json.loads(match[2])
@@ -148,7 +148,7 @@ def test_control_records_carry_their_value_decoded_as_its_struct():
     header = of_type(events(snapshot, records=True), "batch")[0]
     assert header["control"]["type"] == "SNAPSHOT_HEADER"
     [record] = header["records"]
-    printed = next(line for line in oracle(snapshot) if " SnapshotHeader {" in line)
+    printed = next(line for line in dump_lines(snapshot) if " SnapshotHeader {" in line)
     printed = json.loads(printed.split(" SnapshotHeader ", 1)[1])
     assert record["control_value"] == {"struct": "SnapshotHeaderRecord", "version": 0,
                                        "data": {"version": printed["version"],

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from kinspect.cli.dump import dump
 from tests.conftest import SAMPLES
-from tests.unit.storage.conftest import (KAFKA4, SEGMENT, TXN_SEGMENT, need, oracle, oracle_batches,
+from tests.unit.storage.conftest import (KAFKA4, SEGMENT, TXN_SEGMENT, dump_lines, need, oracle_batches,
                                          oracle_index)
 from tests.unit.storage.metadata_records import (JAAS, JAAS_PASSWORD, SALT, SECRET_VALUES, SERVER_KEY,
                                                  STORED_KEY, metadata_segment)
@@ -32,7 +32,7 @@ def test_json_lines_for_a_partition_directory():
 def test_table_output_with_data(tmp_path):
     code, out, _ = run("--data", TXN_SEGMENT)
     assert code == 0
-    records = [line for line in oracle(TXN_SEGMENT) if line.startswith("| offset: ")]
+    records = [line for line in dump_lines(TXN_SEGMENT) if line.startswith("| offset: ")]
     offsets = [int(line.split()[2]) for line in records]
     first_value = records[0].split(" payload: ")[1]
     assert f"value={first_value}" in out

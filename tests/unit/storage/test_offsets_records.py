@@ -4,7 +4,7 @@ import struct
 
 from kinspect.storage.offsets_records import decode_consumer_protocol, decode_offsets_record
 from kinspect.storage.segment import walk_segment
-from tests.unit.storage.conftest import KAFKA4, LEGACY, manifest, need, oracle, sample_roots
+from tests.unit.storage.conftest import KAFKA4, LEGACY, manifest, dump_lines, need, sample_roots
 
 ORACLE_RECORD = re.compile(r'^\| offset: (\d+) .* key: (\{"type":"\d+","data":\{[^{}]*\}\}) '
                            r'payload: (<DELETE>|\{.*\}) *$')
@@ -31,7 +31,7 @@ def _oracle_records(directory) -> list[tuple[str, int, dict, dict | None]]:
     --offsets-decoder printed for the __consumer_offsets logs under directory."""
     out = []
     for log in sorted(directory.glob("__consumer_offsets-*/*.log")):
-        for line in oracle(log):
+        for line in dump_lines(log):
             match = ORACLE_RECORD.match(line)
             if match:
                 value = None if match[3] == "<DELETE>" else json.loads(match[3])

@@ -2,7 +2,7 @@ import re
 import struct
 
 from kinspect.storage.snapshot import ENTRY, decode_snapshot, decrement_sequence
-from tests.unit.storage.conftest import KAFKA4, need, oracle, sample_roots
+from tests.unit.storage.conftest import KAFKA4, dump_lines, need, sample_roots
 
 EMPTY_CRC = 0x48674BC7  # CRC32C of the four bytes of a count of 0: every empty snapshot has it
 PRODUCER = re.compile(r"^producerId: (-?\d+) producerEpoch: (-?\d+) coordinatorEpoch: (-?\d+) "
@@ -22,7 +22,7 @@ def _sample_snapshots():
 def _oracle_producers(path) -> list[dict]:
     """The producer entries kafka-dump-log printed for a producer snapshot."""
     producers = []
-    for line in oracle(path)[1:]:
+    for line in dump_lines(path)[1:]:
         n = PRODUCER.match(line).groups()
         number = [None if v is None else int(v) for v in n]
         batch = None if n[5] is None else dict(zip(
