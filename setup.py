@@ -11,7 +11,7 @@ FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
 setup(ext_modules=[
     Extension("kinspect.native._v2records", ["kinspect/native/_v2records.c"],
-              extra_compile_args=FLAGS, optional=True),
+              extra_compile_args=FLAGS, optional=True, depends=["kinspect/native/_json_out.h"]),
     Extension("kinspect.native._packets", ["kinspect/native/_packets.c"],
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._bytes_json", ["kinspect/native/_bytes_json.c"],
@@ -24,4 +24,6 @@ setup(ext_modules=[
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._relay", ["kinspect/native/_relay.c"],  # the proxy's byte path
               extra_compile_args=FLAGS, optional=True),
+    Extension("kinspect.native._avro", ["kinspect/native/_avro.c"],  # Avro values as JSON text
+              extra_compile_args=FLAGS, optional=True, depends=["kinspect/native/_json_out.h"]),
 ])

@@ -95,6 +95,8 @@ def decode(captures, ports, no_heuristic, keep: ExchangeFilter, summary, verbose
             schemas, schemas_topic, source, show_secrets, notices, out,
             dict(ports=set(ports) | {9092}, heuristic=not no_heuristic, max_frame=max_frame, limits=limits,
                  max_connections=max_connections, keylog=keylog))
+        if stage is not None:
+            stage.packed_json = mode == JSON  # packed batches' values decoded as their JSON is written
         stages = () if stage is None else (stage, tally) if summary else (stage,)  # tally: counts by schema
         try:
             with out.progress(run.size) as bar:

@@ -23,6 +23,7 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#include "_json_out.h"
 
 static PyObject *k_offset, *k_timestamp, *k_key, *k_value, *k_headers;
 /* {"offset": None, "timestamp": None, "key": None, "value": None, "headers": None}: copying it
@@ -358,43 +359,6 @@ frame_record(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, Frame *f)
     return pos == f->end ? 0 : -1;
 }
 
-/* The length of the UTF-8 sequence at s[0] (s[0] >= 0x80; ``left`` bytes from s), or 0 when it
- * is not valid as Python's strict decoder has it: no overlongs, surrogates or code points past
- * U+10FFFF. */
-static inline int
-utf8_sequence(const unsigned char *s, Py_ssize_t left)
-{
-    unsigned char c = s[0];
-    if (c < 0xC2)
-        return 0;
-    if (c < 0xE0)
-        return left >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c < 0xF0)
-        return left >= 3 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 &&
-               (c != 0xE0 || s[1] >= 0xA0) && (c != 0xED || s[1] <= 0x9F) ? 3 : 0;
-    if (c < 0xF5)
-        return left >= 4 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 &&
-               (s[3] & 0xC0) == 0x80 && (c != 0xF0 || s[1] >= 0x90) &&
-               (c != 0xF4 || s[1] <= 0x8F) ? 4 : 0;
-    return 0;
-}
-
-static int
-utf8_valid(const unsigned char *s, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        int length = utf8_sequence(s + i, n - i);
-        if (!length)
-            return 0;
-        i += length;
-    }
-    return 1;
-}
 
 /* The arguments scan() and to_json() share: data, pos, end, base_offset, base_timestamp,
  * fixed_timestamp (None: each record's own). */
@@ -512,267 +476,141 @@ done:
     Py_RETURN_NONE;
 }
 
-/* The JSON text being written: a bytes object grown as needed, shrunk to fit at the end. */
+
+/* -- schema-decoded keys and values (records/packed.py's seam, schemas/stage.py) ----------
+ *
+ * With a schema table, a key or value framed as Confluent's V0 (0x00, a 4-byte big-endian id,
+ * the payload) is written as the JSON text of its decoded value, and its schema object after the
+ * record's headers ("key_schema", "value_schema"), as schemas/records.py's apply_record leaves
+ * the record. The table maps an id (int) to (reader, about): ``about`` the schema object's JSON
+ * text; ``reader`` a capsule of JSON_READER_CAPSULE (called here directly), or a callable
+ * reader(payload) -> (value's JSON, about's JSON) | None. An id the table lacks is asked of
+ * resolve(id) -> entry | None. Whatever C does not write as Python would (a GUID, a schema id in
+ * a header, an id with no entry, a payload its reader does not take) makes the whole batch go
+ * the Python way: to_json gives None.
+ */
 typedef struct {
-    PyObject *bytes;
-    char *at, *limit;
-} Out;
+    PyObject *table, *resolve;
+    Py_ssize_t decoded;
+} SchemaTable;
+
+/* Header names that carry a schema id (schemas/framing.py): records with one go the Python way. */
+static const char *const schema_headers[] = {
+    "__key_schema_id", "__value_schema_id", "apicurio.key.contentId", "apicurio.key.globalId",
+    "apicurio.value.contentId", "apicurio.value.globalId", NULL,
+};
 
 static int
-grow(Out *out, Py_ssize_t more)
+is_schema_header(const unsigned char *key, Py_ssize_t size)
 {
-    char *start = PyBytes_AS_STRING(out->bytes);
-    Py_ssize_t used = out->at - start, size = out->limit - start;
-    Py_ssize_t want = size * 2 > used + more ? size * 2 : used + more + 4096;
-    if (_PyBytes_Resize(&out->bytes, want))
-        return -1;
-    start = PyBytes_AS_STRING(out->bytes);
-    out->at = start + used;
-    out->limit = start + want;
+    for (int i = 0; schema_headers[i]; i++)
+        if ((Py_ssize_t)strlen(schema_headers[i]) == size && !memcmp(schema_headers[i], key, size))
+            return 1;
     return 0;
 }
 
-/* Room for ``more`` bytes at out->at: 0, or -1 (out of memory; out->bytes is gone). */
-static inline int
-reserve(Out *out, Py_ssize_t more)
-{
-    return out->limit - out->at >= more ? 0 : grow(out, more);
-}
+#define TOO_HARD 0  /* the batch goes the Python way */
 
-#define PUT(out, text) (memcpy((out)->at, text, sizeof(text) - 1), (out)->at += sizeof(text) - 1)
-
-static const char two_digits[] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-static inline void
-put_int(Out *out, long long value)
-{
-    char digits[24], *end = digits + sizeof digits, *at = end;
-    unsigned long long magnitude = value < 0 ? 0ULL - (unsigned long long)value : (unsigned long long)value;
-    while (magnitude >= 100) {  /* two digits a division */
-        unsigned int pair = (unsigned int)(magnitude % 100);
-        magnitude /= 100;
-        at -= 2;
-        memcpy(at, two_digits + 2 * pair, 2);
-    }
-    if (magnitude >= 10) {
-        at -= 2;
-        memcpy(at, two_digits + 2 * magnitude, 2);
-    } else {
-        *--at = (char)('0' + magnitude);
-    }
-    if (value < 0)
-        *out->at++ = '-';
-    memcpy(out->at, at, end - at);
-    out->at += end - at;
-}
-
-/* How orjson writes each byte inside a string: 0 as it is, else the character after the
- * backslash ('u': \u00XX). */
-static char escapes[256];
-static const char hex_digits[] = "0123456789abcdef";
-
-/* The high bit of each of the 8 bytes that is a control character, '"', '\\' or not ASCII,
- * and of no other (no carries cross bytes: the low 7 bits are tested apart from the high one). */
-static inline uint64_t
-special_bytes(uint64_t word)
-{
-    const uint64_t ones = 0x0101010101010101ULL, low7 = 0x7F7F7F7F7F7F7F7FULL,
-                   highs = 0x8080808080808080ULL;
-    uint64_t quote = word ^ (ones * '"'), backslash = word ^ (ones * '\\');
-    uint64_t control = ~(((word & low7) + ones * 0x60) | word);
-    uint64_t is_quote = ~(((quote & low7) + low7) | quote);
-    uint64_t is_backslash = ~(((backslash & low7) + low7) | backslash);
-    return (control | is_quote | is_backslash | word) & highs;
-}
-
-/* An ASCII byte that needs escaping, as orjson writes it. */
-static inline char *
-put_escape(char *at, unsigned char c)
-{
-    char e = escapes[c];
-    if (e == 'u') {
-        memcpy(at, "\\u00", 4);
-        at[4] = hex_digits[c >> 4];
-        at[5] = hex_digits[c & 15];
-        return at + 6;
-    }
-    at[0] = '\\';
-    at[1] = e;
-    return at + 2;
-}
-
-#define ESCAPE_BLOCK 65536
-
-/* A JSON string of s[0..n) when it is UTF-8: 1; else 0, nothing written; -1: out of memory.
- * One pass: 8 bytes at a time up to the first that needs a look, which is escaped, or checked
- * as the start of a UTF-8 sequence and copied whole. */
+/* A key or value: 1 written (*about: a new reference to its schema object's JSON text when it
+ * was framed, else NULL); TOO_HARD; -1 with an exception set. */
 static int
-put_text(Out *out, const unsigned char *s, Py_ssize_t n)
+put_value(Out *out, const unsigned char *s, Py_ssize_t n, SchemaTable *schemas, PyObject **about)
 {
-    Py_ssize_t rewind = out->at - PyBytes_AS_STRING(out->bytes), i = 0;
-    if (reserve(out, 2))
+    *about = NULL;
+    if (schemas == NULL || s == NULL || n < 5 || s[0] > 1)
+        return put_bytes(out, s, n) ? -1 : 1;
+    if (s[0] == 1)
+        return n < 17 ? (put_bytes(out, s, n) ? -1 : 1) : TOO_HARD;  /* a GUID: Python's */
+    unsigned long id = (unsigned long)s[1] << 24 | (unsigned long)s[2] << 16 | (unsigned long)s[3] << 8 | s[4];
+    PyObject *key = PyLong_FromUnsignedLong(id);
+    if (key == NULL)
         return -1;
-    *out->at++ = '"';
-    while (i < n) {
-        Py_ssize_t block_end = n - i < ESCAPE_BLOCK ? n : i + ESCAPE_BLOCK;
-        if (reserve(out, (block_end - i) * 6 + 16))  /* an input byte: 6 output bytes at most */
-            return -1;
-        char *at = out->at;
-        while (i < block_end) {
-#if defined(__SSE2__)
-            if (i + 16 <= n) {  /* 16 bytes a compare: record values are mostly long plain runs */
-                __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
-                _mm_storeu_si128((__m128i *)at, v);  /* what precedes the first special byte stays */
-                /* signed: below 0x20 is a control character or a byte from 0x80 (not ASCII) */
-                __m128i special = _mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
-                                               _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                                                            _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
-                unsigned int mask = (unsigned int)_mm_movemask_epi8(special);
-                if (!mask) {
-                    at += 16;
-                    i += 16;
-                    continue;
-                }
-                if (!_mm_movemask_epi8(v)) {  /* ASCII: escape each special byte */
-                    unsigned char block[32];  /* the 16 bytes, then zeros: each copy reads 16 */
-                    _mm_storeu_si128((__m128i *)block, v);
-                    _mm_storeu_si128((__m128i *)(block + 16), _mm_setzero_si128());
-                    int from = 0;
-                    do {
-                        int k = __builtin_ctz(mask);
-                        memcpy(at, block + from, 16);
-                        at = put_escape(at + (k - from), block[k]);
-                        from = k + 1;
-                        mask &= mask - 1;
-                    } while (mask);
-                    memcpy(at, block + from, 16);
-                    at += 16 - from;
-                    i += 16;
-                    continue;
-                }
-                int plain = __builtin_ctz(mask);
-                at += plain;
-                i += plain;
-            }
-#endif
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            if (i + 8 <= n) {
-                uint64_t word, special;
-                memcpy(&word, s + i, 8);
-                memcpy(at, &word, 8);  /* what precedes the first special byte stays */
-                special = special_bytes(word);
-                if (!special) {
-                    at += 8;
-                    i += 8;
-                    continue;
-                }
-                if (!(word & 0x8080808080808080ULL)) {  /* ASCII: escape each special byte */
-                    int from = 0;
-                    do {
-                        int k = __builtin_ctzll(special) >> 3;
-                        uint64_t rest = word >> (8 * from);  /* bytes from..7, then zeros */
-                        memcpy(at, &rest, 8);
-                        at = put_escape(at + (k - from), s[i + k]);
-                        from = k + 1;
-                        special &= special - 1;
-                    } while (special);
-                    uint64_t rest = from < 8 ? word >> (8 * from) : 0;
-                    memcpy(at, &rest, 8);
-                    at += 8 - from;
-                    i += 8;
-                    continue;
-                }
-                int plain = __builtin_ctzll(special) >> 3;
-                at += plain;
-                i += plain;
-            }
-#endif
-            unsigned char c = s[i];
-            if (c >= 0x80) {
-                int length = utf8_sequence(s + i, n - i);
-                if (!length) {
-                    out->at = PyBytes_AS_STRING(out->bytes) + rewind;
-                    return 0;
-                }
-                memcpy(at, s + i, length);
-                at += length;
-                i += length;
-                continue;
-            }
-            if (escapes[c])
-                at = put_escape(at, c);
-            else
-                *at++ = (char)c;
-            i++;
+    PyObject *entry = PyDict_GetItemWithError(schemas->table, key);  /* borrowed */
+    Py_XINCREF(entry);
+    if (entry == NULL && !PyErr_Occurred())
+        entry = PyObject_CallOneArg(schemas->resolve, key);
+    Py_DECREF(key);
+    if (entry == NULL)
+        return -1;
+    int result = TOO_HARD;
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2)
+        goto done;
+    PyObject *reader = PyTuple_GET_ITEM(entry, 0), *shown = PyTuple_GET_ITEM(entry, 1);
+    if (PyCapsule_IsValid(reader, JSON_READER_CAPSULE)) {
+        const JsonReader *c = PyCapsule_GetPointer(reader, JSON_READER_CAPSULE);
+        if (!PyBytes_Check(shown))
+            goto done;
+        Py_ssize_t rewind = out->at - PyBytes_AS_STRING(out->bytes);
+        result = c->write(c->program, s + 5, n - 5, out);
+        if (result == 0)
+            out->at = PyBytes_AS_STRING(out->bytes) + rewind;
+        if (result == 1) {
+            *about = shown;
+            Py_INCREF(shown);
         }
-        out->at = at;
+        goto done;
     }
-    if (reserve(out, 1))
-        return -1;
-    *out->at++ = '"';
-    return 1;
+    PyObject *payload = PyBytes_FromStringAndSize((const char *)s + 5, n - 5);
+    PyObject *got = payload == NULL ? NULL : PyObject_CallOneArg(reader, payload);
+    Py_XDECREF(payload);
+    if (got == NULL) {
+        result = -1;
+        goto done;
+    }
+    if (PyTuple_Check(got) && PyTuple_GET_SIZE(got) == 2 && PyBytes_Check(PyTuple_GET_ITEM(got, 0)) &&
+        PyBytes_Check(PyTuple_GET_ITEM(got, 1))) {
+        PyObject *text = PyTuple_GET_ITEM(got, 0);
+        Py_ssize_t size = PyBytes_GET_SIZE(text);
+        if (reserve(out, size)) {
+            result = -1;
+        } else {
+            memcpy(out->at, PyBytes_AS_STRING(text), size);
+            out->at += size;
+            *about = PyTuple_GET_ITEM(got, 1);
+            Py_INCREF(*about);
+            result = 1;
+        }
+    }
+    Py_DECREF(got);
+done:
+    Py_DECREF(entry);
+    if (result == 1 && *about != NULL)
+        schemas->decoded++;
+    return result;
 }
 
-static const char base64_digits[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
+/* ``,"name":`` and the schema object's JSON text; the reference is given up. */
 static int
-put_base64(Out *out, const unsigned char *s, Py_ssize_t n)
+put_about(Out *out, const char *name, PyObject *about)
 {
-    if (reserve(out, (n + 2) / 3 * 4 + 12))
-        return -1;
-    PUT(out, "{\"b64\":\"");
-    char *at = out->at;
-    Py_ssize_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        unsigned int v = (unsigned int)s[i] << 16 | (unsigned int)s[i + 1] << 8 | s[i + 2];
-        at[0] = base64_digits[v >> 18];
-        at[1] = base64_digits[(v >> 12) & 63];
-        at[2] = base64_digits[(v >> 6) & 63];
-        at[3] = base64_digits[v & 63];
-        at += 4;
+    Py_ssize_t size = PyBytes_GET_SIZE(about);
+    int failed = reserve(out, size + 20);
+    if (!failed) {
+        size_t length = strlen(name);
+        memcpy(out->at, name, length);
+        out->at += length;
+        memcpy(out->at, PyBytes_AS_STRING(about), size);
+        out->at += size;
     }
-    if (i < n) {
-        unsigned int v = (unsigned int)s[i] << 16 | (i + 1 < n ? (unsigned int)s[i + 1] << 8 : 0);
-        at[0] = base64_digits[v >> 18];
-        at[1] = base64_digits[(v >> 12) & 63];
-        at[2] = i + 1 < n ? base64_digits[(v >> 6) & 63] : '=';
-        at[3] = '=';
-        at += 4;
-    }
-    out->at = at;
-    PUT(out, "\"}");
-    return 0;
+    Py_DECREF(about);
+    return failed ? -1 : 0;
 }
 
-/* bytes or None as render/jsonl.py writes them: null, a string when UTF-8, else {"b64": ...} */
-static int
-put_bytes(Out *out, const unsigned char *s, Py_ssize_t n)
-{
-    if (s == NULL) {
-        if (reserve(out, 4))
-            return -1;
-        PUT(out, "null");
-        return 0;
-    }
-    int text = put_text(out, s, n);
-    return text < 0 ? -1 : text ? 0 : put_base64(out, s, n);
-}
-
-/* to_json(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> bytes | None
+/* to_json(data, pos, end, base_offset, base_timestamp, fixed_timestamp[, table, resolve])
+ *     -> bytes | (bytes, values decoded) | None
  * The JSON array of the records of data[pos:end], or None where scan() would give None for
- * the offsets, lengths and header keys. */
+ * the offsets, lengths and header keys. With a schema table (see above): (the array, how many
+ * keys and values were written decoded), or None where the batch goes the Python way. */
 static PyObject *
 to_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6 || !PyBytes_Check(args[0])) {
+    if ((nargs != 6 && nargs != 8) || !PyBytes_Check(args[0]) || (nargs == 8 && !PyDict_Check(args[6]))) {
         PyErr_SetString(PyExc_TypeError, "to_json(data: bytes, pos, end, base_offset, base_timestamp, "
-                                         "fixed_timestamp)");
+                                         "fixed_timestamp[, table: dict, resolve])");
         return NULL;
     }
+    SchemaTable table = {nargs == 8 ? args[6] : NULL, nargs == 8 ? args[7] : NULL, 0};
+    SchemaTable *schemas = nargs == 8 ? &table : NULL;
     Packed b;
     if (!read_packed_args(args, PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), &b))
         Py_RETURN_NONE;
@@ -784,6 +622,7 @@ to_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     out.at = PyBytes_AS_STRING(out.bytes);
     out.limit = out.at + size;
     *out.at++ = '[';
+    PyObject *key_about = NULL, *value_about = NULL;
     for (Py_ssize_t count = 0; b.pos < b.end; count++) {
         Frame f;
         long long offset, timestamp;
@@ -798,17 +637,25 @@ to_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PUT(&out, ",\"timestamp\":");
         put_int(&out, timestamp);
         PUT(&out, ",\"key\":");
-        if (put_bytes(&out, f.key, f.key_size) || reserve(&out, 16))
+        int put = put_value(&out, f.key, f.key_size, schemas, &key_about);
+        if (put < 0 || (put && reserve(&out, 16)))
             goto error;
+        if (!put)
+            goto irregular;
         PUT(&out, ",\"value\":");
-        if (put_bytes(&out, f.value, f.value_size) || reserve(&out, 16))
+        put = put_value(&out, f.value, f.value_size, schemas, &value_about);
+        if (put < 0 || (put && reserve(&out, 16)))
             goto error;
+        if (!put)
+            goto irregular;
         PUT(&out, ",\"headers\":[");
         Py_ssize_t at = f.headers_at;
         for (int64_t n = 0; n < f.header_count; n++) {
             const unsigned char *key = NULL, *value = NULL;
             Py_ssize_t key_size = 0, value_size = 0;
             read_header(p, &at, f.end, &key, &key_size, &value, &value_size);  /* read before */
+            if (schemas != NULL && is_schema_header(key, key_size))
+                goto irregular;
             if (reserve(&out, 16))
                 goto error;
             if (n)
@@ -826,7 +673,20 @@ to_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (reserve(&out, 4))
             goto error;
-        PUT(&out, "]}");
+        *out.at++ = ']';
+        if (key_about != NULL && put_about(&out, ",\"key_schema\":", key_about)) {
+            key_about = NULL;
+            goto error;
+        }
+        key_about = NULL;
+        if (value_about != NULL && put_about(&out, ",\"value_schema\":", value_about)) {
+            value_about = NULL;
+            goto error;
+        }
+        value_about = NULL;
+        if (reserve(&out, 4))
+            goto error;
+        *out.at++ = '}';
         b.pos = f.end;
     }
     if (reserve(&out, 1))
@@ -834,11 +694,18 @@ to_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     *out.at++ = ']';
     if (_PyBytes_Resize(&out.bytes, out.at - PyBytes_AS_STRING(out.bytes)))
         return NULL;
-    return out.bytes;
+    if (schemas == NULL)
+        return out.bytes;
+    PyObject *result = Py_BuildValue("(Nn)", out.bytes, table.decoded);
+    return result;
 irregular:
+    Py_XDECREF(key_about);
+    Py_XDECREF(value_about);
     Py_DECREF(out.bytes);
     Py_RETURN_NONE;
 error:
+    Py_XDECREF(key_about);
+    Py_XDECREF(value_about);
     Py_XDECREF(out.bytes);
     return NULL;
 }
@@ -997,8 +864,10 @@ static PyMethodDef methods[] = {
      "Whether the records of data[pos:end] can be kept packed: regular, at most limit of them,\n"
      "UTF-8 header keys, offset deltas 0, 1, 2, ..."},
     {"to_json", (PyCFunction)(void (*)(void))to_json, METH_FASTCALL,
-     "to_json(data, pos, end, base_offset, base_timestamp, fixed_timestamp) -> bytes | None\n\n"
-     "The JSON array of packed records, as orjson writes the dicts decode() builds."},
+     "to_json(data, pos, end, base_offset, base_timestamp, fixed_timestamp[, table, resolve])"
+     " -> bytes | (bytes, decoded) | None\n\n"
+     "The JSON array of packed records, as orjson writes the dicts decode() builds; with a schema\n"
+     "table, framed keys and values decoded as schemas/records.py leaves them (see the source)."},
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
      "frame(data, limit, max_batches) -> (list, stop)\n\n"
      "The whole v2 batches with matching CRCs a record set starts with, at most max_batches: a\n"
@@ -1031,14 +900,6 @@ PyInit__v2records(void)
     if (record_template == NULL || header_template == NULL)
         return NULL;
     crc32c_init();
-    for (int c = 0; c < 0x20; c++)
-        escapes[c] = 'u';
-    escapes['\b'] = 'b';
-    escapes['\t'] = 't';
-    escapes['\n'] = 'n';
-    escapes['\f'] = 'f';
-    escapes['\r'] = 'r';
-    escapes['"'] = '"';
-    escapes['\\'] = '\\';
+    json_out_init();
     return PyModule_Create(&module_def);
 }

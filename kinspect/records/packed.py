@@ -7,6 +7,11 @@ path finds every record regular, every header key UTF-8 and the offset deltas 0,
 checks need only the count and the largest timestamp, which the scan gives. render/jsonl.py
 writes the JSON text straight from the bytes (``native.v2records.to_json``); anything else
 that reads the records gets the dicts ``decode`` builds, the same as an unpacked batch holds.
+
+``values`` (None, or set by schemas/stage.py) is how framed keys and values are decoded: its
+``to_json(data, start, stop, base_offset, base_timestamp, fixed_timestamp)`` gives the JSON array
+with them decoded (or None: then the dicts are used), and ``apply(records)`` decodes them in the
+dicts that ``records()`` gives, in place.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from kinspect import native
 
 class PackedRecords:
     __slots__ = ("data", "start", "stop", "base_offset", "base_timestamp", "fixed_timestamp",
-                 "count", "largest_timestamp")
+                 "count", "largest_timestamp", "values")
 
     def __init__(self, data: bytes | memoryview, start: int, stop: int, base_offset: int, base_timestamp: int,
                  fixed_timestamp: int | None, count: int, largest_timestamp: int | None):
@@ -27,18 +32,25 @@ class PackedRecords:
         self.base_offset, self.base_timestamp = base_offset, base_timestamp
         self.fixed_timestamp, self.count = fixed_timestamp, count
         self.largest_timestamp = largest_timestamp
+        self.values = None
 
     def to_json(self) -> bytes | None:
-        """The records as a JSON array, as render/jsonl.py writes their dicts."""
+        """The records as a JSON array, as render/jsonl.py writes their dicts (None: not this way)."""
         data, start, stop = self._bytes()
+        if self.values is not None:
+            return self.values.to_json(data, start, stop, self.base_offset, self.base_timestamp,
+                                       self.fixed_timestamp)
         return native.v2records.to_json(data, start, stop, self.base_offset, self.base_timestamp,
                                         self.fixed_timestamp)
 
     def records(self) -> list[dict]:
-        """The records as dicts, as decode_batch holds those of a batch it does not pack."""
+        """The records as dicts, as decode_batch holds those of a batch it does not pack (with
+        ``values``, their keys and values decoded as it says)."""
         data, start, stop = self._bytes()
         got = native.v2records.decode(data, start, stop, self.base_offset, self.base_timestamp,
                                       self.fixed_timestamp, self.count, [], 0)
+        if self.values is not None:
+            self.values.apply(got[0])
         return got[0]
 
     def _bytes(self) -> tuple[bytes, int, int]:

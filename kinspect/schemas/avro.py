@@ -41,7 +41,7 @@ class AvroError(ValueError):
 
 
 class AvroReader:
-    __slots__ = ("parsed", "guarded", "name", "field_names", "named", "direct")
+    __slots__ = ("parsed", "guarded", "name", "field_names", "named", "direct", "json_program")
 
     def __init__(self, parsed, guarded: bool, name: str | None, field_names=frozenset(),
                  direct: bool = True):
@@ -50,6 +50,19 @@ class AvroReader:
         self.named = {"writer": {}, "reader": {}}  # what schemaless_reader makes on every call
         self.parsed = parse_schema(parsed, self.named["writer"])
         self.direct = direct and _read_data is not None
+        from kinspect.schemas.avro_json import NoProgram, compile_program
+        try:  # for read_json: None when this schema's values have no JSON program
+            self.json_program = compile_program(self.parsed, self.named["writer"])
+        except NoProgram:
+            self.json_program = None
+
+    def read_json(self, payload: bytes) -> bytes | None:
+        """The value's JSON text as ``decode --json`` writes what read() gives, or None when it
+        does not go that way (then read() decodes it, or says what is wrong)."""
+        if self.json_program is None:
+            return None
+        from kinspect.schemas.avro_json import read_json
+        return read_json(self.json_program, payload)
 
     def read(self, payload: bytes):
         if self.guarded:

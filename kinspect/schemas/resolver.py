@@ -100,6 +100,29 @@ class Schemas:
             about["from"] = frame.where
         return schema, self._reader(schema), about
 
+    def json_entry(self, ident: int, show_secrets: bool = False):
+        """How a value framed as V0 in its payload with this id can be written as JSON text
+        without Python objects (schemas/packed_values.py): (reader, the schema object's JSON
+        text), reader a capsule of a C reader (Avro) or a callable reader(payload after the id)
+        -> (value's JSON, schema object's JSON) | None (Protobuf); or None when its values go
+        the Python way (an unknown id, a schema that does not compile or has no JSON reader,
+        fields to redact). Counts nothing and gives no notice: the Python way does."""
+        schema = self._schema(Frame(ident, None, 5, "payload", None, 5))
+        if schema is None:
+            return None
+        reader = self._reader(schema)
+        about = {"id": schema.id, "format": schema.format, "subject": schema.subject}
+        if isinstance(reader, str) or (not show_secrets and self.may_hold_secrets(about)):
+            return None
+        import orjson
+        if schema.format == "avro":
+            program = getattr(reader, "json_program", None)
+            capsule = getattr(program, "capsule", None)
+            return None if capsule is None else (capsule, orjson.dumps(about))
+        if schema.format == "protobuf" and hasattr(reader, "read_json"):
+            return _protobuf_json(reader, about), None
+        return None
+
     def may_hold_secrets(self, about: dict) -> bool:
         """Could a value of this schema hold a field whose name says it is secret? (Avro and
         Protobuf: a field of that name is in the schema; JSON Schema: always, a payload may
@@ -216,6 +239,30 @@ class Schemas:
             return json.loads(data[start:])
         except (ValueError, RecursionError) as e:
             raise _Failed(f"payload is not JSON: {e}"[:200], start + getattr(e, "pos", 0)) from None
+
+
+def _protobuf_json(reader, about: dict):
+    """json_entry's reader for a Protobuf schema: the message-index list, then the message."""
+    import orjson
+    shown: dict[str, bytes] = {}
+
+    def read(payload: bytes):
+        try:
+            indexes, after = message_indexes(payload, 0)
+        except FramingError:
+            return None
+        got = reader.read_json(payload[after:], indexes)
+        if got is None:
+            return None
+        name, text = got
+        about_text = shown.get(name)
+        if about_text is None:
+            about_text = orjson.dumps({**about, "message": name})
+            if len(shown) < 1024:
+                shown[name] = about_text
+        return text, about_text
+
+    return read
 
 
 class _Failed(ValueError):

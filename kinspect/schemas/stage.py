@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 
+from kinspect import native
 from kinspect.records.packed import PackedRecords
 from kinspect.schemas.capture import FETCH, PRODUCE, SchemaRecords
+from kinspect.schemas.packed_values import PackedValues
 from kinspect.schemas.records import apply_record
 from kinspect.schemas.sources import DEFAULT_TOPIC, feed_records
 
@@ -24,12 +26,19 @@ CHUNK = 1 << 23
 
 
 class ValueStage:
-    __slots__ = ("schemas", "topic", "show_secrets", "learn", "notices")
+    """``packed_json``: a packed batch (records/packed.py) stays packed, its framed keys and
+    values decoded only as its JSON text is written (schemas/packed_values.py), or as its dicts
+    are read; for outputs that read batches no other way (decode --json: not --summary, whose
+    counts by schema read the dicts the stage leaves)."""
+
+    __slots__ = ("schemas", "topic", "show_secrets", "learn", "notices", "packed_json", "_values")
 
     def __init__(self, schemas, topic: str = DEFAULT_TOPIC, show_secrets: bool = False, learn: bool = True,
-                 notices: WorkerNotices | None = None):
+                 notices: WorkerNotices | None = None, packed_json: bool = False):
         self.schemas, self.topic, self.show_secrets, self.learn = schemas, topic, show_secrets, learn
         self.notices = notices
+        self.packed_json = packed_json
+        self._values = None
 
     def __call__(self, exchange: dict, topics=None, budget=None) -> None:
         api = exchange.get("api_key")
@@ -56,11 +65,23 @@ class ValueStage:
             return
         records = batch.get("records")
         if isinstance(records, PackedRecords):
+            if self.packed_json and native.v2records is not None:
+                if self._values is None:
+                    self._values = PackedValues(self)
+                records.values = self._values
+                return
             unpacked = records.records()
             if self._records(unpacked):  # kept packed (the fast JSON path) when nothing is framed
                 batch["records"] = unpacked
         elif isinstance(records, list):
             self._records(records)
+
+    def records(self, records: list) -> None:
+        """A packed batch's records (PackedValues.apply), decoded the Python way after the stage
+        was called: the notices they give are sent from here."""
+        self._records(records)
+        if self.notices is not None:
+            self.notices.send(self.schemas)
 
     def _records(self, records: list) -> bool:
         framed = False
