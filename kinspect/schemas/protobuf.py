@@ -47,6 +47,7 @@ class ProtoReader:
         self._classes: dict[tuple[int, ...], tuple[str, type]] = {}
         self.field_names = _field_names(pool, file.name)  # of every message it reaches
         self._shown = _Shown(pool)
+        self._json = None  # (JsonTables, walker), made by the first read_json
 
     def message_name(self, indexes: list[int]) -> str:
         """The full name of the message the message-index list names (Confluent's rule: the
@@ -88,6 +89,21 @@ class ProtoReader:
             return name, self.shown_by_json_format(message)
         except (ValueError, TypeError, RecursionError, json_format.Error) as e:
             raise ProtoError(f"{name} has no JSON form: {e}"[:300], 0) from None
+
+    def read_json(self, payload: bytes, indexes: list[int]) -> tuple[str, bytes] | None:
+        """The message's full name and its value as decode --json writes read()'s, in one walk
+        over the wire format (schemas/protobuf_json.py); None where only read() can say."""
+        try:
+            name = self._message(indexes)[0]
+        except ProtoError:
+            return None
+        if self._json is None:
+            from kinspect.schemas.protobuf_json import JsonTables, json_walker
+            tables = JsonTables(self.pool, self.file_name)
+            self._json = (tables.ids, json_walker(tables.spec))
+        ids, walker = self._json
+        text = walker.walk(payload, ids.get(name, -1))
+        return None if text is None else (name, text)
 
     def shown_by_json_format(self, message) -> dict:
         """The message as json_format shows it, map entries sorted (the twin of _Shown)."""
