@@ -3,6 +3,13 @@
 A connection is Kafka when one side uses a Kafka port (9092 and --port), or, on any other port,
 when the first bytes one side sends parse as a request header with a known key and version. The
 side that sends requests is the client; the connection is labelled "client-server".
+
+A connection seen from its SYN is decided by its first request: a Kafka client speaks first. One
+already open when the capture began can show a response first, and a response whose correlation
+id is below 13 reads as a Produce request header (key 0, version = the id). So there a request
+candidate is confirmed by a frame of the other side that starts with its correlation id (its
+response) before it decides; without one (acks=0 producers, a capture that ends first), the first
+candidate decides when the connection is given up on, ends or the capture ends.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from kinspect.wire.headers import plausible_request
 
 DEFAULT_PORTS = frozenset({9092})
 DETECT_LIMIT = 64 << 10   # bytes per direction watched before deciding a connection is not Kafka
+CANDIDATES = 64           # request candidates kept per direction of an undecided connection
 UNDECIDED_LIMIT = 64 << 20  # bytes held back by all undecided connections together
 
 
@@ -31,11 +39,13 @@ def _label(client_flow) -> str:
 
 class _Undecided:
     """Both directions of a connection on unknown ports, held back until it proves to be Kafka."""
-    __slots__ = ("chunks", "sizes")
+    __slots__ = ("chunks", "sizes", "requests", "first")
 
     def __init__(self):
         self.chunks: list = []   # (flow, ts, data or None, missing, packet number) in arrival order
         self.sizes: dict = {}
+        self.requests: dict = {}  # flow -> correlation ids of the frames that read as requests
+        self.first = None         # the flow of the first such frame
 
 
 class KafkaSession:
@@ -104,10 +114,12 @@ class KafkaSession:
         self.ignored.discard(flow)
         conn = self.routes.get(flow)
         if conn is None:
-            pending = self.undecided.pop(frozenset((flow, _reverse(flow))), None)
-            if pending is not None:  # it will never be decided now
-                self.undecided_bytes -= sum(pending.sizes.values())
-            return []
+            key = frozenset((flow, _reverse(flow)))
+            pending = self.undecided.get(key)
+            if pending is None:
+                return []
+            out = self._give_up(key, ts)  # it will never be confirmed now
+            return out + self.end(flow, ts, reason) if flow in self.routes else out
         conn.ended |= 1 if flow == conn.client_flow else 2
         if conn.ended == 3 or reason == "expired" or reason == "idle":
             return self._close(flow, ts)
@@ -139,6 +151,8 @@ class KafkaSession:
 
     def finish(self, ts: float) -> list:
         out: list = []
+        for key in list(self.undecided):
+            out += self._give_up(key, ts)
         for flow in list(self.routes):
             if flow in self.routes:
                 out += self._close(flow, ts)
@@ -175,18 +189,34 @@ class KafkaSession:
         if self.undecided_bytes > self.undecided_peak:
             self.undecided_peak = self.undecided_bytes
         head = bytes(data[:64])
+        if len(head) >= 8:
+            answered = pending.requests.get(_reverse(flow))
+            if answered and int.from_bytes(head[4:8], "big", signed=True) in answered:
+                return self._decide(_reverse(flow), ts)  # a response to the other side's request
         if plausible_request(head, 0, len(head), self.max_frame):
-            return self._decide(flow, ts)
+            if self.syn_seen.get(flow):
+                return self._decide(flow, ts)  # seen from its start: the first request is the client's
+            ids = pending.requests.setdefault(flow, set())
+            if len(ids) < CANDIDATES:
+                ids.add(int.from_bytes(head[8:12], "big", signed=True))
+            if pending.first is None:
+                pending.first = flow
         if all(size > DETECT_LIMIT for size in pending.sizes.values()) or sum(pending.sizes.values()) > 4 * DETECT_LIMIT:
-            self._give_up(key)
+            return self._give_up(key, ts)
+        out: list = []
         while self.undecided_bytes > UNDECIDED_LIMIT:  # many connections held back at once
-            self._give_up(next(iter(self.undecided)))
-        return []
+            out += self._give_up(next(iter(self.undecided)), ts)
+        return out
 
-    def _give_up(self, key) -> None:
-        """Not Kafka, or held back too long: its bytes are dropped and its flows ignored."""
+    def _give_up(self, key, ts: float) -> list:
+        """Held back as long as it may be: decided by its first request candidate, if it had one;
+        else not Kafka, its bytes dropped and its flows ignored."""
+        pending = self.undecided[key]
+        if pending.first is not None:
+            return self._decide(pending.first, ts)
         self.undecided_bytes -= sum(self.undecided.pop(key).sizes.values())
         self.ignored.update(key)
+        return []
 
     def _decide(self, client_flow, ts: float) -> list:
         """client_flow is Kafka's client side: build the connection and replay what was held back."""

@@ -171,3 +171,77 @@ def test_a_decode_run_leaves_no_reference_cycles(tmp_path, name):
     finally:
         if enabled:
             gc.enable()
+
+
+DOCTOR = "tests/data/doctor-scenario/doctor-scenario.pcap"  # broker on 34175, recorded in the lab
+DOCTOR_PORT = 34175
+
+
+def _paired(records):
+    return sorted((r["conn"], r["type"], r.get("api_name"), r.get("api_version"), r["correlation_id"],
+                   r.get("request_frames"), r.get("response_frames"))
+                  for r in records if r["type"] in ("exchange", "orphan_response"))
+
+
+@pytest.mark.parametrize("first", [300, 700, 1500])
+def test_connections_open_before_the_capture_on_an_unannounced_port_decode_as_with_the_port(tmp_path, first):
+    """Joined mid-way, a connection can show a response first; one whose correlation id is below
+    13 reads as a Produce request header. Found by the heuristic, every connection carrying
+    requests decodes exactly as when its port is given: no bogus Produce from the broker's side."""
+    mid = editcap(DOCTOR, tmp_path / "mid.pcap", f"{first}-100000", keep=True)
+    found = [r for r in decode(mid, ports=frozenset()) if r["type"] in ("exchange", "orphan_response")]
+    told = [r for r in decode(mid, ports=frozenset({DOCTOR_PORT}))
+            if r["type"] in ("exchange", "orphan_response")]
+    assert not [r["conn"] for r in found if r["conn"].startswith(f"127.0.0.1:{DOCTOR_PORT}-")]
+    assert len(found) > 1000
+    requesting = {r["conn"] for r in told if r["type"] == "exchange"}
+    assert _paired(found) == _paired(r for r in told if r["conn"] in requesting)
+
+
+def _frame(body: bytes) -> bytes:
+    return len(body).to_bytes(4, "big") + body
+
+
+CLIENT = (bytes([10, 0, 0, 1]), 40000, bytes([10, 0, 0, 2]), 7777)
+SERVER = (bytes([10, 0, 0, 2]), 7777, bytes([10, 0, 0, 1]), 40000)
+
+
+def _client_side(chunks, syn=False):
+    """The flow a session on no known port takes for the client, fed these (side, bytes)."""
+    from kinspect.wire.session import KafkaSession
+    session = KafkaSession(frozenset())
+    session.start(CLIENT, 0.0, syn)
+    session.start(SERVER, 0.0, syn)
+    for at, (side, data) in enumerate(chunks):
+        session.data(CLIENT if side == "c" else SERVER, float(at), data)
+        if session.routes:
+            break
+    return next(iter(session.routes.values())).client_flow if session.routes else None
+
+
+HEARTBEAT_RESPONSE_5 = _frame((5).to_bytes(4, "big") + bytes(7))  # reads as a "Produce v5" request header
+HEARTBEAT_REQUEST_6 = _frame((12).to_bytes(2, "big") + (4).to_bytes(2, "big") + (6).to_bytes(4, "big")
+                             + b"\x00\x01c\x00\x02g\x00\x00\x00\x01\x02m\x01\x00")
+HEARTBEAT_RESPONSE_6 = _frame((6).to_bytes(4, "big") + bytes(7))
+
+
+def test_a_response_seen_first_does_not_make_the_broker_the_client():
+    assert _client_side([("s", HEARTBEAT_RESPONSE_5), ("c", HEARTBEAT_REQUEST_6),
+                         ("s", HEARTBEAT_RESPONSE_6)]) == CLIENT
+
+
+def test_a_connection_seen_from_its_syn_is_decided_by_its_first_request():
+    assert _client_side([("c", HEARTBEAT_REQUEST_6)], syn=True) == CLIENT
+
+
+def test_without_a_response_the_first_request_candidate_decides_when_the_capture_ends():
+    from kinspect.wire.session import KafkaSession
+    session = KafkaSession(frozenset())
+    session.start(CLIENT, 0.0, False)
+    session.start(SERVER, 0.0, False)
+    session.data(CLIENT, 1.0, HEARTBEAT_REQUEST_6)
+    assert not session.routes  # waiting for its response
+    out = session.finish(2.0)
+    assert session.kafka_connections == 1
+    assert [(r["type"], r["conn"], r["api_name"], r["correlation_id"], r["response"]) for r in out] == [
+        ("exchange", "10.0.0.1:40000-10.0.0.2:7777", "Heartbeat", 6, None)]  # unanswered, from the client
