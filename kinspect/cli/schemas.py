@@ -56,7 +56,7 @@ def schema_stage(schemas, topic: str, source: str | None, show_secrets: bool, no
     from kinspect.schemas.capture import read_capture
     from kinspect.schemas.stage import ValueStage, mentions
     regular = source is not None and source != "-" and os.path.isfile(source)
-    if regular and mentions(source, topic):
+    if regular and mentions(source, topic, capture_options.get("limits")):
         try:
             with out.progress(None, f"reading {topic} records"):
                 read_capture(source, schemas.store, topic, **capture_options)

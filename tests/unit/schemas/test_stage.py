@@ -174,3 +174,21 @@ def test_the_topic_is_found_wherever_it_lies_across_chunks(monkeypatch, with_mem
     for position in range(48):
         assert stage._holds(io.BytesIO(b"x" * position + b"_schemas" + b"y" * 3), b"_schemas"), position
     assert not stage._holds(io.BytesIO(b"x_schemaX" * 9 + b"_schema"), b"_schemas")
+
+
+def test_a_gzipped_capture_is_scanned_only_as_far_as_the_decode_may_read_it(monkeypatch, tmp_path):
+    """The name past the gzip bound (the first max_batch_bytes, then max_file_ratio bytes per
+    compressed byte) is where the decode never reads: the scan stops there, as it does on a bomb
+    (it read all 2.1 GB of tests/hostile's 4.2 MB empty-records bomb); before it, it is found."""
+    import gzip
+
+    from kinspect.limits import Limits
+    from kinspect.schemas import stage
+    monkeypatch.setattr(stage, "CHUNK", 1 << 16)
+    small = Limits(max_batch_bytes=1 << 20, max_file_ratio=2)
+    far, near = tmp_path / "far.pcap.gz", tmp_path / "near.pcap.gz"
+    far.write_bytes(gzip.compress(bytes(4 << 20) + b"_schemas"))
+    near.write_bytes(gzip.compress(bytes(1 << 19) + b"_schemas"))
+    assert not stage.mentions(str(far), "_schemas", small)
+    assert stage.mentions(str(near), "_schemas", small)
+    assert stage.mentions(str(far), "_schemas")  # the default bound reaches it: 64 MiB first
