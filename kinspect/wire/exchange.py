@@ -26,6 +26,7 @@ _I32 = struct.Struct(">i")
 
 MAX_PENDING = 100_000          # unanswered requests kept per connection
 HUNT_MAX_UNPAIRED = 16 << 20   # while resynchronising, an unpaired response frame larger than this is implausible
+HUNT_NEAR = 64                 # ... and so is one whose correlation id is further than this from the oldest request's
 SHOWN_TOKEN = 200              # characters of a raw SASL token in its notice's text (the token field has it all)
 # Notices of one kind a connection shows; the rest are counted, and one more notice at its close
 # says how many (``"more": N``): zeros on port 9092 are a frame of size 0 every 4 bytes
@@ -327,13 +328,16 @@ class Connection:
         size, correlation_id = _I32X2.unpack_from(buf, pos)
         if size < 4 or size > self.max_frame:
             return False
-        if correlation_id in self.pending:
+        pending = self.pending
+        if correlation_id in pending:
             return True
         if size > HUNT_MAX_UNPAIRED or correlation_id < 0:
             return False
+        if pending and not -HUNT_NEAR <= correlation_id - next(iter(pending)) <= HUNT_NEAR:
+            return False  # responses come in request order: an unpaired one answers a request near the oldest
         nxt = pos + 4 + size
         if nxt == end:
-            return not self.pending
+            return True  # a frame that ends where the bytes seen so far end (a segment's end)
         if nxt + 8 > end:
             return None
         size2, correlation_id2 = _I32X2.unpack_from(buf, nxt)

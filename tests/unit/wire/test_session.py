@@ -245,3 +245,22 @@ def test_without_a_response_the_first_request_candidate_decides_when_the_capture
     assert session.kafka_connections == 1
     assert [(r["type"], r["conn"], r["api_name"], r["correlation_id"], r["response"]) for r in out] == [
         ("exchange", "10.0.0.1:40000-10.0.0.2:7777", "Heartbeat", 6, None)]  # unanswered, from the client
+
+
+@pytest.mark.parametrize("first", [1500, 3000])
+def test_a_stream_joined_mid_way_pairs_every_exchange_it_holds_whole(tmp_path, first):
+    """Cut where small responses to requests sent before the cut come first: the response
+    direction finds its first frame boundary and every exchange whose request and response both
+    lie in the cut is paired as in the whole capture (correlation id, API, frames shifted)."""
+    whole = decode(DOCTOR, ports=frozenset({DOCTOR_PORT}))
+    mid = editcap(DOCTOR, tmp_path / "mid.pcap", f"{first}-100000", keep=True)
+    cut = decode(mid, ports=frozenset({DOCTOR_PORT}))
+    shift = first - 1
+    want = sorted((r["conn"], r["api_name"], r["correlation_id"], r["request_frames"][0] - shift,
+                   r["response_frames"][1] - shift)
+                  for r in whole if r["type"] == "exchange" and r["request_frames"][0] >= first
+                  and r["response_frames"] and r["response_frames"][0] >= first)
+    got = sorted((r["conn"], r["api_name"], r["correlation_id"], r["request_frames"][0], r["response_frames"][1])
+                 for r in cut if r["type"] == "exchange" and r["response"] is not None)
+    assert len(want) > 2000 and got == want
+    assert not [r for r in cut if r["type"] == "notice" and r["kind"] == "resync"]
