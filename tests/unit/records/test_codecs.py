@@ -347,3 +347,34 @@ def test_random_damage_to_real_gzip_payloads_gives_zlibs_result(real_gzip_payloa
         assert got == _gzip_by_zlib(bytes(broken)), bytes(broken).hex()
         decoded += got[0] is not None
     assert decoded > 0  # flips in MTIME, XFL and OS leave the content sound
+
+
+def _lz4_within_by_the_class(frame, bound: int):
+    """What _lz4_within gave before it called the C chunk decoder itself."""
+    inflater = lz4.frame.LZ4FrameDecompressor()
+    try:
+        data = inflater.decompress(frame, max_length=bound)
+    except RuntimeError:
+        return "error"
+    return data if inflater.eof and not inflater.unused_data else None
+
+
+def test_lz4_within_gives_what_the_frame_class_gives():
+    rng = random.Random(57)
+    text = b"".join(b"%d kafka record %d;" % (i, i * i) for i in range(3000))
+    frames = []
+    for size in (0, 1, 100, 5000, len(text)):
+        frame = lz4.frame.compress(text[:size])
+        frames += [frame, frame + b"\x00\x01", frame[:-1], frame[:len(frame) // 2], b"", frame[:4]]
+        damaged = bytearray(frame)
+        if len(damaged) > 12:
+            damaged[rng.randrange(7, len(damaged))] ^= 0x55
+        frames.append(bytes(damaged))
+    for frame in frames:
+        for bound in (0, 10, 4096, 1 << 20):
+            for buf in (frame, memoryview(b"xx" + frame)[2:]):
+                try:
+                    got = codecs._lz4_within(buf, bound)
+                except RuntimeError:
+                    got = "error"
+                assert got == _lz4_within_by_the_class(buf, bound), (frame[:20], bound)
