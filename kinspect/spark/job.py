@@ -1,9 +1,9 @@
 """The Spark fan-out of `kinspect spark`: one task per planned unit, rows written by Spark.
 
-The units (plan.py) are read through the kinspect data source (source.py), a client of it like
-any job's ``spark.read.format("kinspect")``: task i decodes unit i in the executor's Python,
-streaming from its file, and hands Spark Arrow batches of rows.TASK. No RDD, so it runs over
-Spark Connect too. The job that decodes writes ``exchanges/`` (Parquet
+The units (plan.py) are read by the kinspect data source's reader (source.py), the one
+``spark.read.format("kinspect")`` reads with, in mapInArrow: task i decodes unit i in the
+executor's Python, streaming from its file, and hands Spark Arrow batches of rows.TASK. No RDD,
+so it runs over Spark Connect too. The job that decodes writes ``exchanges/`` (Parquet
 partitioned by api_name, or JSON Lines) as the rows come, one open writer per api_name
 (no sort), so that Spark's writing overlaps the Python decoding. ``files/`` (one row per input,
 its shards summed) is written after it:
@@ -380,52 +380,32 @@ def spark_schema(schema):
 
 
 def decoded(spark, units: list[Unit], options: dict | None = None, keep=None, files=None, table: str | None = None):
-    """The TASK rows of every unit, one task per unit (unit 0, the largest, first), read through
-    the kinspect data source (source.py: the same reader as spark.read.format("kinspect")); ``keep``:
-    decode's exchange filter, or None. ``files``: an accumulator that takes the files rows, the
-    rest being the EXCHANGES rows alone. ``table``: another table of rows.TABLES instead (the
-    clients table: units of whole files).
+    """The TASK rows of every unit, one task per unit (unit 0, the largest, first), read by the
+    kinspect data source's reader (source.py: the same reader as spark.read.format("kinspect"))
+    in mapInArrow; ``keep``: decode's exchange filter, or None. ``files``: an accumulator that
+    takes the files rows, the rest being the EXCHANGES rows alone. ``table``: another table of
+    rows.TABLES instead (the clients table: units of whole files).
 
-    Spark plans a Python data source in a Python it starts from the executors' interpreter path:
-    a packed environment's (./environment/bin/python, shipped with --package) exists on the
-    executors only, so then the same reader's read() runs in mapInArrow, one task per unit."""
+    Not through spark.read.format: Spark plans a Python data source in three Python processes it
+    starts for the purpose (4-5 s of a run's start), and from the executors' interpreter path, which
+    with --package exists on the executors only. The units are planned here instead, and the tasks'
+    Python is checked first (source.check_executors, once a session)."""
     from kinspect.spark import source
     from kinspect.spark.reading import payload, plain
     table = table or ("task" if files is None else "exchanges")
-    given = [plain(u) for u in units]
-    data = payload(options or {}, keep)
-    if not plans_here(spark):
-        reader = source.KinspectReader(table, given, data, source._version(), files)
-        n = len(units)
-        return spark.range(n, numPartitions=max(n, 1)).mapInArrow(_reading(reader), spark_schema(TABLES[table]))
-    global _sources
-    _sources += 1
-    name = f"kinspect_job_{_sources}"
-    source.given(spark, name, table, given, data, files)
-    return spark.read.format(name).load()
+    executors_checked(spark)
+    reader = source.KinspectReader(table, [plain(u) for u in units], payload(options or {}, keep),
+                                   source._version(), files)
+    n = len(units)
+    return spark.range(n, numPartitions=max(n, 1)).mapInArrow(reader.mapper(), spark_schema(TABLES[table]))
 
 
-_sources = 0  # data sources job.py registered in this process: each read gets a name of its own
-
-
-def _reading(reader):
-    """mapInArrow's function: the units of the ids it is given, read by ``reader``."""
-    def read(batches):
-        for batch in batches:
-            for i in batch.column(0).to_pylist():
-                yield from reader.read(reader.partitions()[i])
-    return read
-
-
-def plans_here(spark) -> bool:
-    """Whether Spark can plan a Python data source beside the driver: the interpreter its tasks
-    run (classic: the SparkContext's pythonExec; Connect: spark.sql.execution.pyspark.python) is
-    an absolute path or a command, not a path relative to an executor's directory."""
-    if is_connect(spark):
-        python = spark.conf.get("spark.sql.execution.pyspark.python", None) or ""
-    else:
-        python = spark.sparkContext.pythonExec or ""
-    return os.path.isabs(python) or "/" not in python
+def executors_checked(spark) -> None:
+    """source.check_executors, once a session (its KinspectMissing raised each time until it passes)."""
+    from kinspect.spark import source
+    if not getattr(spark, "_kinspect_executors_checked", False):
+        source.check_executors(spark)
+        spark._kinspect_executors_checked = True
 
 
 # Over Spark Connect, the decoded rows are written once to OUT/_decoded (Parquet) and read back
@@ -461,6 +441,7 @@ def write(spark, units: list[Unit], out: str, fmt: str = "parquet", options: dic
     from contextlib import nullcontext
 
     options = {**(options or {}), "records": records}
+    executors_checked(spark)  # its one-task job before the watched one
     watching = (lambda: watch(spark, units, progress)) if progress else nullcontext
     if records or is_connect(spark):
         return _write_kept(spark, units, out, fmt, options, keep, watching, records)

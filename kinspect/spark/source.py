@@ -4,7 +4,7 @@ Spark 4.0's Python Data Source API (pyspark.sql.datasource). ``register(spark)``
 in a session; ``.option("table", "exchanges"|"records"|"files"|"findings"|"clients")`` picks the
 table (rows.py's schemas, the ones `kinspect spark` writes). The options are source_options.py's.
 
-Where each part runs: Spark plans a Python data source in a Python process it starts beside
+Where each part runs: Spark plans a Python data source in Python processes it starts beside
 the driver's JVM (the schema, then ``reader()`` and ``partitions()``: the inputs are listed and
 planned there by plan.py), and reads each partition in an executor's Python worker, with the
 reader and the partition pickled. This module imports only pyspark at its top and is pickled by
@@ -12,6 +12,11 @@ value (register()), so an executor's Python without kinspect, or with another ve
 far as ``read()``, which says so in one line (``KinspectMissing``) instead of failing to unpickle.
 The kinspect objects the tasks need (key log, filter, bounds) travel pickled as bytes, opened
 after that check.
+
+`kinspect spark` (job.py) plans on the driver and has the same reader read its units in
+mapInArrow (``KinspectReader.mapper``): planning a Python data source starts three Python
+processes (lookup, create, plan), 4-5 s of every run's start. It first checks one task's Python
+(``check_executors``), which gives the one line as a value rather than a task's failure.
 
 Sharded files: the user's source deals each exchange of a split file to one shard, every shard
 pairing every connection (plan.Shard): exact with no check across tasks, which a data source
@@ -88,12 +93,49 @@ class KinspectReader(DataSourceReader):
         from kinspect.spark.reading import partition_batches
         return partition_batches(partition.value, self.table, self.payload, self.files)
 
+    def mapper(self):
+        """mapInArrow's function over ``spark.range(len(units))``: the partitions of the ids it is
+        given, each read by ``read``."""
+        def read(batches):
+            partitions = self.partitions()
+            for batch in batches:
+                for i in batch.column(0).to_pylist():
+                    yield from self.read(partitions[i])
+        return read
+
+
+PROBE_SCHEMA = "error string"
+
+
+def _probe(expected: str):
+    """mapInArrow's function of check_executors: one row, KinspectMissing's line or null."""
+    def check(batches):
+        import pyarrow as pa
+        for _ in batches:
+            pass
+        try:
+            require_kinspect(expected)
+            error = None
+        except KinspectMissing as e:
+            error = str(e)
+        yield pa.RecordBatch.from_pydict({"error": [error]}, schema=pa.schema([("error", pa.string())]))
+    return check
+
+
+def check_executors(spark) -> None:
+    """Raises KinspectMissing here, on the driver, when the Python a task runs in has no kinspect
+    or another version than this one: a one-task job that returns the line as a value, so that
+    Spark logs no task failure with a worker's traceback."""
+    _by_value()
+    (row,) = spark.range(1, numPartitions=1).mapInArrow(_probe(_version()), PROBE_SCHEMA).collect()
+    if row["error"]:
+        raise KinspectMissing(row["error"])
+
 
 class KinspectSource(DataSource):
-    """``spark.read.format("kinspect")``. A subclass made by given() carries a plan made on the
-    driver (job.py); register()'s carries the session's parallelism as the default ``cores``."""
+    """``spark.read.format("kinspect")``. register()'s subclass carries the session's parallelism
+    as the default ``cores``."""
 
-    given = None  # (table, units, payload, files): job.py's plan, options not read
     default_cores = 1
     driver_version = None  # kinspect's version where the source was registered
 
@@ -109,12 +151,9 @@ class KinspectSource(DataSource):
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from kinspect.spark import source_options
-        table = self.given[0] if self.given else source_options.table(self.options)
-        return from_arrow_schema(source_options.schema_of(table))
+        return from_arrow_schema(source_options.schema_of(source_options.table(self.options)))
 
     def reader(self, schema):
-        if self.given:
-            return KinspectReader(*self.given[:3], self._expected(), self.given[3])
         from kinspect.spark.reading import planned
         return KinspectReader(*planned(dict(self.options), self.default_cores), self._expected())
 
@@ -172,10 +211,3 @@ def register(spark, cores: int | None = None) -> None:
     spark.dataSource.register(type("KinspectSource", (KinspectSource,), {"default_cores": cores,
                                                                          "driver_version": _version()}))
 
-
-def given(spark, name: str, table: str, units: list, payload: bytes, files=None) -> None:
-    """Registers under ``name`` a source that reads ``units`` (plain values, as UnitPartition
-    takes them) as ``table`` ("task": rows.TASK): job.py's plan, decoded by the same reader."""
-    _by_value()
-    spark.dataSource.register(type("KinspectGiven", (KinspectSource,), {
-        "given": (table, units, payload, files), "name": classmethod(lambda cls: name), "driver_version": _version()}))
