@@ -96,7 +96,7 @@ def read_capture(path: str, store: SchemaStore, topic: str = DEFAULT_TOPIC, **ru
     """Replays the `topic` records of a capture file; returns how many were found."""
     from kinspect.decode.pipeline import DecodeRun  # the capture path: imported only when one is read
     collected = SchemaRecords(topic)
-    for record in DecodeRun(path, **run_options).records():
+    for record in DecodeRun(path, **run_options).records(pack_records=True):  # other topics: bytes
         collected.exchange(record)
     feed_records(store, collected.records())
     return len(collected)
