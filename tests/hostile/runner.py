@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,59 +144,101 @@ def _limits() -> None:
 
 
 def run(args, timeout: float = HANG_TIMEOUT, terminal: bool = False, cwd: Path | None = None,
-        memory_limit: bool = True) -> Run:
+        memory_limit: bool = True, server=None) -> Run:
     """kinspect ``args`` (str or bytes each) in its own session under the limits.
 
     ``terminal``: stdout is a pseudo-terminal (rich's styled output) instead of a pipe.
     ``cwd``: where `python -m kinspect` runs, so a kinspect package there is the one run.
+    ``server``: a forkserver.ForkServer that forks the run from a Python that has imported kinspect
+    (not with a snapshot: the server's kinspect is the one the interpreter imports).
     """
     cwd = cwd or SNAPSHOT
-    command = kinspect_command(args)
     out_scan, err_scan = StreamScan(), StreamScan()
     if terminal:
         import pty
         master, slave = pty.openpty()
         os.set_blocking(master, True)
-        stdout = slave
-    else:
-        master = slave = None
-        stdout = subprocess.PIPE
     started = time.monotonic()
-    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout,
-                            stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
-                            preexec_fn=_limits if memory_limit else None,
-                            env={**os.environ, "COLUMNS": "200", "LINES": "50"})
+    if server is not None and SNAPSHOT is None:
+        child = _forked(server, args, slave if terminal else None, cwd, memory_limit)
+    else:
+        child = _spawned(args, slave if terminal else None, cwd, memory_limit)
     if terminal:
         os.close(slave)
         out_reader = threading.Thread(target=_drain_fd, args=(master, out_scan, True))
     else:
-        out_reader = threading.Thread(target=_drain, args=(proc.stdout, out_scan))
-    err_reader = threading.Thread(target=_drain, args=(proc.stderr, err_scan))
+        out_reader = threading.Thread(target=_drain, args=(child.stdout, out_scan))
+    err_reader = threading.Thread(target=_drain, args=(child.stderr, err_scan))
     out_reader.start()
     err_reader.start()
     tree_peak = [0]
     done = threading.Event()
-    sampler = threading.Thread(target=_sample_tree, args=(proc.pid, done, tree_peak))
+    sampler = threading.Thread(target=_sample_tree, args=(child.pid, done, tree_peak))
     sampler.start()
     timed_out = threading.Event()
-    killer = threading.Timer(timeout, _kill_group, args=(proc.pid, timed_out))
+    killer = threading.Timer(timeout, _kill_group, args=(child.pid, timed_out))
     killer.start()
-    _, status, usage = os.wait4(proc.pid, 0)
+    status, cpu, peak_rss = child.wait()
     wall = time.monotonic() - started
     killer.cancel()
     done.set()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    _kill_group(proc.pid, None)  # workers left behind by a dying parent
+    _kill_group(child.pid, None)  # workers left behind by a dying parent
     out_reader.join()
     err_reader.join()
     sampler.join()
     if terminal:
         os.close(master)
-    code = proc.returncode
+    code = os.waitstatus_to_exitcode(status)
     return Run(args=list(args), exit_code=None if timed_out.is_set() else (code if code >= 0 else None),
                signal=-code if code < 0 else None, timed_out=timed_out.is_set(), wall=wall,
-               cpu=usage.ru_utime + usage.ru_stime, peak_rss=usage.ru_maxrss * 1024,
-               tree_pss=tree_peak[0], stdout=out_scan, stderr=err_scan)
+               cpu=cpu, peak_rss=peak_rss, tree_pss=tree_peak[0], stdout=out_scan, stderr=err_scan)
+
+
+@dataclass
+class _Child:
+    pid: int
+    stdout: object  # a binary stream, or None when stdout is a terminal
+    stderr: object
+    wait: Callable[[], tuple[int, float, int]]  # → (wait status, CPU seconds, peak RSS bytes)
+
+
+def _spawned(args, terminal_fd: int | None, cwd, memory_limit: bool) -> _Child:
+    """`python -m kinspect ARGS`, started afresh."""
+    proc = subprocess.Popen(kinspect_command(args), stdin=subprocess.DEVNULL,
+                            stdout=terminal_fd if terminal_fd is not None else subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
+                            preexec_fn=_limits if memory_limit else None, env=environment())
+
+    def wait():
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+    return _Child(proc.pid, proc.stdout, proc.stderr, wait)
+
+
+def _forked(server, args, terminal_fd: int | None, cwd, memory_limit: bool) -> _Child:
+    """The same run, forked by the server: its descriptors passed to it, then closed here."""
+    out_read, out_write = (None, terminal_fd) if terminal_fd is not None else os.pipe()
+    err_read, err_write = os.pipe()
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    try:
+        launched = server.launch(args, stdin, out_write, err_write, os.fspath(cwd) if cwd else None,
+                                 (ADDRESS_SPACE_LIMIT,) if memory_limit else None)
+    finally:
+        os.close(stdin)
+        os.close(err_write)
+        if out_read is not None:
+            os.close(out_write)
+
+    def wait():
+        status, user, system, peak = launched.wait()
+        return status, user + system, peak
+    return _Child(launched.pid, os.fdopen(out_read, "rb") if out_read is not None else None,
+                  os.fdopen(err_read, "rb"), wait)
+
+
+def environment() -> dict:
+    return {**os.environ, "COLUMNS": "200", "LINES": "50"}
 
 
 def _drain(stream, scan: StreamScan) -> None:

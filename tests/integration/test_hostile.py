@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.hostile import cases, runner
+from tests.hostile import cases, forkserver, runner
 
 MATRIX = cases.matrix()
 
@@ -34,7 +34,15 @@ def hostile_input(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def hostile_runs(request, hostile_input, tmp_path_factory):
+def fork_server(tmp_path_factory):
+    """One Python that has imported kinspect, forking each run (tests/hostile/forkserver.py)."""
+    server = forkserver.ForkServer(str(tmp_path_factory.mktemp("forkserver")), runner.environment())
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def hostile_runs(request, hostile_input, fork_server, tmp_path_factory):
     """Each case's run, started AHEAD cases early on a thread of its own: the runs are separate
     processes, each under its own limits and hang timer, and timings are never judged. Inputs
     are made on the test's thread, in order."""
@@ -49,7 +57,8 @@ def hostile_runs(request, hostile_input, tmp_path_factory):
             name, command = case
             junit = tmp_path_factory.mktemp("junit") / "report.xml"
             args = cases.arguments(cases.BY_NAME[name], command, hostile_input(name), junit)
-            started[case] = (pool.submit(runner.run, args, terminal=cases.is_terminal(command)), junit)
+            started[case] = (pool.submit(runner.run, args, terminal=cases.is_terminal(command),
+                                         server=fork_server), junit)
 
     def result(name: str, command: str):
         case = (name, command)
