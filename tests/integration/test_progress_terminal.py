@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from itertools import count
 
 import pytest
@@ -119,11 +120,17 @@ CASES = [  # (command, the bar is drawn)
 
 @pytest.mark.parametrize("command, drawn", CASES, ids=[c for c, _ in CASES])
 def test_the_bar_never_mixes_with_the_output(inputs, tmp_path, command, drawn):
-    shutil.copytree(inputs, tmp_path, dirs_exist_ok=True)
     line = command.replace("decode ", f"{KINSPECT} decode ", 1).replace("validate ", f"{KINSPECT} validate ", 1) \
         .replace("dump ", f"{KINSPECT} dump ", 1)
-    with_bar, raw = Pane(tmp_path).run(line, "0")
-    without_bar, quiet_raw = Pane(tmp_path).run(line, "1000000")
+    # the two runs at once, each in a pane and a directory of its own (a command may write a file)
+    panes = []
+    for where in (tmp_path / "bar", tmp_path / "quiet"):
+        shutil.copytree(inputs, where)
+        panes.append(Pane(where))
+    with ThreadPoolExecutor(2) as pool:
+        drawn_run = pool.submit(panes[0].run, line, "0")
+        quiet_run = pool.submit(panes[1].run, line, "1000000")
+        (with_bar, raw), (without_bar, quiet_raw) = drawn_run.result(), quiet_run.result()
     assert BAR.encode() not in quiet_raw
     assert (BAR.encode() in raw) == drawn, raw[-3000:]
     assert not any(BAR in shown for shown in with_bar)
