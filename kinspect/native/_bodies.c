@@ -115,7 +115,7 @@ typedef struct {
 
 static const char ARROW[] = " \xe2\x86\x92 ";  /* " → " */
 
-static int walk_struct(Walk *w, Py_ssize_t *pos, PyObject *fields, int flexible, PyObject *o);
+static int walk_struct(Walk *w, Py_ssize_t *pos, PyObject *program, int flexible, PyObject *o);
 
 /* appends " → key" or " → key[i]" to the path; IRREGULAR when it does not fit */
 static int
@@ -139,25 +139,36 @@ path_push(Walk *w, PyObject *key, Py_ssize_t index)
     return 0;
 }
 
+/* an unsigned varint of at most five bytes */
+static int
+read_uvarint(Walk *w, Py_ssize_t *pos, long long *value)
+{
+    Py_ssize_t p = *pos;
+    unsigned long long v = 0;
+    for (int i = 0; i < 5; i++) {
+        if (p >= w->end)
+            return IRREGULAR;
+        unsigned char byte = w->buf[p++];
+        v |= (unsigned long long)(byte & 0x7F) << (7 * i);
+        if (!(byte & 0x80)) {
+            *value = (long long)v;
+            *pos = p;
+            return 0;
+        }
+    }
+    return IRREGULAR;
+}
+
 /* a length prefix: compact (uvarint - 1), else a signed int32 (wide) or int16 */
 static int
 read_length(Walk *w, Py_ssize_t *pos, int flags, int wide, long long *n)
 {
     Py_ssize_t p = *pos;
     if (flags & COMPACT) {
-        unsigned long long value = 0;
-        for (int i = 0; i < 5; i++) {
-            if (p >= w->end)
-                return IRREGULAR;
-            unsigned char byte = w->buf[p++];
-            value |= (unsigned long long)(byte & 0x7F) << (7 * i);
-            if (!(byte & 0x80)) {
-                *n = (long long)value - 1;
-                *pos = p;
-                return 0;
-            }
-        }
-        return IRREGULAR;
+        if (read_uvarint(w, pos, n))
+            return IRREGULAR;
+        *n -= 1;
+        return 0;
     }
     const unsigned char *b = w->buf + p;
     if (wide) {
@@ -344,60 +355,109 @@ walk_array(Walk *w, Py_ssize_t *pos, int code, PyObject *key, int flags, PyObjec
     return failed;
 }
 
+/* one field of a struct into o */
 static int
-walk_struct(Walk *w, Py_ssize_t *pos, PyObject *fields, int flexible, PyObject *o)
+walk_field(Walk *w, Py_ssize_t *pos, PyObject *field, int flexible, PyObject *o)
 {
+    if (!PyTuple_CheckExact(field) || PyTuple_GET_SIZE(field) != 4) {
+        PyErr_SetString(PyExc_TypeError, "walk: a field is (code, key, flags, members)");
+        return -1;
+    }
+    int code = (int)PyLong_AsLong(PyTuple_GET_ITEM(field, 0));
+    PyObject *key = PyTuple_GET_ITEM(field, 1);
+    int flags = (int)PyLong_AsLong(PyTuple_GET_ITEM(field, 2));
+    PyObject *members = PyTuple_GET_ITEM(field, 3);
+    if (PyErr_Occurred())
+        return -1;
+    if (code < BOOL || code > STRUCT) {
+        PyErr_SetString(PyExc_ValueError, "walk: unknown field code");
+        return -1;
+    }
+    if (flags & ARRAY)
+        return walk_array(w, pos, code, key, flags, members, flexible, o);
+    if (code == STRUCT) {
+        if (flags & NULLABLE) {
+            if (*pos >= w->end)
+                return IRREGULAR;
+            *pos += 1;
+            if (w->buf[*pos - 1] > 127)
+                return PyDict_SetItem(o, key, Py_None);
+        }
+        PyObject *child = PyDict_New();
+        if (child == NULL || store(o, key, Py_NewRef(child)) < 0) {
+            Py_XDECREF(child);
+            return -1;
+        }
+        size_t saved = w->plen;
+        int failed = path_push(w, key, -1);
+        if (!failed)
+            failed = walk_struct(w, pos, members, flexible, child);
+        w->plen = saved;
+        w->path[saved] = 0;
+        Py_DECREF(child);
+        return failed;
+    }
+    if (code >= STRING) {
+        PyObject *value = NULL;
+        int failed = variable_value(w, pos, code, flags, key, o, &value);
+        return failed ? failed : store(o, key, value);
+    }
+    int irregular = 0;
+    PyObject *value = fixed_value(w, pos, code, &irregular);
+    return irregular ? IRREGULAR : value == NULL ? -1 : store(o, key, value);
+}
+
+/* the tagged fields ending a flexible struct: known ones decoded within their size */
+static int
+walk_tags(Walk *w, Py_ssize_t *pos, PyObject *tags, int flexible, PyObject *o)
+{
+    long long count;
+    if (read_uvarint(w, pos, &count))
+        return IRREGULAR;
+    for (long long i = 0; i < count; i++) {
+        long long tag, size;
+        if (read_uvarint(w, pos, &tag) || read_uvarint(w, pos, &size) || size > w->end - *pos)
+            return IRREGULAR;
+        PyObject *number = PyLong_FromLongLong(tag);
+        if (number == NULL)
+            return -1;
+        PyObject *field = PyDict_GetItemWithError(tags, number);  /* borrowed */
+        Py_DECREF(number);
+        if (field == NULL)
+            return PyErr_Occurred() ? -1 : IRREGULAR;
+        Py_ssize_t stop = *pos + (Py_ssize_t)size, end = w->end;
+        w->end = stop;
+        int failed = walk_field(w, pos, field, flexible, o);
+        w->end = end;
+        if (failed)
+            return failed;
+        if (*pos != stop)
+            return IRREGULAR;
+    }
+    return 0;
+}
+
+/* a struct's program is (its regular fields, {tag: field} of its known tagged fields) */
+static int
+walk_struct(Walk *w, Py_ssize_t *pos, PyObject *program, int flexible, PyObject *o)
+{
+    if (!PyTuple_CheckExact(program) || PyTuple_GET_SIZE(program) != 2
+            || !PyTuple_CheckExact(PyTuple_GET_ITEM(program, 0))
+            || !PyDict_CheckExact(PyTuple_GET_ITEM(program, 1))) {
+        PyErr_SetString(PyExc_TypeError, "walk: a struct is (fields, tags)");
+        return -1;
+    }
     if (Py_EnterRecursiveCall(" while walking a body"))
         return -1;
+    PyObject *fields = PyTuple_GET_ITEM(program, 0);
     int failed = 0;
-    Py_ssize_t count = PyTuple_GET_SIZE(fields);
-    for (Py_ssize_t f = 0; f < count && !failed; f++) {
-        PyObject *field = PyTuple_GET_ITEM(fields, f);
-        int code = (int)PyLong_AsLong(PyTuple_GET_ITEM(field, 0));
-        PyObject *key = PyTuple_GET_ITEM(field, 1);
-        int flags = (int)PyLong_AsLong(PyTuple_GET_ITEM(field, 2));
-        PyObject *members = PyTuple_GET_ITEM(field, 3);
-        if (flags & ARRAY) {
-            failed = walk_array(w, pos, code, key, flags, members, flexible, o);
-        } else if (code == STRUCT) {
-            if (flags & NULLABLE) {
-                if (*pos >= w->end) {
-                    failed = IRREGULAR;
-                    break;
-                }
-                *pos += 1;
-                if (w->buf[*pos - 1] > 127) {
-                    failed = PyDict_SetItem(o, key, Py_None);
-                    continue;
-                }
-            }
-            PyObject *child = PyDict_New();
-            if (child == NULL || store(o, key, Py_NewRef(child)) < 0) {
-                Py_XDECREF(child);
-                failed = -1;
-                break;
-            }
-            size_t saved = w->plen;
-            failed = path_push(w, key, -1);
-            if (!failed)
-                failed = walk_struct(w, pos, members, flexible, child);
-            w->plen = saved;
-            w->path[saved] = 0;
-            Py_DECREF(child);
-        } else if (code >= STRING) {
-            PyObject *value = NULL;
-            failed = variable_value(w, pos, code, flags, key, o, &value);
-            if (!failed)
-                failed = store(o, key, value);
-        } else {
-            int irregular = 0;
-            PyObject *value = fixed_value(w, pos, code, &irregular);
-            failed = irregular ? IRREGULAR : value == NULL ? -1 : store(o, key, value);
-        }
-    }
-    if (!failed && flexible) {  /* the tagged fields' count: only none is regular */
-        if (*pos >= w->end || w->buf[*pos])
+    for (Py_ssize_t f = 0; f < PyTuple_GET_SIZE(fields) && !failed; f++)
+        failed = walk_field(w, pos, PyTuple_GET_ITEM(fields, f), flexible, o);
+    if (!failed && flexible) {
+        if (*pos >= w->end)
             failed = IRREGULAR;
+        else if (w->buf[*pos])
+            failed = walk_tags(w, pos, PyTuple_GET_ITEM(program, 1), flexible, o);
         else
             *pos += 1;
     }
@@ -409,8 +469,7 @@ static PyObject *
 walk_body(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 7 || !PyBytes_CheckExact(args[0]) || !PyTuple_CheckExact(args[3])
-            || PyTuple_GET_SIZE(args[3]) != 2 || !PyTuple_CheckExact(PyTuple_GET_ITEM(args[3], 1))
-            || !PyUnicode_CheckExact(args[6])) {
+            || PyTuple_GET_SIZE(args[3]) != 2 || !PyUnicode_CheckExact(args[6])) {
         PyErr_SetString(PyExc_TypeError, "walk(buf: bytes, start, end, program, raw, items, prefix: str)");
         return NULL;
     }

@@ -1,11 +1,12 @@
 """A body's regular case in one call: ``walk`` decodes a body that has nothing to report, or
 says it can't (None), and the generated decoder (codegen.py) decodes it as always.
 
-A body version's layout becomes a program (``program``): a tuple per struct of its regular
-fields, each ``(code, key, flags, members)``. ``native.bodies.walk`` (C) runs it, as does its
-twin ``walk_py``; both give the dict the generated decoder gives for the same bytes, key for
-key and in order, or None where that decoder would meet anything to say: a fault, a null in a
-non-nullable field, more array entries than ``items``, a tagged field, trailing bytes. Record
+A body version's layout becomes a program (``program``): per struct, its regular fields, each
+``(code, key, flags, members)``, and its known tagged fields by tag. ``native.bodies.walk`` (C)
+runs it, as does its twin ``walk_py``; both give the dict the generated decoder gives for the
+same bytes, key for key and in order, or None where that decoder would meet anything to say: a
+fault, a null in a non-nullable field, more array entries than ``items``, an unknown tagged
+field (or a known one not filling its size, or holding a record set), trailing bytes. Record
 sets are not decoded here: with ``raw`` they are the set's bytes, otherwise None in the dict
 and a ``(dict, key, position, size, path)`` entry in the list returned beside it, for the
 caller to decode in order (decoder_runtime.record_set) once the walk is known to hold.
@@ -33,22 +34,31 @@ _ARROW = " → "
 
 
 def program(lay: Layout) -> tuple | None:
-    """The walk's program of one body version: (flexible, the top struct's fields), or None
-    for a layout it does not cover (an array of record sets: none in Kafka's schemas)."""
+    """The walk's program of one body version: (flexible, the top struct), or None for a
+    layout it does not cover (an array of record sets: none in Kafka's schemas). A struct is
+    (its regular fields, {tag: field} of its known tagged fields but those holding record sets)."""
     if _array_of_records(lay.fields):
         return None
-    return (lay.flexible, _fields(lay.fields))
+    return (lay.flexible, _struct_program(lay.fields))
 
 
 def _array_of_records(fields: tuple[Field, ...]) -> bool:
     return any((f.array and f.type == "records") or _array_of_records(f.fields) for f in fields)
 
 
-def _fields(fields: tuple[Field, ...]) -> tuple:
-    return tuple((_CODES[f.type], f.key,
-                  (ARRAY if f.array else 0) | (NULLABLE if f.nullable else 0) | (COMPACT if f.compact else 0),
-                  _fields(f.fields) if f.type == "struct" else None)
-                 for f in fields if f.tag is None)
+def _has_records(f: Field) -> bool:
+    return f.type == "records" or any(_has_records(m) for m in f.fields)
+
+
+def _op(f: Field) -> tuple:
+    return (_CODES[f.type], f.key,
+            (ARRAY if f.array else 0) | (NULLABLE if f.nullable else 0) | (COMPACT if f.compact else 0),
+            _struct_program(f.fields) if f.type == "struct" else None)
+
+
+def _struct_program(fields: tuple[Field, ...]) -> tuple:
+    return (tuple(_op(f) for f in fields if f.tag is None),
+            {f.tag: _op(f) for f in fields if f.tag is not None and not _has_records(f)})
 
 
 class _Irregular(Exception):
@@ -62,12 +72,12 @@ def walk_py(buf: bytes, start: int, end: int, prog: tuple, raw: bool, items: int
         raise ValueError("walk: start and end must lie within buf")
     if start > end:
         return None
-    flexible, fields = prog
+    flexible, top = prog
     state = [items]
     sets: list = []
     body: dict = {}
     try:
-        pos = _struct(buf, start, end, fields, flexible, body, raw, state, prefix, sets)
+        pos = _struct(buf, start, end, top, flexible, body, raw, state, prefix, sets)
     except _Irregular:
         return None
     if pos != end:
@@ -75,19 +85,24 @@ def walk_py(buf: bytes, start: int, end: int, prog: tuple, raw: bool, items: int
     return body, sets
 
 
+def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    for _ in range(5):
+        if pos >= end:
+            raise _Irregular
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    raise _Irregular
+
+
 def _length(buf: bytes, pos: int, end: int, flags: int, wide: bool) -> tuple[int, int]:
     if flags & COMPACT:
-        value = shift = 0
-        for _ in range(5):
-            if pos >= end:
-                raise _Irregular
-            byte = buf[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value - 1, pos
-            shift += 7
-        raise _Irregular
+        value, pos = _uvarint(buf, pos, end)
+        return value - 1, pos
     size = 4 if wide else 2
     if end - pos < size:
         raise _Irregular
@@ -135,29 +150,45 @@ def _variable(buf: bytes, pos: int, end: int, code: int, flags: int, key: str, o
     return value, pos + n
 
 
-def _struct(buf: bytes, pos: int, end: int, fields: tuple, flexible: bool, o: dict, raw: bool,
+def _struct(buf: bytes, pos: int, end: int, program: tuple, flexible: bool, o: dict, raw: bool,
             state: list, path: str, sets: list) -> int:
-    for code, key, flags, members in fields:
-        if flags & ARRAY:
-            pos = _array(buf, pos, end, code, key, flags, members, flexible, o, raw, state, path, sets)
-        elif code == STRUCT:
-            if flags & NULLABLE:
-                if pos >= end:
-                    raise _Irregular
-                pos += 1
-                if buf[pos - 1] > 127:
-                    o[key] = None
-                    continue
-            e = o[key] = {}
-            pos = _struct(buf, pos, end, members, flexible, e, raw, state, f"{path}{_ARROW}{key}", sets)
-        elif code >= STRING:
-            o[key], pos = _variable(buf, pos, end, code, flags, key, o, raw, path, sets)
-        else:
-            o[key], pos = _fixed(buf, pos, end, code)
-    if flexible:
-        if pos >= end or buf[pos]:
-            raise _Irregular
-        pos += 1
+    fields, tags = program
+    for field in fields:
+        pos = _field(buf, pos, end, field, flexible, o, raw, state, path, sets)
+    if flexible:  # the tagged fields: known ones decoded as the generated decoder's tag functions do
+        count, pos = _uvarint(buf, pos, end)
+        for _ in range(count):
+            tag, pos = _uvarint(buf, pos, end)
+            size, pos = _uvarint(buf, pos, end)
+            field = tags.get(tag)
+            if field is None or size > end - pos:
+                raise _Irregular
+            stop = pos + size
+            if _field(buf, pos, stop, field, flexible, o, raw, state, path, sets) != stop:
+                raise _Irregular
+            pos = stop
+    return pos
+
+
+def _field(buf: bytes, pos: int, end: int, field: tuple, flexible: bool, o: dict, raw: bool,
+           state: list, path: str, sets: list) -> int:
+    code, key, flags, members = field
+    if flags & ARRAY:
+        return _array(buf, pos, end, code, key, flags, members, flexible, o, raw, state, path, sets)
+    if code == STRUCT:
+        if flags & NULLABLE:
+            if pos >= end:
+                raise _Irregular
+            pos += 1
+            if buf[pos - 1] > 127:
+                o[key] = None
+                return pos
+        e = o[key] = {}
+        return _struct(buf, pos, end, members, flexible, e, raw, state, f"{path}{_ARROW}{key}", sets)
+    if code >= STRING:
+        o[key], pos = _variable(buf, pos, end, code, flags, key, o, raw, path, sets)
+    else:
+        o[key], pos = _fixed(buf, pos, end, code)
     return pos
 
 

@@ -179,16 +179,25 @@ def test_the_edges():
     assert agree(0, 9, "request", long_name)
 
 
-def test_a_tagged_field_is_left_to_the_generated_decoder():
+def test_tagged_fields_known_walked_unknown_left_to_the_generated_decoder():
     partition = {"index": 0, "error_code": 6, "base_offset": -1, "log_append_time_ms": -1,
                  "log_start_offset": -1, "record_errors": [], "error_message": None}
     plain = {"responses": [{"name": "t", "partition_responses": [partition]}], "throttle_time_ms": 0}
-    assert agree(0, 10, "response", encode_body(0, 10, "response", plain))
+    untagged = encode_body(0, 10, "response", plain)
+    assert agree(0, 10, "response", untagged)
     partition["current_leader"] = {"leader_id": 1, "leader_epoch": 2}  # NOT_LEADER's hint, tag 0
     tagged = encode_body(0, 10, "response", plain)
-    assert not agree(0, 10, "response", tagged)
-    assert generated(0, 10, "response", tagged, 0, True)[0]["responses"][0]["partition_responses"][0][
-        "current_leader"] == {"leader_id": 1, "leader_epoch": 2}
+    assert agree(0, 10, "response", tagged)
+    got = walked(bodywalk.walk_py, 0, 10, "response", tagged, 0, True)[0]
+    assert list(got["responses"][0]["partition_responses"][0])[-1] == "current_leader"
+    # node_endpoints (tag 0 at the top), empty, as Tansu sends it in every Fetch response
+    assert agree(0, 10, "response", untagged[:-1] + b"\x01\x00\x01\x01")
+    # two of them: the second replaces the first, where it stood
+    assert agree(0, 10, "response", untagged[:-1] + b"\x02\x00\x01\x01\x00\x01\x01")
+    assert not agree(0, 10, "response", untagged[:-1] + b"\x01\x07\x01\x00")      # unknown tag 7
+    assert not agree(0, 10, "response", untagged[:-1] + b"\x01\x00\x02\x01\x00")  # 1 of its 2 bytes used
+    assert not agree(0, 10, "response", untagged[:-1] + b"\x01\x00\x05\x01")      # size past the end
+    assert not agree(0, 10, "response", untagged[:-1] + b"\x01\x00")               # size missing
 
 
 def test_more_array_entries_than_the_limit_are_not_walked():
