@@ -96,7 +96,9 @@ def test_nothing_runs_from_the_working_directory(tmp_path):
 def test_nothing_is_written_through_a_link_planted_at_a_predictable_temporary_path(tmp_path):
     """Another user's link at the path the driver's log4j configuration had
     (TMPDIR/kinspect-log4j2-UID.properties): its target is left alone, and the run's own
-    temporary directories are gone once it has ended."""
+    temporary directories are gone once it has ended. And the run says one line: Java prints
+    "WARNING: Using incubator modules" at every start of Spark 4's JVM, and the JVM's stderr goes
+    through jvm_stderr.StderrFilter, so a clean run's stderr is kinspect's one line."""
     shared = tmp_path / "tmp"  # a shared /tmp, for this run alone
     shared.mkdir()
     victim = tmp_path / "victim"
@@ -106,6 +108,8 @@ def test_nothing_is_written_through_a_link_planted_at_a_predictable_temporary_pa
     done = kinspect_spark(CAPTURE, "--out", tmp_path / "out", "--master", "local[1]",
                           env={**os.environ, "TMPDIR": str(shared)})
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    assert done.stderr.decode().splitlines() == [
+        f"1 files (36,244 bytes), 43 exchanges, 2 problems, 0 unreadable → {tmp_path / 'out'}"]
     assert victim.read_text() == "untouched"
     assert [p.name for p in shared.iterdir()] == [planted.name]
 

@@ -49,14 +49,6 @@ def test_a_garbage_file_among_captures_gets_one_error_row_and_exit_3(tmp_path, c
     assert "executors' Python" not in done.stderr  # said for a cluster only
 
 
-def test_a_run_says_one_line_without_the_jvms_incubator_warning(tmp_path):
-    """Java prints "WARNING: Using incubator modules" at every start of Spark 4's JVM: the JVM's
-    stderr goes through jvm_stderr.StderrFilter, so a clean run's stderr is kinspect's one line."""
-    done = _kinspect(PCAPS / "librdkafka-mtu1500.pcap", "--out", tmp_path / "out", "--master", "local[1]")
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines() == [f"1 files (36,244 bytes), 43 exchanges, 2 problems, 0 unreadable → {tmp_path / 'out'}"]
-
-
 def test_without_java_one_line_says_what_to_install(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path)  # no java on it

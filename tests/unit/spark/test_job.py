@@ -352,10 +352,14 @@ def _fresh_driver(tmp_path, source: str):
     return run
 
 
-def test_a_new_jvms_first_daemon_is_the_warm_process_the_driver_started(tmp_path):
-    """A driver that starts its JVM starts a warm daemon (warm.py) too: the first job's workers
-    are its forks and import pyspark from the installed package (daemon.py), and once the session
-    stops, the warm process has ended and its directory is gone."""
+def test_a_new_jvms_first_daemon_is_the_warm_process_and_its_log_gives_errors_on_one_line(tmp_path):
+    """One new driver, one JVM, two facts.
+
+    - A driver that starts its JVM starts a warm daemon (warm.py) too: the first job's workers
+      are its forks and import pyspark from the installed package (daemon.py), and once the
+      session stops, the warm process has ended and its directory is gone.
+    - A task that fails (a Python worker killed, say) is logged by Spark as an ERROR with the
+      exception: the user sees one line with its cause, not the JVM's stack trace."""
     run = _fresh_driver(
         tmp_path,
         "import json, os\n"
@@ -369,6 +373,10 @@ def test_a_new_jvms_first_daemon_is_the_warm_process_the_driver_started(tmp_path
         "spark = job.session('local[1]')\n"
         "warm = job._warm\n"
         "row = spark.range(1, numPartitions=1).mapInArrow(parent, 'command string, pyspark string').first()\n"
+        "jvm = spark.sparkContext._jvm\n"
+        "cause = jvm.java.io.IOException('Unexpected end of input')\n"
+        "jvm.org.apache.logging.log4j.LogManager.getLogger('kinspect.test').error(\n"
+        "    'Aborting task', jvm.java.lang.RuntimeException('Python worker exited unexpectedly', cause))\n"
         "job.stop(spark)\n"
         "print(json.dumps({'command': row['command'], 'pyspark': row['pyspark'], 'ended': warm.process.poll(),\n"
         "                  'directory': os.path.exists(warm.directory)}))\n")
@@ -377,20 +385,6 @@ def test_a_new_jvms_first_daemon_is_the_warm_process_the_driver_started(tmp_path
     assert facts["ended"] is not None and not facts["directory"]
     import pyspark
     assert facts["pyspark"] == pyspark.__file__  # the installed package's, not Spark's pyspark.zip
-
-
-def test_the_drivers_log_gives_an_error_and_its_cause_on_one_line_without_a_stack_trace(tmp_path):
-    """A task that fails (a Python worker killed, say) is logged by Spark as an ERROR with the
-    exception: the user sees one line with its cause, not the JVM's stack trace."""
-    run = _fresh_driver(
-        tmp_path,
-        "from kinspect.spark import job\n"
-        "spark = job.session('local[1]')\n"
-        "jvm = spark.sparkContext._jvm\n"
-        "cause = jvm.java.io.IOException('Unexpected end of input')\n"
-        "jvm.org.apache.logging.log4j.LogManager.getLogger('kinspect.test').error(\n"
-        "    'Aborting task', jvm.java.lang.RuntimeException('Python worker exited unexpectedly', cause))\n"
-        "spark.stop()\n")
     lines = [line for line in run.stderr.splitlines() if "kinspect.test" in line or "test:" in line]
     assert len(lines) == 1 and "ERROR" in lines[0] and "Aborting task" in lines[0]
     assert "Python worker exited unexpectedly" in lines[0]
