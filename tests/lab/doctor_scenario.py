@@ -39,6 +39,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -204,6 +205,24 @@ class _Client:
                 "exit": code, "events": self.events}
 
 
+def _create_topics(bootstrap: str) -> None:
+    """TOPICS, by one CreateTopics request (kafka-topics would start a JVM for each)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for done in admin.create_topics([NewTopic(name, partitions, 1) for name, partitions in TOPICS.items()]).values():
+        done.result(60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until the broker's metadata has every partition led
+        topics = admin.list_topics(timeout=10).topics
+        if all(name in topics and len(topics[name].partitions) == partitions
+               and all(p.leader >= 0 for p in topics[name].partitions.values())
+               for name, partitions in TOPICS.items()):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the topics {sorted(TOPICS)} had no leader after 60 s")
+
+
 def _warm_up(bootstrap: str) -> None:
     """The group and transaction coordinators loaded before the recording starts."""
     from confluent_kafka import Consumer, Producer, TopicPartition
@@ -270,8 +289,7 @@ def _record(out: Path) -> Path:
 
     with KafkaBroker(KAFKA, config=BROKER) as broker:
         bootstrap, port = broker.bootstrap, broker.port
-        for topic, partitions in TOPICS.items():
-            broker.create_topic(topic, partitions)
+        _create_topics(bootstrap)
         broker.configs("--alter", "--add-config", f"producer_byte_rate={QUOTA_BYTES}",
                        "--entity-type", "clients", "--entity-name", "throttled-producer")
         _warm_up(bootstrap)
@@ -321,20 +339,22 @@ def _record(out: Path) -> Path:
             mark("clients done")
             time.sleep(2)
         mark("recording stopped")
-        oracles = {
-            "consumer_groups": {group: _lags(broker.consumer_groups("--describe", "--group", group))
-                                for group in ("healthy-app", "stalled-app", "rebalance-app")},
-            "transactions_describe": broker.run("org.apache.kafka.tools.TransactionsCommand",
-                                                "--bootstrap-server", bootstrap, "describe",
-                                                "--transactional-id", "doomed-txn").stdout,
-            "describe_producers": broker.run("org.apache.kafka.tools.TransactionsCommand",
-                                             "--bootstrap-server", bootstrap, "describe-producers",
-                                             "--topic", "txn", "--partition", "0").stdout,
-            "find_hanging": broker.run("org.apache.kafka.tools.TransactionsCommand",
-                                       "--bootstrap-server", bootstrap, "find-hanging",
-                                       "--broker-id", "1").stdout,
-            "generation_ids": _generations(capture, port),
-        }
+        # Kafka's tools, each a JVM to start, asked at once: nothing moves now that the clients are done
+        transactions = "org.apache.kafka.tools.TransactionsCommand"
+        with ThreadPoolExecutor(4) as pool:
+            groups = {group: pool.submit(broker.consumer_groups, "--describe", "--group", group)
+                      for group in ("healthy-app", "stalled-app", "rebalance-app")}
+            asked = {
+                "transactions_describe": pool.submit(broker.run, transactions, "--bootstrap-server", bootstrap,
+                                                     "describe", "--transactional-id", "doomed-txn"),
+                "describe_producers": pool.submit(broker.run, transactions, "--bootstrap-server", bootstrap,
+                                                  "describe-producers", "--topic", "txn", "--partition", "0"),
+                "find_hanging": pool.submit(broker.run, transactions, "--bootstrap-server", bootstrap,
+                                            "find-hanging", "--broker-id", "1")}
+            generations = pool.submit(_generations, capture, port)
+            oracles = {"consumer_groups": {group: _lags(done.result()) for group, done in groups.items()},
+                       **{name: done.result().stdout for name, done in asked.items()},
+                       "generation_ids": generations.result()}
         broker_settings = {k: str(v) for k, v in broker.settings.items() if k != "log.dirs"}
         broker.stop()
         logs = out / "logs"
