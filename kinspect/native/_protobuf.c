@@ -15,6 +15,10 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "_json_out.h"  /* Out and the JsonReader capsule (records/packed.py's seam) */
+#pragma GCC diagnostic pop
 
 #define MAX_DEPTH 64
 #define MAX_OUT ((size_t)1 << 30)
@@ -56,6 +60,8 @@ typedef struct {
     Py_ssize_t nmessages, nenums;
     Message *messages;
     Enum *enums;
+    PyObject *names;    /* read_json's: tuple(indexes) -> (full name, message id) */
+    PyObject *resolve;  /* resolve(indexes) -> (full name, message id) | None, for names' misses */
 } Walker;
 
 typedef struct {
@@ -78,7 +84,7 @@ typedef struct {
 /* -- growing buffers ---------------------------------------------------------------------- */
 
 static int
-grow(void **data, size_t *cap, size_t need, size_t item)
+stack_grow(void **data, size_t *cap, size_t need, size_t item)
 {
     if (need <= *cap)
         return 0;
@@ -96,19 +102,19 @@ grow(void **data, size_t *cap, size_t need, size_t item)
 }
 
 static inline int
-reserve(Ctx *c, size_t n)
+room(Ctx *c, size_t n)
 {
     if (c->len + n <= c->cap)
         return 0;
     if (c->len + n > MAX_OUT)
         return -1;
-    return grow((void **)&c->out, &c->cap, c->len + n, 1);
+    return stack_grow((void **)&c->out, &c->cap, c->len + n, 1);
 }
 
 static inline int
 put(Ctx *c, const char *s, size_t n)
 {
-    if (reserve(c, n) < 0)
+    if (room(c, n) < 0)
         return -1;
     memcpy(c->out + c->len, s, n);
     c->len += n;
@@ -118,7 +124,7 @@ put(Ctx *c, const char *s, size_t n)
 static inline int
 putc1(Ctx *c, char ch)
 {
-    if (reserve(c, 1) < 0)
+    if (room(c, 1) < 0)
         return -1;
     c->out[c->len++] = ch;
     return 0;
@@ -127,7 +133,7 @@ putc1(Ctx *c, char ch)
 static int32_t
 push_occ(Ctx *c, uint32_t start, uint32_t end, uint8_t wt)
 {
-    if (c->nocc >= INT32_MAX || grow((void **)&c->occ, &c->cap_occ, c->nocc + 1, sizeof(Occ)) < 0)
+    if (c->nocc >= INT32_MAX || stack_grow((void **)&c->occ, &c->cap_occ, c->nocc + 1, sizeof(Occ)) < 0)
         return -1;
     Occ *o = &c->occ[c->nocc];
     o->start = start;
@@ -230,9 +236,9 @@ field_index(const Message *m, uint64_t number)
 static const char HEX[] = "0123456789abcdef";
 
 static int
-put_string(Ctx *c, const uint8_t *s, size_t n)
+put_str(Ctx *c, const uint8_t *s, size_t n)
 {
-    if (reserve(c, n * 6 + 2) < 0)
+    if (room(c, n * 6 + 2) < 0)
         return -1;
     char *o = c->out + c->len;
     *o++ = '"';
@@ -264,9 +270,9 @@ put_string(Ctx *c, const uint8_t *s, size_t n)
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 static int
-put_base64(Ctx *c, const uint8_t *s, size_t n)
+put_b64(Ctx *c, const uint8_t *s, size_t n)
 {
-    if (reserve(c, (n + 2) / 3 * 4 + 2) < 0)
+    if (room(c, (n + 2) / 3 * 4 + 2) < 0)
         return -1;
     char *o = c->out + c->len;
     *o++ = '"';
@@ -296,7 +302,7 @@ put_u64(Ctx *c, uint64_t v, int negative, int quoted)
         tmp[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    if (reserve(c, 24) < 0)
+    if (room(c, 24) < 0)
         return -1;
     char *o = c->out + c->len;
     if (quoted)
@@ -317,11 +323,108 @@ put_i64(Ctx *c, int64_t v, int quoted)
     return v < 0 ? put_u64(c, (uint64_t)0 - (uint64_t)v, 1, quoted) : put_u64(c, (uint64_t)v, 0, quoted);
 }
 
+typedef unsigned __int128 u128;
+
+/* The shortest decimal that reads back as v, the nearest to v of those, for 1e-3 <= v < 2^52,
+ * where it is written plainly: exact integer arithmetic on v = m * 2^e (e < 0, so the interval
+ * of decimals that round to v, scaled by 2^(2 - e), has integer bounds). Each count of decimal
+ * places f is tried from 0 up; the first that holds a decimal in the interval is the shortest.
+ * Returns 0, or -1 when v is outside that range (then Python's repr is asked). */
+static int
+put_plain_double(Ctx *c, double v)
+{
+    if (!(v >= 1e-3 && v < 4503599627370496.0))
+        return -1;
+    uint64_t bits;
+    memcpy(&bits, &v, 8);
+    int exponent = (int)(bits >> 52 & 0x7FF);
+    if (exponent == 0)
+        return -1;
+    uint64_t m = (bits & 0xFFFFFFFFFFFFFull) | 0x10000000000000ull;
+    int shift = 1075 - exponent + 2;  /* v * 2^shift = 4m */
+    if (shift <= 2 || shift > 100)
+        return -1;
+    int even = (m & 1) == 0;
+    u128 mid = (u128)m << 2, high = mid + 2;
+    u128 low = m == 0x10000000000000ull ? mid - 1 : mid - 2;  /* below a power of two: half the gap */
+    static u128 powers[21];
+    if (powers[0] == 0) {
+        powers[0] = 1;
+        for (int i = 1; i <= 20; i++)
+            powers[i] = powers[i - 1] * 10;
+    }
+    /* Whether f places hold a decimal of the interval grows with f: the fewest, by halving. */
+    int first = 0, last = 21;
+    while (first < last) {
+        int f = (first + last) / 2;
+        u128 lo = low * powers[f], hi = high * powers[f];
+        u128 lo_n = even ? (lo + (((u128)1 << shift) - 1)) >> shift : (lo >> shift) + 1;
+        u128 hi_n = even ? hi >> shift : (hi - 1) >> shift;
+        if (lo_n <= hi_n)
+            last = f;
+        else
+            first = f + 1;
+    }
+    if (first > 20)
+        return -1;
+    {
+        int f = first;
+        u128 lo = low * powers[f], hi = high * powers[f], at = mid * powers[f];
+        u128 lo_n = even ? (lo + (((u128)1 << shift) - 1)) >> shift : (lo >> shift) + 1;
+        u128 hi_n = even ? hi >> shift : (hi - 1) >> shift;
+        u128 exact = at >> shift, rest = at & (((u128)1 << shift) - 1), half = (u128)1 << (shift - 1);
+        if (rest > half || (rest == half && (exact & 1)))
+            exact++;  /* the nearest, a tie to the even digit */
+        if (exact < lo_n)
+            exact = lo_n;
+        if (exact > hi_n)
+            exact = hi_n;
+        uint64_t near = (uint64_t)exact;  /* at most 18 digits */
+        char digits[48];
+        int n = 0;
+        do {
+            digits[n++] = (char)('0' + (int)(near % 10));
+            near /= 10;
+        } while (near);
+        while (n <= f)
+            digits[n++] = '0';
+        if (room(c, (size_t)n + 4) < 0)
+            return -2;
+        char *o = c->out + c->len;
+        for (int i = n - 1; i >= f; i--)
+            *o++ = digits[i];
+        *o++ = '.';
+        if (f == 0)
+            *o++ = '0';
+        for (int i = f - 1; i >= 0; i--)
+            *o++ = digits[i];
+        c->len = (size_t)(o - c->out);
+        return 0;
+    }
+}
+
 /* A finite double as orjson writes it: the shortest round-trip digits (Python's repr), plainly
  * written from 1e-5 up to 1e16, else d.ddde±x with no padded exponent. */
 static int
 put_double(Ctx *c, double v)
 {
+    size_t mark = c->len;
+    if (v < 0 && v > -4503599627370496.0 && v <= -1e-3) {
+        if (putc1(c, '-') < 0)
+            return -1;
+        int rc = put_plain_double(c, -v);
+        if (rc == 0)
+            return 0;
+        if (rc == -2)
+            return -1;
+        c->len = mark;
+    } else if (v >= 1e-3) {
+        int rc = put_plain_double(c, v);
+        if (rc == 0)
+            return 0;
+        if (rc == -2)
+            return -1;
+    }
     char *repr = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
     if (repr == NULL) {
         PyErr_Clear();
@@ -535,8 +638,8 @@ put_scalar(Ctx *c, const Field *f, const Raw *raw)
         return put_i64(c, (int32_t)(b >> 1) ^ -(int32_t)(b & 1), 0);
     }
     case T_BOOL: return raw->bits ? put(c, "true", 4) : put(c, "false", 5);
-    case T_STRING: return put_string(c, raw->data, raw->size);
-    case T_BYTES: return put_base64(c, raw->data, raw->size);
+    case T_STRING: return put_str(c, raw->data, raw->size);
+    case T_BYTES: return put_b64(c, raw->data, raw->size);
     case T_ENUM: return put_enum(c, &c->w->enums[f->en], (int32_t)(uint32_t)raw->bits);
     }
     return -1;
@@ -599,7 +702,7 @@ emit_entry(Ctx *c, int32_t mid, int32_t one, int depth, Entry *entry)
         m->fields[1].number != 2)
         return -1;
     size_t mark_occ = c->nocc, base = c->nslots;
-    if (grow((void **)&c->slots, &c->cap_slots, base + 4, sizeof(int32_t)) < 0)
+    if (stack_grow((void **)&c->slots, &c->cap_slots, base + 4, sizeof(int32_t)) < 0)
         return -1;
     c->nslots = base + 4;
     for (int i = 0; i < 4; i++)
@@ -616,7 +719,7 @@ emit_entry(Ctx *c, int32_t mid, int32_t one, int depth, Entry *entry)
         entry->in_payload = 1;
         entry->key = (size_t)(raw.data - c->buf);
         entry->key_len = raw.size;
-        if (put_string(c, raw.data, raw.size) < 0)
+        if (put_str(c, raw.data, raw.size) < 0)
             return -1;
     } else {
         if (putc1(c, '"') < 0)
@@ -666,7 +769,7 @@ emit_map(Ctx *c, const Field *f, int32_t head, int depth)
     Entry *entries = NULL;
     int rc = -1;
     for (int32_t o = head; o >= 0; o = c->occ[o].next) {
-        if (grow((void **)&entries, &cap, n + 1, sizeof(Entry)) < 0)
+        if (stack_grow((void **)&entries, &cap, n + 1, sizeof(Entry)) < 0)
             goto done;
         int32_t one = push_occ(c, c->occ[o].start, c->occ[o].end, 2);
         if (one < 0 || emit_entry(c, f->sub, one, depth + 1, &entries[n]) < 0)
@@ -759,7 +862,7 @@ emit_message(Ctx *c, int32_t mid, int32_t head, int depth)
         return -1;
     size_t mark_occ = c->nocc, base = c->nslots;
     size_t nslots = 2 * (size_t)m->nfields + (size_t)m->noneofs;
-    if (grow((void **)&c->slots, &c->cap_slots, base + nslots, sizeof(int32_t)) < 0)
+    if (stack_grow((void **)&c->slots, &c->cap_slots, base + nslots, sizeof(int32_t)) < 0)
         return -1;
     c->nslots = base + nslots;
     for (size_t i = 0; i < nslots; i++)
@@ -823,6 +926,8 @@ static void
 walker_dealloc(Walker *w)
 {
     walker_clear(w);
+    Py_CLEAR(w->names);
+    Py_CLEAR(w->resolve);
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
@@ -835,7 +940,7 @@ json_text(PyObject *text, const char *suffix, Py_ssize_t *len)
     if (utf8 == NULL)
         return NULL;
     Ctx c = {0};
-    if (put_string(&c, (const uint8_t *)utf8, (size_t)size) < 0 || put(&c, suffix, strlen(suffix)) < 0) {
+    if (put_str(&c, (const uint8_t *)utf8, (size_t)size) < 0 || put(&c, suffix, strlen(suffix)) < 0) {
         PyMem_Free(c.out);
         PyErr_NoMemory();
         return NULL;
@@ -980,6 +1085,42 @@ walker_init(Walker *w, PyObject *args, PyObject *kwds)
     return 0;
 }
 
+/* The message's JSON text into c (c->buf the payload): 0, or -1 where the Python path must say. */
+static int
+walk_into(Ctx *c, Walker *w, long mid, const uint8_t *buf, size_t size)
+{
+    c->buf = buf;
+    c->w = w;
+    if (mid < 0 || mid >= w->nmessages || size >= UINT32_MAX)
+        return -1;
+    int32_t top = push_occ(c, 0, (uint32_t)size, 2);
+    if (top < 0 || room(c, size * 2 + 64) < 0)
+        return -1;
+    return emit_message(c, (int32_t)mid, top, 0);
+}
+
+static void
+ctx_free(Ctx *c)
+{
+    PyMem_Free(c->out);
+    PyMem_Free(c->occ);
+    PyMem_Free(c->slots);
+}
+
+static PyObject *
+walk_bytes(Walker *w, PyObject *payload, long mid)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Ctx c = {0};
+    PyObject *result = walk_into(&c, w, mid, view.buf, (size_t)view.len) == 0
+        ? PyBytes_FromStringAndSize(c.out, (Py_ssize_t)c.len) : Py_NewRef(Py_None);
+    ctx_free(&c);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *
 walker_walk(Walker *w, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -990,33 +1131,137 @@ walker_walk(Walker *w, PyObject *const *args, Py_ssize_t nargs)
     long mid = PyLong_AsLong(args[1]);
     if (mid == -1 && PyErr_Occurred())
         return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    return walk_bytes(w, args[0], mid);
+}
+
+#define MAX_NAMES 1024
+
+static PyObject *
+walker_bind(Walker *w, PyObject *resolve)
+{
+    PyObject *names = PyDict_New();
+    if (names == NULL)
+        return NULL;
+    Py_XSETREF(w->names, names);
+    Py_XSETREF(w->resolve, Py_NewRef(resolve));
+    Py_RETURN_NONE;
+}
+
+/* read_json(payload, indexes) -> (full name, JSON bytes) | None: ProtoReader.read_json. */
+static PyObject *
+walker_read_json(Walker *w, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "read_json(payload, indexes)");
+        return NULL;
+    }
+    if (w->names == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "read_json before bind");
+        return NULL;
+    }
+    PyObject *key = PyList_CheckExact(args[1]) ? PyList_AsTuple(args[1]) : PySequence_Tuple(args[1]);
+    if (key == NULL)
+        return NULL;
+    PyObject *entry = PyDict_GetItemWithError(w->names, key);  /* borrowed */
+    Py_XINCREF(entry);
+    if (entry == NULL && !PyErr_Occurred()) {
+        entry = PyObject_CallOneArg(w->resolve, args[1]);
+        if (entry != NULL && PyDict_GET_SIZE(w->names) < MAX_NAMES && PyDict_SetItem(w->names, key, entry) < 0)
+            Py_CLEAR(entry);
+    }
+    Py_DECREF(key);
+    if (entry == NULL)
         return NULL;
     PyObject *result = NULL;
-    Ctx c = {0};
-    c.buf = view.buf;
-    c.w = w;
-    if (mid < 0 || mid >= w->nmessages || (size_t)view.len >= UINT32_MAX) {
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    int32_t top = push_occ(&c, 0, (uint32_t)view.len, 2);
-    if (top >= 0 && reserve(&c, (size_t)view.len * 2 + 64) == 0 && emit_message(&c, (int32_t)mid, top, 0) == 0)
-        result = PyBytes_FromStringAndSize(c.out, (Py_ssize_t)c.len);
-    else
-        result = Py_NewRef(Py_None);
+    long mid = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
+    if (mid == -1 && PyErr_Occurred())
+        goto done;
+    PyObject *text = walk_bytes(w, args[0], mid);
+    if (text == NULL || text == Py_None) {
+        result = text;
+        goto done;
+    }
+    result = PyTuple_Pack(2, PyTuple_GET_ITEM(entry, 0), text);
+    Py_DECREF(text);
 done:
-    PyMem_Free(c.out);
-    PyMem_Free(c.occ);
-    PyMem_Free(c.slots);
-    PyBuffer_Release(&view);
+    Py_DECREF(entry);
     return result;
+}
+
+/* The JsonReader capsule: values framed with the message-index list [0] (one byte 0, or the
+ * count 1 and 0), read as message ``mid``; any other list is not taken (0). */
+typedef struct {
+    JsonReader reader;
+    Walker *w;
+    long mid;
+} FirstMessage;
+
+static int
+first_message_write(const void *program, const unsigned char *data, Py_ssize_t size, Out *out)
+{
+    const FirstMessage *p = program;
+    Py_ssize_t skip = size >= 1 && data[0] == 0 ? 1 : size >= 2 && data[0] == 2 && data[1] == 0 ? 2 : 0;
+    if (skip == 0)
+        return 0;
+    Ctx c = {0};
+    int result = 0;
+    if (walk_into(&c, p->w, p->mid, data + skip, (size_t)(size - skip)) == 0) {
+        if (reserve(out, (Py_ssize_t)c.len) < 0) {
+            result = -1;
+        } else {
+            memcpy(out->at, c.out, c.len);
+            out->at += c.len;
+            result = 1;
+        }
+    }
+    ctx_free(&c);
+    return result;
+}
+
+static void
+first_message_free(PyObject *capsule)
+{
+    FirstMessage *p = PyCapsule_GetPointer(capsule, JSON_READER_CAPSULE);
+    if (p != NULL) {
+        Py_DECREF(p->w);
+        PyMem_Free(p);
+    }
+}
+
+static PyObject *
+walker_capsule(Walker *w, PyObject *arg)
+{
+    long mid = PyLong_AsLong(arg);
+    if (mid == -1 && PyErr_Occurred())
+        return NULL;
+    FirstMessage *p = PyMem_Malloc(sizeof(FirstMessage));
+    if (p == NULL)
+        return PyErr_NoMemory();
+    p->reader.write = first_message_write;
+    p->reader.program = p;
+    p->w = (Walker *)Py_NewRef(w);
+    p->mid = mid;
+    PyObject *capsule = PyCapsule_New(&p->reader, JSON_READER_CAPSULE, first_message_free);
+    if (capsule == NULL) {
+        Py_DECREF(p->w);
+        PyMem_Free(p);
+    }
+    return capsule;
 }
 
 static PyMethodDef walker_methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walker_walk, METH_FASTCALL,
      "walk(payload, message) -> JSON bytes, or None where the Python path must say"},
+    {"bind", (PyCFunction)walker_bind, METH_O,
+     "bind(resolve): read_json's names, resolve(indexes) -> (full name, message id) | None"},
+    {"read_json", (PyCFunction)(void (*)(void))walker_read_json, METH_FASTCALL,
+     "read_json(payload, indexes) -> (full name, JSON bytes) | None"},
+    {"capsule", (PyCFunction)walker_capsule, METH_O,
+     "capsule(message) -> a JsonReader capsule for values framed with the message-index list [0]"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -47,7 +47,7 @@ class ProtoReader:
         self._classes: dict[tuple[int, ...], tuple[str, type]] = {}
         self.field_names = _field_names(pool, file.name)  # of every message it reaches
         self._shown = _Shown(pool)
-        self._json = None  # (JsonTables, walker), made by the first read_json
+        self._json = self._json_ids = None  # the JSON walker and its message ids, made when first asked
 
     def message_name(self, indexes: list[int]) -> str:
         """The full name of the message the message-index list names (Confluent's rule: the
@@ -59,16 +59,7 @@ class ProtoReader:
         found = self._classes.get(key)
         if found is not None:
             return found
-        file = self.pool.FindFileByName(self.file_name)
-        types = list(file.message_types_by_name.values())
-        desc = None
-        for index in indexes:
-            if not 0 <= index < len(types):
-                raise ProtoError(f"message index {list(indexes)} names no message of {self.file_name}")
-            desc = types[index]
-            types = list(desc.nested_types)
-        if desc is None:
-            raise ProtoError(f"{self.file_name} defines no message")
+        desc = _described(self.pool, self.file_name, indexes)
         found = (desc.full_name, message_factory.GetMessageClass(desc))
         if len(self._classes) < 1024:
             self._classes[key] = found
@@ -92,18 +83,28 @@ class ProtoReader:
 
     def read_json(self, payload: bytes, indexes: list[int]) -> tuple[str, bytes] | None:
         """The message's full name and its value as decode --json writes read()'s, in one walk
-        over the wire format (schemas/protobuf_json.py); None where only read() can say."""
-        try:
-            name = self._message(indexes)[0]
-        except ProtoError:
+        over the wire format (schemas/protobuf_json.py); None where only read() can say. The
+        first call replaces this method, on this reader, by the walker's own read_json."""
+        return self._json_walker().read_json(payload, indexes)
+
+    def json_capsule(self) -> tuple[object, str] | None:
+        """A JsonReader capsule (records/packed.py's seam) writing values framed with the
+        message-index list [0], and that message's full name; None without the C walker."""
+        walker = self._json_walker()
+        if not hasattr(walker, "capsule") or not self.top:
             return None
+        name = self.message_name([0])
+        return walker.capsule(self._json_ids[name]), name
+
+    def _json_walker(self):
         if self._json is None:
             from kinspect.schemas.protobuf_json import JsonTables, json_walker
             tables = JsonTables(self.pool, self.file_name)
-            self._json = (tables.ids, json_walker(tables.spec))
-        ids, walker = self._json
-        text = walker.walk(payload, ids.get(name, -1))
-        return None if text is None else (name, text)
+            walker = json_walker(tables.spec)
+            walker.bind(_json_names(self.pool, self.file_name, tables.ids))
+            self._json, self._json_ids = walker, tables.ids
+            self.read_json = walker.read_json  # C, with no Python frame per value
+        return self._json
 
     def shown_by_json_format(self, message) -> dict:
         """The message as json_format shows it, map entries sorted (the twin of _Shown)."""
@@ -112,6 +113,32 @@ class ProtoReader:
         if _has_maps(message.DESCRIPTOR):
             _sort_maps(message.DESCRIPTOR, shown)
         return shown
+
+
+def _described(pool, file_name: str, indexes: list[int]):
+    """The descriptor of the message the message-index list names (Confluent's rule: the
+    first index picks a top-level message of the file, each next one a nested message)."""
+    types = list(pool.FindFileByName(file_name).message_types_by_name.values())
+    desc = None
+    for index in indexes:
+        if not 0 <= index < len(types):
+            raise ProtoError(f"message index {list(indexes)} names no message of {file_name}")
+        desc = types[index]
+        types = list(desc.nested_types)
+    if desc is None:
+        raise ProtoError(f"{file_name} defines no message")
+    return desc
+
+
+def _json_names(pool, file_name: str, ids: dict[str, int]):
+    """The walker's resolve: indexes -> (full name, message id), or None for no message."""
+    def resolve(indexes):
+        try:
+            name = _described(pool, file_name, indexes).full_name
+        except ProtoError:
+            return None
+        return name, ids.get(name, -1)
+    return resolve
 
 
 _MAPS: dict[str, bool] = {}

@@ -183,6 +183,23 @@ class PyWalker:
         self.enums = [(closed, null, dict(values)) for closed, null, values in enums]
         self.numbers = [{field[0]: i for i, field in enumerate(fields)} for _, _, fields in messages]
 
+    def bind(self, resolve) -> None:
+        """read_json's names: resolve(indexes) -> (full name, message id) | None."""
+        self.names: dict[tuple, tuple | None] = {}
+        self.resolve = resolve
+
+    def read_json(self, payload: bytes, indexes) -> tuple[str, bytes] | None:
+        key = tuple(indexes)
+        entry = self.names.get(key, False)
+        if entry is False:
+            entry = self.resolve(indexes)
+            if len(self.names) < 1024:
+                self.names[key] = entry
+        if entry is None:
+            return None
+        text = self.walk(payload, entry[1])
+        return None if text is None else (entry[0], text)
+
     def walk(self, payload: bytes, message: int) -> bytes | None:
         if not 0 <= message < len(self.messages):
             return None

@@ -276,6 +276,7 @@ def test_doubles_and_floats_as_orjson_writes_them():
     patterns = [struct.pack("<d", v) for v in _FLOATS]
     patterns += [struct.pack("<d", rnd.choice((1, -1)) * 10.0 ** rnd.uniform(-30, 30)) for _ in range(1500)]
     patterns += [rnd.randbytes(8) for _ in range(1500)]
+    patterns += [struct.pack("<d", rnd.randrange(1 << 52) / 2 ** rnd.randrange(1, 12)) for _ in range(1500)]  # ties
     for raw in patterns:
         assert _agrees(reader, _tag(1, 1) + raw, [1]) is not None or raw == b"\0" * 8
         assert _agrees(reader, _tag(20, 2) + _varint(8) + raw, [1]) is not None  # packed
