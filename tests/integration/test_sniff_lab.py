@@ -21,6 +21,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -85,30 +86,47 @@ def _backend_args(backend: str):
     return ["--backend", backend], {}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_sniff_shows_the_exchanges_decode_finds_in_a_simultaneous_tcpdump_capture(backend, broker, tmp_path):
-    args, env = _backend_args(backend)
+@pytest.fixture(scope="module")
+def traffic(broker, tmp_path_factory):
+    """One run of the clients, seen at once by tcpdump, a sniff of each backend, one with --count 3
+    and one with --summary (ended by SIGTERM): each was a run of its own, 6-9 s each, and what
+    each sees is the same real traffic. The ring's also keeps the packets and serves metrics."""
+    where = tmp_path_factory.mktemp("sniff-traffic")
     bpf = f"tcp port {broker.port}"
-    extra = []
-    if backend == "ring":  # the one run also keeps the packets and serves metrics
-        metrics = free_port()
-        extra = ["--write", str(tmp_path / "kept.pcapng"), "--metrics-port", str(metrics),
-                 "--metrics-address", "127.0.0.1"]
-    recorder = Recorder(tmp_path / "tcpdump.pcap", "lo", bpf)
+    metrics = free_port()
+    recorder = Recorder(where / "tcpdump.pcap", "lo", bpf)
+    seen = SimpleNamespace(recorder=recorder, kept=where / "kept.pcapng", backends={})
     with recorder:
-        sniff = Sniff(["lo", *args, "--port", str(broker.port), "--filter", bpf, "--json", *extra], env).start()
-        values = _clients(broker, backend)
-        if backend == "ring":
-            time.sleep(0.5)  # the last responses are printed within a tick
-            scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
-    code, out = sniff.stop()
+        sniffs = {}
+        for backend in BACKENDS:
+            args, env = _backend_args(backend)
+            extra = []
+            if backend == "ring":
+                extra = ["--write", str(seen.kept), "--metrics-port", str(metrics), "--metrics-address", "127.0.0.1"]
+            sniffs[backend] = Sniff(["lo", *args, "--port", str(broker.port), "--filter", bpf, "--json", *extra],
+                                    env).start()
+        count = Sniff(["lo", "--port", str(broker.port), "--filter", bpf, "--json", "--count", "3"]).start()
+        summary = Sniff(["lo", "--port", str(broker.port), "--filter", bpf, "--summary"]).start()
+        seen.values = _clients(broker, "simultaneous")
+        time.sleep(0.5)  # the last responses are printed within a tick
+        seen.scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
+        for backend, sniff in sniffs.items():
+            seen.backends[backend] = (*sniff.stop(), sniff)
+        seen.summary = (*summary.stop(signal.SIGTERM), summary)
+        seen.count = count  # it ends by itself after 3 exchanges: the test waits for it
+    seen.expected = _decode(recorder.output)
+    return seen
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sniff_shows_the_exchanges_decode_finds_in_a_simultaneous_tcpdump_capture(backend, traffic):
+    code, out, sniff = traffic.backends[backend]
     assert code == 0, sniff.stderr
     records = _json_lines(out)
     exchanges = [r for r in records if r["type"] == "exchange"]
-    expected = _decode(recorder.output)
-    assert _keys(exchanges) == _keys(expected)
+    assert _keys(exchanges) == _keys(traffic.expected)
     assert len(exchanges) > 20
-    assert [v for v in values if v not in out] == []
+    assert [v for v in traffic.values if v not in out] == []
     # Ctrl-C ended it cleanly, with the capture's figures last: no drops, no gaps
     capture = records[-1]
     assert capture["type"] == "notice" and capture["kind"] == "capture", records[-1]
@@ -116,22 +134,21 @@ def test_sniff_shows_the_exchanges_decode_finds_in_a_simultaneous_tcpdump_captur
     assert capture["packets"] > 0 and "Traceback" not in "\n".join(sniff.stderr)
     assert any(f"{capture['packets']} packets captured" in line for line in sniff.stderr)
     if backend == "ring":
+        scraped = traffic.scraped
         produce = sum(1 for e in exchanges if e["api_name"] == "Produce")
         m = re.search(r'^kinspect_requests_total\{api="Produce"\} (\S+)$', scraped, re.M)
         assert m and float(m.group(1)) == produce, scraped
         assert re.search(r"^kinspect_kernel_dropped_packets_total 0\.0$", scraped, re.M)
         assert re.search(r'^kinspect_latency_ms\{api="Produce",quantile="0.99"\} ', scraped, re.M)
         # the kept packets decode to the very same lines
-        kept = _decode(tmp_path / "kept.pcapng")
+        kept = _decode(traffic.kept)
         assert [json.dumps(r, sort_keys=True) for r in kept if r["type"] == "exchange"] == \
             [json.dumps(r, sort_keys=True) for r in exchanges]
         assert capture["written"] == capture["packets"]
 
 
-def test_count_ends_the_capture_after_that_many_exchanges(broker):
-    sniff = Sniff(["lo", "--port", str(broker.port), "--filter", f"tcp port {broker.port}", "--json",
-                   "--count", "3"]).start()
-    _clients(broker, "count")
+def test_count_ends_the_capture_after_that_many_exchanges(traffic):
+    sniff = traffic.count
     code, out = sniff.wait()
     assert code == 0, sniff.stderr
     assert [r["type"] for r in _json_lines(out)] == ["exchange"] * 3 + ["notice"]
@@ -145,10 +162,8 @@ def test_duration_ends_a_quiet_capture_which_found_no_kafka():
     assert any("no Kafka traffic seen in 0 packets" in line for line in sniff.stderr), sniff.stderr
 
 
-def test_sigterm_ends_the_capture_with_the_summary(broker):
-    sniff = Sniff(["lo", "--port", str(broker.port), "--filter", f"tcp port {broker.port}", "--summary"]).start()
-    _clients(broker, "term")
-    code, out = sniff.stop(signal.SIGTERM)
+def test_sigterm_ends_the_capture_with_the_summary(traffic):
+    code, out, sniff = traffic.summary
     assert code == 0, sniff.stderr
     assert "Exchanges by API" in out and re.search(r"^Produce\s", out, re.M), out
 
