@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -117,40 +118,56 @@ def test_a_real_run_makes_the_archive_the_next_jvm_maps_and_a_damaged_one_is_dro
         time.sleep(0.2)  # the dumper's lock and its class list go once the archive is in place
     assert sorted(p.name for p in directory.iterdir()) == [archive.name]
 
-    maps, _ = _session_maps(env)
+    # The JVMs that follow run at the same time (they took 40-50 s one after another): the second
+    # run and a session share this cache and its archive, which they only read; each damaged
+    # archive is a copy in a cache of its own, so that each session finds only its own.
+    whole = archive.read_bytes()
+    cut_name = jvmcache.named(archive.name.rsplit("-", 1)[0], len(whole) // 3).rsplit("/", 1)[-1]
+    flipped = bytearray(whole)  # whole, but not what was written
+    flipped[len(whole) // 2:len(whole) // 2 + 64] = b"\x55" * 64
+    damaged = {  # cut short, as a full disk would: a JVM would die mapping it; whole size, flipped
+        # bytes: the JVM's own check (VerifySharedSpaces) refuses it; cut short and named for its
+        # new size, as nothing kinspect writes is: the JVM dies mapping it, and the session
+        # starts a JVM again without it and removes it
+        "truncated": (archive.name, whole[:len(whole) // 3]), "flipped": (archive.name, bytes(flipped)),
+        "renamed": (cut_name, whole[:len(whole) // 3])}
+    envs, planted = {}, {}
+    for case, (name, data) in damaged.items():
+        cache = tmp_path / case / "cache"
+        (cache / "spark-jvm").mkdir(parents=True, mode=0o700)
+        os.chmod(cache, 0o700)
+        planted[case] = cache / "spark-jvm" / name
+        planted[case].write_bytes(data)
+        envs[case] = dict(os.environ, KINSPECT_CACHE_DIR=str(cache))
+    second_args = [sys.executable, "-m", "kinspect", "spark", str(capture), "--out", str(tmp_path / "b"),
+                   "--master", "local[1]"]
+    with ThreadPoolExecutor(len(damaged) + 2) as pool:
+        second = pool.submit(subprocess.run, second_args, capture_output=True, text=True, env=env, timeout=300)
+        sessions = {case: pool.submit(_session_maps, case_env) for case, case_env in [("whole", env), *envs.items()]}
+        second = second.result()
+        sessions = {case: future.result() for case, future in sessions.items()}
+
+    maps, _ = sessions["whole"]
     assert str(archive) in maps
-    second = subprocess.run([sys.executable, "-m", "kinspect", "spark", str(capture), "--out", str(tmp_path / "b"),
-                             "--master", "local[1]"], capture_output=True, text=True, env=env, timeout=300)
     assert second.returncode == 0 and "background" not in second.stderr, second.stderr[-3000:]
     assert "Traceback" not in second.stderr
     rows = [ds.dataset(tmp_path / out / "exchanges", format="parquet", partitioning="hive").to_table()
             .sort_by([("request_time", "ascending"), ("correlation_id", "ascending")]) for out in ("a", "b")]
     assert rows[0].equals(rows[1]) and rows[0].num_rows > 0
 
-    whole = archive.read_bytes()
-    flipped = tmp_path / "flipped.jsa"  # whole, but not what was written
-    flipped.write_bytes(whole)
-    with open(flipped, "r+b") as f:
-        f.seek(flipped.stat().st_size // 2)
-        f.write(b"\x55" * 64)
-    with open(archive, "r+b") as f:  # cut short, as a full disk would: a JVM would die mapping it
-        f.truncate(archive.stat().st_size // 3)
-    maps, stderr = _session_maps(env)
-    assert str(directory) not in maps and not archive.exists()  # the JDK's own archive only
-    assert "SIGBUS" not in stderr and not list(tmp_path.rglob("hs_err*"))
+    maps, stderr = sessions["truncated"]
+    directory = planted["truncated"].parent
+    assert str(directory) not in maps and not planted["truncated"].exists()  # the JDK's own archive only
+    assert "SIGBUS" not in stderr
 
-    os.replace(flipped, archive)  # its size is right: the JVM's own check (VerifySharedSpaces) refuses it
-    _, stderr = _session_maps(env)
-    assert "SIGBUS" not in stderr and "fatal error" not in stderr and not list(tmp_path.rglob("hs_err*"))
-    archive.unlink()
+    _, stderr = sessions["flipped"]
+    assert "SIGBUS" not in stderr and "fatal error" not in stderr
 
-    # cut short and named for its new size, as nothing kinspect writes is: the JVM dies mapping it,
-    # and the session starts a JVM again without it and removes it
-    cut = directory / jvmcache.named(archive.name.rsplit("-", 1)[0], len(whole) // 3).rsplit("/", 1)[-1]
-    cut.write_bytes(whole[:len(whole) // 3])
-    maps, _ = _session_maps(env)
-    assert str(directory) not in maps and not cut.exists()
-    assert not list(tmp_path.glob("hs_err*")) and not list(Path.cwd().glob("hs_err*"))  # the crash's log: in the cache
+    maps, _ = sessions["renamed"]
+    assert str(planted["renamed"].parent) not in maps and not planted["renamed"].exists()
+    # no JVM but the renamed case's crashed, and its log is in its cache
+    assert [p for p in tmp_path.rglob("hs_err*") if not p.is_relative_to(planted["renamed"].parent)] == []
+    assert not list(Path.cwd().glob("hs_err*"))
 
 
 def test_only_the_newest_archives_stay(cache_dir):
