@@ -89,6 +89,29 @@ put_raw(Out *out, const char *text, Py_ssize_t size)
 /* A double as orjson writes it: the shortest digits that read back as it (Python's repr has the
  * same), fixed notation for decimal exponents -5 to 15 (with ".0" when whole), else d.ddde±x;
  * NaN and the infinities as null. */
+typedef unsigned __int128 u128;
+
+static u128 powers_of_ten_128[22];
+static const double powers_of_ten[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+                                       1e11, 1e12, 1e13, 1e14, 1e15, 1e16};
+static const double negative_powers_of_ten[] = {1e0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6};
+
+/* Are there integers d with low <= d * 2^f / 10^k <= high (strictly inside unless closed)? Their
+ * range in *first and *last when asked. */
+static inline int
+candidates(u128 low, u128 high, int closed, int f, int k, u128 *first, u128 *last)
+{
+    u128 power = powers_of_ten_128[k], one = (u128)1 << f;
+    u128 lo = low * power, hi = high * power;
+    u128 lo_d = closed ? (lo + one - 1) >> f : (lo >> f) + 1;
+    u128 hi_d = closed ? hi >> f : ((hi + one - 1) >> f) - 1;
+    if (first != NULL) {
+        *first = lo_d;
+        *last = hi_d;
+    }
+    return lo_d <= hi_d;
+}
+
 /* The common case without dtoa (most of a run's time with it): |value| in [1e-5, 1e15), written
  * in fixed notation. value = M * 2^E exactly; in units of 2^(E-2) it is 4M and the decimals that
  * read back as it lie in [low, high] (open when M is odd: a tie reads back to the even
@@ -107,27 +130,55 @@ put_fixed_double(Out *out, double value)
     int biased = (int)(bits >> 52);
     uint64_t fraction = bits & ((1ULL << 52) - 1), m = fraction | (1ULL << 52);
     int f = 2 - (biased - 1075);  /* 1e15 < 2^50: E <= -3, so F >= 5; 1e-5: F <= 71 */
-    typedef unsigned __int128 u128;
     u128 mid = (u128)m * 4, high = mid + 2, low = fraction == 0 && biased > 1 ? mid - 1 : mid - 2;
     int closed = (m & 1) == 0;
-    u128 one = (u128)1 << f, power = 1;
-    for (int k = 0; k <= 21; k++, power *= 10) {
-        u128 lo = low * power, hi = high * power, at = mid * power;
-        u128 lo_d = closed ? (lo + one - 1) >> f : (lo >> f) + 1;
-        u128 hi_d = closed ? hi >> f : ((hi + one - 1) >> f) - 1;
-        if (lo_d > hi_d)
-            continue;
-        if ((at & (one - 1)) == one >> 1)
-            return 0;  /* value lies halfway between two candidates */
-        u128 near = (at + (one >> 1)) >> f;
-        uint64_t d = (uint64_t)(near < lo_d ? lo_d : near > hi_d ? hi_d : near);
+    u128 one = (u128)1 << f;
+    /* candidates at k decimals exist from some k on: the first is found by bisection, starting
+     * from one with 18 significant digits (17 always do) */
+    int e10 = 0;
+    while (e10 < 15 && magnitude >= powers_of_ten[e10 + 1])
+        e10++;
+    while (e10 > -6 && magnitude < negative_powers_of_ten[-e10])
+        e10--;
+    int top = 17 - e10, bottom = -1;  /* candidates at top, none at bottom */
+    if (top > 21 || !candidates(low, high, closed, f, top, NULL, NULL))
+        return 0;
+    /* most doubles (random ones) take 16 or 17 digits: look there first */
+    if (candidates(low, high, closed, f, top - 2, NULL, NULL)) {
+        top -= 2;
+        if (!candidates(low, high, closed, f, top - 1, NULL, NULL))
+            bottom = top - 1;
+    } else {
+        bottom = top - 2;
+    }
+    while (top - bottom > 1) {
+        int k = (top + bottom) / 2;
+        if (candidates(low, high, closed, f, k, NULL, NULL))
+            top = k;
+        else
+            bottom = k;
+    }
+    int k = top;
+    u128 lo_d, hi_d, at = mid * powers_of_ten_128[k];
+    candidates(low, high, closed, f, k, &lo_d, &hi_d);
+    if ((at & (one - 1)) == one >> 1)
+        return 0;  /* value lies halfway between two candidates */
+    u128 near = (at + (one >> 1)) >> f;
+    uint64_t d = (uint64_t)(near < lo_d ? lo_d : near > hi_d ? hi_d : near);
+    {
         char buffer[24], *digits = buffer + sizeof buffer;
-        int n = 0;
-        do {
-            *--digits = (char)('0' + d % 10);
-            d /= 10;
-            n++;
-        } while (d);
+        while (d >= 100) {
+            digits -= 2;
+            memcpy(digits, two_digits + 2 * (d % 100), 2);
+            d /= 100;
+        }
+        if (d >= 10) {
+            digits -= 2;
+            memcpy(digits, two_digits + 2 * d, 2);
+        } else {
+            *--digits = (char)('0' + d);
+        }
+        int n = (int)(buffer + sizeof buffer - digits);
         if (reserve(out, n + 24))
             return -1;
         if (value < 0)
@@ -150,9 +201,8 @@ put_fixed_double(Out *out, double value)
                 *out->at++ = '0';
             }
         }
-        return 1;
     }
-    return 0;
+    return 1;
 }
 
 static int
@@ -509,5 +559,8 @@ PyMODINIT_FUNC
 PyInit__avro(void)
 {
     json_out_init();
+    powers_of_ten_128[0] = 1;
+    for (int k = 1; k < 22; k++)
+        powers_of_ten_128[k] = powers_of_ten_128[k - 1] * 10;
     return PyModule_Create(&module_def);
 }
