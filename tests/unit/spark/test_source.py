@@ -43,7 +43,9 @@ def _key(capture, record: dict) -> str:
 
 
 def _decoded(captures) -> list[str]:
-    return sorted(_key(c, line) for c in captures for line in _decode_json(c))
+    """decode --json's exchanges, keyed as the source's rows are: one process for them all (its
+    lines name their capture when it reads more than one)."""
+    return sorted(_key(line.get("capture", str(captures[0])), line) for line in _decode_json(*captures))
 
 
 def test_exchanges_equal_decode_json(spark):
@@ -72,9 +74,17 @@ def test_filters_apply_in_the_tasks(spark):
 
 
 def test_records_and_files_equal_kinspect_spark(spark, tmp_path):
+    """The tables `kinspect spark --records` writes (job.write, as the command calls it, in this
+    session: no JVM of its own) equal the source's."""
+    from kinspect.cli.spark import schema_options
+    from kinspect.spark import job
+    from kinspect.spark.connect import parallelism
+    from kinspect.spark.plan import list_inputs, plan
     out = tmp_path / "tables"
-    subprocess.run([sys.executable, "-m", "kinspect", "spark", *map(str, CAPTURES), "--out", str(out),
-                    "--records", "--master", "local[2]"], check=True, capture_output=True)
+    options = {"ports": {9092}, "heuristic": True, "show_secrets": False,
+               **schema_options(True, False, (), "_schemas")}  # the command's, without options given
+    job.write(spark, plan(list_inputs([str(c) for c in CAPTURES]), cores=parallelism(spark)), str(out), options=options,
+              records=True)
     written = ds.dataset(out / "records").to_table().to_pylist()
     read = [{**r.asDict(), "key": None if r["key"] is None else bytes(r["key"])} for r in spark.read.format(
         "kinspect").option("table", "records").load([str(c) for c in CAPTURES]).collect()]
