@@ -28,14 +28,24 @@ with its first-511540-packets prefix, and the loopback capture (4-64 KB segments
 tools/record_loopback_capture.py) with its first-28354 prefix (tests/bench/prefixes.py makes
 prefixes with editcap): 2.37 GB in four files. Each is linked into one directory.
 
+``--only`` runs some of the runs (names as in the table, e.g. --only "start (1 small file)" "plain loop"
+"local[1]" "data source local[1]"); ``--code REF ...`` runs kinspect as committed at each REF (a
+snapshot: tests/bench/measure.py), the Spark runs once per REF in every round, interleaved, so a
+change is measured against its base on the same machine minutes apart.
+
 Every run is a child process, runs interleaved per round. Per run: wall, the child's CPU
 (os.wait4: Python, the JVM and what they reaped), and the machine's busy CPU over the run
 (/proc/stat; Spark's Python workers are the JVM's grandchildren and not all reaped in time, so
 this is the run's CPU on a quiet machine: check others_cores, the CPU others used meanwhile,
 estimated as that less the child's own). Throughput is capture MB per wall second; scaling is
 local[1]'s wall over local[2]'s; overhead is local[1] over plain, with and without the start
-cost. The projection: local[2]'s per-core throughput after the start cost, times a cluster's
-cores, an upper bound (storage and network bandwidth are not modelled). Writes
+cost. Where a cpuacct cgroup can be made (cgroup v1, as root), each run is started in one of its
+own: its CPU is then that of every process it started (the driver, the JVM, Spark's Python
+daemons and workers, however they were reaped), whatever else the machine runs, and the JVM's
+own CPU is sampled from /proc every 0.2 s (its last 0.2 s may be missed). Per core: capture MB
+per CPU-second of the whole run once the start's CPU is taken out; the projection is that times a
+cluster's cores, an upper bound (storage and network bandwidth are not modelled; the start is
+paid once per run, not per core). Without a cgroup, the projection uses local[2]'s wall time. Writes
 tests/bench/results/spark-<date>.json and .md. Run it on a quiet machine (load < 0.5).
 """
 
@@ -47,19 +57,79 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+if str(REPO) not in sys.path:  # after PYTHONPATH: a snapshot's kinspect there comes first (--code)
+    sys.path.append(str(REPO))
 
-from tests.bench.measure import machine_facts, run_child  # noqa: E402
+from tests.bench.measure import machine_facts, run_child, snapshot_kinspect  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CACHE = Path.home() / ".cache" / "kinspect-bench"
 DEFAULT_SET = ["bench-1m.pcap", "bench-1m.first511540.pcap", "bench-loopback.pcap", "bench-loopback.first28354.pcap"]
 TINY = REPO / "pcaps" / "librdkafka-mtu1500.pcap"
 CLUSTER_CORES = (8, 32, 128)
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+class TreeCpu:
+    """A cpuacct cgroup for one run (see the docstring): ``wrap(argv)`` starts argv in it;
+    ``finish()`` waits for its processes to end (at most ``linger`` s: an orphaned idle daemon may
+    stay) and gives (CPU s of every process, CPU s of the JVM)."""
+
+    def __init__(self, name: str, linger: float = 30.0):
+        self.path = CPUACCT / name
+        self.path.mkdir()
+        self.linger, self.jvm, self._done = linger, {}, threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            probe = CPUACCT / f"kinspect-bench-probe-{os.getpid()}"
+            probe.mkdir()
+            probe.rmdir()
+            return True
+        except OSError:
+            return False
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(self.path), *argv]
+
+    def _pids(self) -> list[int]:
+        try:
+            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def _sample(self) -> None:
+        ticks = os.sysconf("SC_CLK_TCK")
+        while not self._done.wait(0.2):
+            for pid in self._pids():
+                try:
+                    stat = Path(f"/proc/{pid}/stat").read_text()
+                except OSError:
+                    continue
+                name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+                if name == "java":
+                    self.jvm[pid] = max(self.jvm.get(pid, 0), (int(fields[11]) + int(fields[12])) / ticks)
+
+    def finish(self) -> tuple[float, float]:
+        deadline = time.monotonic() + self.linger
+        while self._pids() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self._done.set()
+        self._sampler.join()
+        cpu = int((self.path / "cpuacct.usage").read_text()) / 1e9
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass  # a process still in it: the directory goes when it has ended
+        return round(cpu, 2), round(sum(self.jvm.values()), 2)
 
 
 def plain_loop(out: str, files: list[str]) -> None:
@@ -108,12 +178,11 @@ def _capture_set(paths: list[Path], into: Path) -> Path:
     return into
 
 
-def _first_run(tmp: Path) -> dict:
-    """The first run with an empty cache: it lists the JVM's classes, and a background process
+def _first_run(cache: Path, code: Path | None) -> dict:
+    """The first run with an empty ``cache``: it lists the JVM's classes, and a background process
     makes the class archive (kinspect/spark/jvmcache.py) that every later run maps. Waits for it."""
-    cache = tmp / "cache"
-    row = _run("first run, archive made after", _spark([TINY], tmp / "first", "local[1]"), TINY.stat().st_size,
-               {"KINSPECT_CACHE_DIR": str(cache)})
+    row = _run("first run, archive made after", _spark([TINY], cache.parent / "first", "local[1]"), TINY.stat().st_size,
+               {"KINSPECT_CACHE_DIR": str(cache)}, code)
     started = time.perf_counter()
     while not list(cache.glob("spark-jvm/*.jsa")) and time.perf_counter() - started < 900:
         time.sleep(0.5)
@@ -122,16 +191,26 @@ def _first_run(tmp: Path) -> dict:
     return row
 
 
-def _run(name: str, argv: list[str], size: int, env: dict | None = None) -> dict:
+_runs = 0  # runs started: each cgroup's name
+
+
+def _run(name: str, argv: list[str], size: int, env: dict | None = None, code: Path | None = None) -> dict:
+    """One run; ``code``: the snapshot whose kinspect it runs (first on PYTHONPATH, which Spark's
+    JVM and its Python workers inherit)."""
+    global _runs
+    _runs += 1
     started = time.strftime("%H:%M:%S")
-    run = run_child(argv, env=env)
+    env = {**(env or {}), **({"PYTHONPATH": f"{code}:{REPO}"} if code else {})}
+    tree = TreeCpu(f"kinspect-bench-{os.getpid()}-{_runs}") if TreeCpu.available() else None
+    run = run_child(tree.wrap(argv) if tree else argv, env=env, cwd=code or REPO)
+    tree_cpu, jvm_cpu = tree.finish() if tree else (None, None)
     if run.exit_code != 0:
         raise SystemExit(f"{name}: exit {run.exit_code}: {' '.join(argv)}")
     busy = run.cpu_s + run.others_cpu_s
     row = {"run": name, "started": started, **run.to_dict(), "machine_busy_cpu_s": round(busy, 2),
-           "mb_per_s": round(size / 1e6 / run.wall_s, 1)}
-    print(f"  {name:<22} {run.wall_s:8.1f} s wall {row['mb_per_s']:7.1f} MB/s  cpu(wait4) {run.cpu_s:7.1f} s  "
-          f"machine busy {busy:7.1f} s  others {run.others_cores:.2f} cores", flush=True)
+           "tree_cpu_s": tree_cpu, "jvm_cpu_s": jvm_cpu, "mb_per_s": round(size / 1e6 / run.wall_s, 1)}
+    print(f"  {name:<32} {run.wall_s:8.1f} s wall {row['mb_per_s']:7.1f} MB/s  cpu(all processes) {tree_cpu} s  "
+          f"jvm {jvm_cpu} s  machine busy {busy:7.1f} s  others {run.others_cores:.2f} cores", flush=True)
     return row
 
 
@@ -145,6 +224,10 @@ def main() -> None:
     parser.add_argument("--big", type=Path, help="the big file run alone (default: the set's largest)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--cache", type=Path, help="the JVM's class archive's cache (KINSPECT_CACHE_DIR) of an "
+                        "earlier run: the first run in an empty one is then left out")
+    parser.add_argument("--only", nargs="+", metavar="RUN", help="only these runs (their names in the table)")
+    parser.add_argument("--code", nargs="+", metavar="REF", help="kinspect as committed at each REF, interleaved")
     parser.add_argument("--plain-loop", nargs="+", metavar=("OUT", "FILE"), help=argparse.SUPPRESS)
     parser.add_argument("--source-job", nargs="+", metavar=("OUT", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -154,7 +237,7 @@ def main() -> None:
     if args.source_job:
         source_job(args.source_job[0], args.source_job[1:])
         return
-    captures = args.captures or [CACHE / name for name in DEFAULT_SET]
+    captures = [c.resolve() for c in args.captures or [CACHE / name for name in DEFAULT_SET]]
     missing = [str(c) for c in captures if not c.is_file()]
     if missing:
         raise SystemExit(f"missing captures: {missing} (record them: see this file's docstring)")
@@ -165,118 +248,178 @@ def main() -> None:
     print(f"{len(captures)} captures, {size / 1e9:.2f} GB; big file {big.name} {big_size / 1e9:.2f} GB; "
           f"load average {facts['load_average']}", flush=True)
     rows = []
+    stamp = time.strftime("%Y%m%d-%H%M")
+    args.results.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
         tmp = Path(tmp)
+        codes = {ref: tmp / f"code-{i}" for i, ref in enumerate(args.code)} if args.code else {"": None}
+        if args.code:
+            facts["kinspect"] = {ref: snapshot_kinspect(path, ref) for ref, path in codes.items()}
         inputs = _capture_set(captures, tmp / "set")
-        rows.append({"round": 0, **_first_run(tmp)})
+        cache = args.cache or tmp / "cache"
+        if not list(cache.glob("spark-jvm/*.jsa")):
+            rows.append({"round": 0, **_first_run(cache, next(iter(codes.values())))})
         for round_ in range(args.rounds):
             out = tmp / f"round{round_}"
             out.mkdir()
             print(f"round {round_ + 1}", flush=True)
-            runs = [
-                ("start (1 small file)", _spark([TINY], out / "start", "local[1]"), TINY.stat().st_size),
-                ("start, no class archive", _spark([TINY], out / "start-cold", "local[1]"), TINY.stat().st_size),
-                ("start, pyspark's daemon", _spark([TINY], out / "start-pyspark-daemon", "local[1]")
-                 + ["--conf", "spark.python.daemon.module=pyspark.daemon"], TINY.stat().st_size),
-                ("plain loop", [sys.executable, __file__, "--plain-loop", str(out / "plain"), *map(str, captures)], size),
-                ("local[1]", _spark([inputs], out / "l1", "local[1]"), size),
-                ("data source local[1]", [sys.executable, __file__, "--source-job", str(out / "source"),
-                                          *map(str, captures)], size),
-                ("local[2]", _spark([inputs], out / "l2", "local[2]"), size),
-                ("big file local[1]", _spark([big], out / "b1", "local[1]"), big_size),
-                ("big file local[2]", _spark([big], out / "b2", "local[2]"), big_size),
-            ]
-            for name, argv, n in runs:
-                cache = "" if "no class archive" in name else str(tmp / "cache")  # "": none (jvmcache)
-                rows.append({"round": round_ + 1, **_run(name, argv, n, {"KINSPECT_CACHE_DIR": cache})})
+            for i, (ref, code) in enumerate(codes.items()):
+                at = f" @{ref}" if args.code and len(codes) > 1 else ""
+                mine = out / f"code{i}"
+                mine.mkdir()
+                runs = [
+                    ("start (1 small file)", _spark([TINY], mine / "start", "local[1]"), TINY.stat().st_size),
+                    ("start, no class archive", _spark([TINY], mine / "start-cold", "local[1]"), TINY.stat().st_size),
+                    ("start, pyspark's daemon", _spark([TINY], mine / "start-pyspark-daemon", "local[1]")
+                     + ["--conf", "spark.python.daemon.module=pyspark.daemon"], TINY.stat().st_size),
+                    ("plain loop", [sys.executable, __file__, "--plain-loop", str(mine / "plain"),
+                                    *map(str, captures)], size),
+                    ("local[1]", _spark([inputs], mine / "l1", "local[1]"), size),
+                    ("data source local[1]", [sys.executable, __file__, "--source-job", str(mine / "source"),
+                                              *map(str, captures)], size),
+                    ("local[2]", _spark([inputs], mine / "l2", "local[2]"), size),
+                    ("big file local[1]", _spark([big], mine / "b1", "local[1]"), big_size),
+                    ("big file local[2]", _spark([big], mine / "b2", "local[2]"), big_size),
+                ]
+                for name, argv, n in runs:
+                    if args.only and name not in args.only or (name == "plain loop" and i):  # the plain loop: once
+                        continue
+                    archive = "" if "no class archive" in name else str(cache)  # "": none (jvmcache)
+                    rows.append({"round": round_ + 1, "code": ref or None,
+                                 **_run(name + ("" if name == "plain loop" else at), argv, n,
+                                        {"KINSPECT_CACHE_DIR": archive}, code)})
+                    _save(args.results / f"spark-{stamp}.json", captures, big, facts, rows)
             _same_rows(out)
-    report = _report(rows, size, big_size)
-    stamp = time.strftime("%Y%m%d-%H%M")
-    args.results.mkdir(parents=True, exist_ok=True)
-    result = {"captures": [{"path": str(c), "bytes": c.stat().st_size} for c in captures], "big": str(big),
-              "machine": facts, "load_after": os.getloadavg(), "runs": rows, "report": report}
+    result = _save(args.results / f"spark-{stamp}.json", captures, big, facts, rows)
+    result["report"] = _report(rows, size, big_size)
     (args.results / f"spark-{stamp}.json").write_text(json.dumps(result, indent=1))
     (args.results / f"spark-{stamp}.md").write_text(_markdown(result))
     print(_markdown(result))
 
 
+def _save(path: Path, captures, big, facts, rows) -> dict:
+    """The runs so far, written after each one: a benchmark cut short keeps them."""
+    result = {"captures": [{"path": str(c), "bytes": c.stat().st_size} for c in captures], "big": str(big),
+              "machine": facts, "load_after": os.getloadavg(), "runs": rows}
+    path.write_text(json.dumps(result, indent=1))
+    return result
+
+
 def _same_rows(out: Path) -> None:
-    """Every run of a round wrote the same exchanges (counted per api_name partition)."""
+    """Every run of a round wrote the same exchanges (counted per api_name partition), whatever
+    the code (--code): the set's runs alike, the big file's alike."""
     import pyarrow.dataset as ds
 
-    def counts(name):
-        table = ds.dataset(out / name / "exchanges", format="parquet", partitioning="hive").to_table(
-            columns=["api_name"])
-        return table.group_by("api_name").aggregate([("api_name", "count")]).to_pylist()
-
-    def key(rows):
-        return sorted((r["api_name"], r["api_name_count"]) for r in rows)
-    assert key(counts("plain")) == key(counts("l1")) == key(counts("l2")) == key(counts("source")), \
-        "the runs wrote different rows"
-    assert key(counts("b1")) == key(counts("b2")), "the sharded big file wrote different rows"
+    def counts(path):
+        table = ds.dataset(path / "exchanges", format="parquet", partitioning="hive").to_table(columns=["api_name"])
+        return sorted((r["api_name"], r["api_name_count"])
+                      for r in table.group_by("api_name").aggregate([("api_name", "count")]).to_pylist())
+    for names, what in ((("plain", "l1", "l2", "source"), "the runs"), (("b1", "b2"), "the sharded big file's runs")):
+        found = [counts(path) for name in names for path in sorted(out.glob(f"*/{name}"))]
+        assert all(c == found[0] for c in found), f"{what} wrote different rows"
 
 
-def _median(rows, name, field="wall_s") -> float:
-    return statistics.median(r[field] for r in rows if r["run"] == name)
+def _median(rows, name, field="wall_s") -> float | None:
+    values = [r[field] for r in rows if r["run"] == name and r["round"] and r.get(field) is not None]
+    return statistics.median(values) if values else None
+
+
+def _ratio(a, b, digits=3):
+    return round(a / b, digits) if a is not None and b else None
+
+
+def _less(a, b):
+    return a - b if a is not None and b is not None else None
 
 
 def _report(rows: list[dict], size: int, big_size: int) -> dict:
-    start = _median(rows, "start (1 small file)")
-    cold = _median(rows, "start, no class archive")
-    pyspark_daemon = _median(rows, "start, pyspark's daemon")
-    plain, l1, l2 = _median(rows, "plain loop"), _median(rows, "local[1]"), _median(rows, "local[2]")
-    b1, b2 = _median(rows, "big file local[1]"), _median(rows, "big file local[2]")
-    # None when the set is too small for the start cost to be told apart from its work
-    per_core = size / 1e6 / (l2 - start) / 2 if l2 > 2 * start else None
-    return {
+    """The figures of each code (--code; one: ``""``), every one that its runs allow."""
+    refs = list(dict.fromkeys(r.get("code") for r in rows if r["round"]))
+    several = len(refs) > 1
+    return {ref or "": _report_one(rows, size, big_size, f" @{ref}" if several else "") for ref in refs}
+
+
+def _report_one(rows: list[dict], size: int, big_size: int, at: str) -> dict:
+    def wall(name):
+        return _median(rows, name + at)
+
+    def cpu(name, field="tree_cpu_s"):
+        return _median(rows, name + at, field)
+    start, cold, pyspark_daemon = wall("start (1 small file)"), wall("start, no class archive"), \
+        wall("start, pyspark's daemon")
+    plain = _median(rows, "plain loop")
+    l1, source, l2 = wall("local[1]"), wall("data source local[1]"), wall("local[2]")
+    b1, b2 = wall("big file local[1]"), wall("big file local[2]")
+    start_cpu, plain_cpu = cpu("start (1 small file)"), _median(rows, "plain loop", "tree_cpu_s")
+    report = {
         "start_s": start, "start_without_class_archive_s": cold, "start_with_pysparks_daemon_s": pyspark_daemon,
-        "throughput_mb_s": {"plain": round(size / 1e6 / plain, 1), "local[1]": round(size / 1e6 / l1, 1),
-                            "local[2]": round(size / 1e6 / l2, 1)},
-        "scaling_local2_over_local1": round(l1 / l2, 2), "target_scaling": 1.8,
-        # the same with the start cost taken out of both: the JVM start is reported apart
-        "scaling_less_start": round((l1 - start) / (l2 - start), 2) if l2 > start else None,
-        "local1_over_plain": round(l1 / plain, 3), "target_local1_over_plain": 1.15,
-        "source_local1_over_plain": round(_median(rows, "data source local[1]") / plain, 3),
-        "source_local1_less_start_over_plain": round((_median(rows, "data source local[1]") - start) / plain, 3),
-        "local1_less_start_over_plain": round((l1 - start) / plain, 3),
-        "cpu_local1_over_plain": round(_median(rows, "local[1]", "machine_busy_cpu_s")
-                                       / _median(rows, "plain loop", "machine_busy_cpu_s"), 3),
-        "big_file_local2_speedup": round(b1 / b2, 2), "target_big_file_speedup": 1.7,
-        "big_file_speedup_less_start": round((b1 - start) / (b2 - start), 2) if b2 > start else None,
-        "big_file_mb_s": {"local[1]": round(big_size / 1e6 / b1, 1), "local[2]": round(big_size / 1e6 / b2, 1)},
-        "per_core_mb_s_after_start": per_core and round(per_core, 1),
-        "projection_mb_s": per_core and {f"{n} cores": round(per_core * n, 0) for n in CLUSTER_CORES},
+        "start_cpu_s": start_cpu, "start_jvm_cpu_s": cpu("start (1 small file)", "jvm_cpu_s"),
+        "throughput_mb_s": {k: round(size / 1e6 / v, 1) for k, v in
+                            (("plain", plain), ("local[1]", l1), ("data source", source), ("local[2]", l2)) if v},
+        "target_local1_over_plain": 1.15,
+        "local1_over_plain": _ratio(l1, plain), "local1_less_start_over_plain": _ratio(_less(l1, start), plain),
+        "source_local1_over_plain": _ratio(source, plain),
+        "source_local1_less_start_over_plain": _ratio(_less(source, start), plain),
+        "scaling_local2_over_local1": _ratio(l1, l2, 2), "target_scaling": 1.8,
+        "scaling_less_start": _ratio(_less(l1, start), _less(l2, start), 2),
+        "big_file_local2_speedup": _ratio(b1, b2, 2), "target_big_file_speedup": 1.7,
+        "big_file_speedup_less_start": _ratio(_less(b1, start), _less(b2, start), 2),
     }
+    for key, name in (("local1", "local[1]"), ("source", "data source local[1]")):
+        run_cpu, jvm = cpu(name), cpu(name, "jvm_cpu_s")
+        report[f"cpu_{key}_over_plain"] = _ratio(run_cpu, plain_cpu)
+        report[f"cpu_{key}_less_start_over_plain"] = _ratio(_less(run_cpu, start_cpu), plain_cpu)
+        report[f"jvm_share_{key}"] = _ratio(jvm, run_cpu)
+        report[f"jvm_cpu_{key}_s"] = jvm
+    # per core: MB per CPU-second of every process of local[1], the start's CPU out (cgroup runs);
+    # without them, local[2]'s wall time after the start over its two cores
+    work_cpu = _less(cpu("local[1]"), start_cpu)
+    if work_cpu:
+        per_core = size / 1e6 / work_cpu
+    elif l2 and start and l2 > 2 * start:
+        per_core = size / 1e6 / (l2 - start) / 2
+    else:
+        per_core = None
+    report["per_core_mb_s_after_start"] = per_core and round(per_core, 1)
+    report["plain_mb_per_cpu_s"] = _ratio(size / 1e6, plain_cpu, 1)
+    report["projection_mb_s"] = per_core and {f"{n} cores": round(per_core * n, 0) for n in CLUSTER_CORES}
+    return report
 
 
 def _markdown(result: dict) -> str:
-    r = result["report"]
     lines = [f"# kinspect spark benchmark ({len(result['captures'])} captures, "
              f"{sum(c['bytes'] for c in result['captures']) / 1e9:.2f} GB)", "",
              f"Machine: {result['machine']['nproc']} CPUs, {result['machine']['cpu_model']}, load average before "
              f"{result['machine']['load_average']}, after {result['load_after']}", "",
-             "| round | run | wall s | MB/s | CPU s (wait4) | machine busy CPU s | others' cores | peak memory MB (all processes, PSS) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| round | run | wall s | MB/s | CPU s, all processes (cgroup) | JVM CPU s | CPU s (wait4) | "
+             "machine busy CPU s | others' cores | peak memory MB (all processes, PSS) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["runs"]:
-        lines.append(f"| {row['round']} | {row['run']} | {row['wall_s']} | {row['mb_per_s']} | {row['cpu_s']} | "
-                     f"{row['machine_busy_cpu_s']} | {row['others_cores']} | {row.get('peak_tree_pss_mb')} |")
-    lines += ["", f"- start (JVM, session, one task, writes): {r['start_s']} s; without the JVM's class archive "
-                  f"(jvmcache.py): {r.get('start_without_class_archive_s')} s; with pyspark's daemon (no warm "
-                  f"daemon, no imports ahead): {r.get('start_with_pysparks_daemon_s')} s",
-              f"- throughput MB/s: {r['throughput_mb_s']}",
-              f"- local[2] / local[1] scaling: {r['scaling_local2_over_local1']}x (target ≥ {r['target_scaling']}); "
-              f"without the start: {r.get('scaling_less_start')}x",
-              f"- local[1] wall over plain: {r['local1_over_plain']} (target ≤ {r['target_local1_over_plain']}); "
-              f"without the start: {r['local1_less_start_over_plain']}; CPU over plain: {r['cpu_local1_over_plain']}",
-              f"- data source (spark.read.format(\"kinspect\"), local[1]) wall over plain: "
-              f"{r.get('source_local1_over_plain')}; without the start: {r.get('source_local1_less_start_over_plain')}",
-              f"- big file alone, local[2] speed-up: {r['big_file_local2_speedup']}x (target ≥ "
-              f"{r['target_big_file_speedup']}); without the start: {r.get('big_file_speedup_less_start')}x; "
-              f"MB/s {r['big_file_mb_s']}",
-              f"- per core after the start: {r['per_core_mb_s_after_start']} MB/s; projected upper bound "
-              f"{r['projection_mb_s']} MB/s"]
+        cells = [row["round"], row["run"], row["wall_s"], row["mb_per_s"], row.get("tree_cpu_s"), row.get("jvm_cpu_s"),
+                 row["cpu_s"], row["machine_busy_cpu_s"], row["others_cores"], row.get("peak_tree_pss_mb")]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    for ref, r in result["report"].items():
+        lines += ["", f"## {('kinspect at ' + ref) if ref else 'Figures'} (medians of the rounds)", "",
+                  f"- start (JVM, session, one task, writes): {r['start_s']} s, {r['start_cpu_s']} CPU s (JVM "
+                  f"{r['start_jvm_cpu_s']}); without the JVM's class archive (jvmcache.py): "
+                  f"{r['start_without_class_archive_s']} s; with pyspark's daemon: "
+                  f"{r['start_with_pysparks_daemon_s']} s",
+                  f"- throughput MB/s: {r['throughput_mb_s']}",
+                  f"- `kinspect spark` local[1] wall over plain: {r['local1_over_plain']} (target ≤ "
+                  f"{r['target_local1_over_plain']}); without the start: {r['local1_less_start_over_plain']}; CPU "
+                  f"(all processes) over plain: {r['cpu_local1_over_plain']}, without the start's: "
+                  f"{r['cpu_local1_less_start_over_plain']}; the JVM's share of its CPU: {r['jvm_share_local1']}",
+                  f"- data source (spark.read.format(\"kinspect\"), local[1]) wall over plain: "
+                  f"{r['source_local1_over_plain']}; without the start: {r['source_local1_less_start_over_plain']}; "
+                  f"CPU over plain: {r['cpu_source_over_plain']}, without the start's: "
+                  f"{r['cpu_source_less_start_over_plain']}; the JVM's share: {r['jvm_share_source']}",
+                  f"- local[2] / local[1] scaling: {r['scaling_local2_over_local1']}x (target ≥ "
+                  f"{r['target_scaling']}); without the start: {r['scaling_less_start']}x",
+                  f"- big file alone, local[2] speed-up: {r['big_file_local2_speedup']}x (target ≥ "
+                  f"{r['target_big_file_speedup']}); without the start: {r['big_file_speedup_less_start']}x",
+                  f"- per core after the start: {r['per_core_mb_s_after_start']} MB per CPU-second (the plain loop: "
+                  f"{r['plain_mb_per_cpu_s']}); projected upper bound {r['projection_mb_s']} MB/s"]
     return "\n".join(lines) + "\n"
-
 
 if __name__ == "__main__":
     main()
