@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections import OrderedDict
+from itertools import islice
 
 from kinspect import native
 from kinspect.limits import Budget
@@ -27,6 +28,7 @@ _I32 = struct.Struct(">i")
 MAX_PENDING = 100_000          # unanswered requests kept per connection
 HUNT_MAX_UNPAIRED = 16 << 20   # while resynchronising, an unpaired response frame larger than this is implausible
 HUNT_NEAR = 64                 # ... and so is one whose correlation id is further than this from the oldest request's
+HUNT_AHEAD = 16 << 10          # how far past an unpaired frame start the hunt looks for an answer to a pending request
 SHOWN_TOKEN = 200              # characters of a raw SASL token in its notice's text (the token field has it all)
 # Notices of one kind a connection shows; the rest are counted, and one more notice at its close
 # says how many (``"more": N``): zeros on port 9092 are a frame of size 0 every 4 bytes
@@ -338,11 +340,27 @@ class Connection:
         nxt = pos + 4 + size
         if nxt == end:
             return True  # a frame that ends where the bytes seen so far end (a segment's end)
-        if nxt + 8 > end:
-            return None
+        if nxt + 8 > end:  # undecided until its end is seen, unless an answer is seen before that
+            return False if self._answer_within(buf, pos + 1, min(end, nxt)) else None
         size2, correlation_id2 = _I32X2.unpack_from(buf, nxt)
         return 4 <= size2 <= self.max_frame and (
             correlation_id2 in self.pending or 0 < correlation_id2 - correlation_id <= 64)
+
+    def _answer_within(self, buf, lo: int, hi: int) -> bool:
+        """Does a frame answering one of the oldest pending requests (its size, then its correlation
+        id) start in buf[lo:hi], within HUNT_AHEAD bytes? Such a start outweighs an unpaired one
+        whose end is still to come, which could otherwise hold the hunt for up to
+        HUNT_MAX_UNPAIRED bytes. Found with bytes.find: the hunt asks this at every position."""
+        hi = min(hi, lo + HUNT_AHEAD)
+        for correlation_id in islice(self.pending, 4):
+            needle = _I32.pack(correlation_id)
+            at = buf.find(needle, lo + 4, hi + 4)
+            while at >= 0:
+                (size,) = _I32.unpack_from(buf, at - 4)
+                if 4 <= size <= self.max_frame:
+                    return True
+                at = buf.find(needle, at + 1, hi + 4)
+        return False
 
     # -- requests and responses ----------------------------------------------------------------
 

@@ -247,7 +247,7 @@ def test_without_a_response_the_first_request_candidate_decides_when_the_capture
         ("exchange", "10.0.0.1:40000-10.0.0.2:7777", "Heartbeat", 6, None)]  # unanswered, from the client
 
 
-@pytest.mark.parametrize("first", [1500, 3000])
+@pytest.mark.parametrize("first", [1500, 3000, 3973])
 def test_a_stream_joined_mid_way_pairs_every_exchange_it_holds_whole(tmp_path, first):
     """Cut where small responses to requests sent before the cut come first: the response
     direction finds its first frame boundary and every exchange whose request and response both
@@ -262,5 +262,7 @@ def test_a_stream_joined_mid_way_pairs_every_exchange_it_holds_whole(tmp_path, f
                   and r["response_frames"] and r["response_frames"][0] >= first)
     got = sorted((r["conn"], r["api_name"], r["correlation_id"], r["request_frames"][0], r["response_frames"][1])
                  for r in cut if r["type"] == "exchange" and r["response"] is not None)
-    assert len(want) > 2000 and got == want
-    assert not [r for r in cut if r["type"] == "notice" and r["kind"] == "resync"]
+    assert len(want) > 1500 and got == want
+    # what is skipped is the tail of a frame the cut began in, never a stretch of frames
+    skipped = [r for r in cut if r["type"] == "notice" and r["kind"] == "resync"]
+    assert all(r["what"].startswith("no frame boundary") and r["length"] < 1500 for r in skipped)
