@@ -116,6 +116,11 @@ class BatchStream(_Streamed):
         """``walk()`` yields the record set's batches again; ``count`` how many."""
         self._walk, self._count = walk, count
 
+    def mapped(self, each) -> BatchStream:
+        """The same batches, each passed through ``each(batch) -> batch`` when read."""
+        walk = self._walk
+        return BatchStream(lambda: map(each, walk()), self._count)
+
     def chunks(self, size: int = 0) -> Iterator[list[dict]]:
         chunk: list[dict] = []
         for batch in self._walk():

@@ -17,6 +17,7 @@ import os
 
 from kinspect import native
 from kinspect.records.packed import PackedRecords
+from kinspect.records.stream import BatchStream, RecordStream
 from kinspect.schemas.capture import FETCH, PRODUCE, SchemaRecords
 from kinspect.schemas.packed_values import PackedValues
 from kinspect.schemas.records import apply_record
@@ -43,9 +44,9 @@ class ValueStage:
     def __call__(self, exchange: dict, topics=None, budget=None) -> None:
         api = exchange.get("api_key")
         if api == PRODUCE:
-            batches = _produce_batches(exchange.get("request"))
+            parts = _produce_parts(exchange.get("request"))
         elif api == FETCH:
-            batches = _fetch_batches(exchange.get("response"))
+            parts = _fetch_parts(exchange.get("response"))
         else:
             return
         if self.learn:
@@ -55,8 +56,13 @@ class ValueStage:
                 feed_records(self.schemas.store, collected.records())
         if not len(self.schemas.store) and self.schemas.fallback is None:
             return  # nothing could decode: values stay as they are, at no cost
-        for batch in batches:
-            self._batch(batch)
+        for part in parts:
+            batches = part.get("records")
+            if isinstance(batches, BatchStream):  # too many to hold: each decoded as it is read
+                part["records"] = batches.mapped(self._streamed_batch)
+            else:
+                for batch in batches or ():
+                    self._batch(batch)
         if self.notices is not None:
             self.notices.send(self.schemas)
 
@@ -75,6 +81,20 @@ class ValueStage:
                 batch["records"] = unpacked
         elif isinstance(records, list):
             self._records(records)
+        elif isinstance(records, RecordStream):  # too big to hold: decoded as it is read
+            batch["records"] = records.mapped(self._streamed)
+
+    def _streamed_batch(self, batch):
+        self._batch(batch)
+        return batch
+
+    def _streamed(self, record):
+        if isinstance(record, dict):
+            before = len(self.schemas.notices)
+            apply_record(record, self.schemas, self.show_secrets)
+            if self.notices is not None and len(self.schemas.notices) != before:
+                self.notices.send(self.schemas)
+        return record
 
     def records(self, records: list) -> None:
         """A packed batch's records (PackedValues.apply), decoded the Python way after the stage
@@ -155,24 +175,26 @@ def all_notices(schemas, notices: WorkerNotices | None) -> list[dict]:
     return [found[what] for what in sorted(found)]
 
 
-def _produce_batches(request):
+def _produce_parts(request):
+    """The partitions of a Produce request (their "records": batches, or a BatchStream)."""
     if not isinstance(request, dict):
         return
     for entry in request.get("topic_data") or ():
         if isinstance(entry, dict):
             for part in entry.get("partition_data") or ():
                 if isinstance(part, dict):
-                    yield from part.get("records") or ()
+                    yield part
 
 
-def _fetch_batches(response):
+def _fetch_parts(response):
+    """The partitions of a Fetch response (their "records": batches, or a BatchStream)."""
     if not isinstance(response, dict):
         return
     for entry in response.get("responses") or ():
         if isinstance(entry, dict):
             for part in entry.get("partitions") or ():
                 if isinstance(part, dict):
-                    yield from part.get("records") or ()
+                    yield part
 
 
 def mentions(path: str, topic: str, limits=None) -> bool:

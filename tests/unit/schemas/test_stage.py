@@ -192,3 +192,13 @@ def test_a_gzipped_capture_is_scanned_only_as_far_as_the_decode_may_read_it(monk
     assert not stage.mentions(str(far), "_schemas", small)
     assert stage.mentions(str(near), "_schemas", small)
     assert stage.mentions(str(far), "_schemas")  # the default bound reaches it: 64 MiB first
+
+
+@pytest.mark.parametrize("max_records", ["3", "10"])
+def test_batches_too_big_to_hold_decode_as_held_ones(max_records):
+    """Records streamed (RecordStream) and batches streamed (BatchStream) go through the stage
+    as they are read: the same lines as when held, every value decoded."""
+    held = _decode("-j1", "--show-secrets")
+    streamed = _decode("-j1", "--show-secrets", "--max-records", max_records)
+    assert streamed == held
+    _assert_decoded(streamed)
