@@ -27,6 +27,8 @@
 #define F_PRESENCE 2
 #define F_MAP 4
 #define ONEOF_SHIFT 8
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
 
 enum { T_DOUBLE = 1, T_FLOAT, T_INT64, T_UINT64, T_INT32, T_FIXED64, T_FIXED32, T_BOOL, T_STRING,
        T_GROUP, T_MESSAGE, T_BYTES, T_UINT32, T_ENUM, T_SFIXED32, T_SFIXED64, T_SINT32, T_SINT64 };
@@ -56,19 +58,25 @@ typedef struct {
 } Message;
 
 typedef struct {
+    uint32_t start, end;
+    int32_t next;
+    uint8_t wt;
+} Occ;
+
+typedef struct {
     PyObject_HEAD
     Py_ssize_t nmessages, nenums;
     Message *messages;
     Enum *enums;
     PyObject *names;    /* read_json's: tuple(indexes) -> (full name, message id) */
     PyObject *resolve;  /* resolve(indexes) -> (full name, message id) | None, for names' misses */
+    struct Scratch {    /* the last walk's buffers, kept for the next (under the GIL, one at a time) */
+        Occ *occ;
+        int32_t *slots;
+        char *out;
+        size_t cap_occ, cap_slots, cap_out;
+    } scratch;
 } Walker;
-
-typedef struct {
-    uint32_t start, end;
-    int32_t next;
-    uint8_t wt;
-} Occ;
 
 typedef struct {
     const uint8_t *buf;
@@ -150,6 +158,11 @@ varint(const uint8_t *buf, uint32_t *pos, uint32_t end, uint64_t *value)
 {
     uint64_t result = 0;
     uint32_t p = *pos;
+    if (p < end && buf[p] < 0x80) {
+        *value = buf[p];
+        *pos = p + 1;
+        return 0;
+    }
     for (int i = 0; i < 10; i++) {
         if (p >= end)
             return -1;
@@ -171,7 +184,11 @@ valid_utf8(const uint8_t *s, size_t n)
     while (i < n) {
         uint8_t b = s[i];
         if (b < 0x80) {
-            i++;
+            uint64_t word;
+            if (i + 8 <= n && (memcpy(&word, s + i, 8), (word & HIGHS) == 0))
+                i += 8;
+            else
+                i++;
             continue;
         }
         size_t more;
@@ -235,6 +252,14 @@ field_index(const Message *m, uint64_t number)
 
 static const char HEX[] = "0123456789abcdef";
 
+/* Whether any byte of the word is below 0x20, '"' or '\\' (word-at-a-time tests). */
+static inline int
+needs_escape(uint64_t x)
+{
+    uint64_t quote = x ^ (ONES * '"'), slash = x ^ (ONES * '\\');
+    return ((((x - ONES * 0x20) & ~x) | ((quote - ONES) & ~quote) | ((slash - ONES) & ~slash)) & HIGHS) != 0;
+}
+
 static int
 put_str(Ctx *c, const uint8_t *s, size_t n)
 {
@@ -242,7 +267,16 @@ put_str(Ctx *c, const uint8_t *s, size_t n)
         return -1;
     char *o = c->out + c->len;
     *o++ = '"';
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, s + i, 8);
+        if (needs_escape(word))
+            break;
+        memcpy(o, &word, 8);
+        o += 8;
+    }
+    for (; i < n; i++) {
         uint8_t ch = s[i];
         if (ch >= 0x20 && ch != '"' && ch != '\\') {
             *o++ = (char)ch;
@@ -926,6 +960,9 @@ static void
 walker_dealloc(Walker *w)
 {
     walker_clear(w);
+    PyMem_Free(w->scratch.occ);
+    PyMem_Free(w->scratch.slots);
+    PyMem_Free(w->scratch.out);
     Py_CLEAR(w->names);
     Py_CLEAR(w->resolve);
     Py_TYPE(w)->tp_free((PyObject *)w);
@@ -1086,11 +1123,20 @@ walker_init(Walker *w, PyObject *args, PyObject *kwds)
 }
 
 /* The message's JSON text into c (c->buf the payload): 0, or -1 where the Python path must say. */
+#define KEPT_SCRATCH ((size_t)1 << 20)
+
 static int
 walk_into(Ctx *c, Walker *w, long mid, const uint8_t *buf, size_t size)
 {
     c->buf = buf;
     c->w = w;
+    c->occ = w->scratch.occ;
+    c->cap_occ = w->scratch.cap_occ;
+    c->slots = w->scratch.slots;
+    c->cap_slots = w->scratch.cap_slots;
+    c->out = w->scratch.out;
+    c->cap = w->scratch.cap_out;
+    w->scratch = (struct Scratch){0};
     if (mid < 0 || mid >= w->nmessages || size >= UINT32_MAX)
         return -1;
     int32_t top = push_occ(c, 0, (uint32_t)size, 2);
@@ -1099,12 +1145,20 @@ walk_into(Ctx *c, Walker *w, long mid, const uint8_t *buf, size_t size)
     return emit_message(c, (int32_t)mid, top, 0);
 }
 
+/* The walk's buffers back to the walker, for the next walk; big ones are freed. */
 static void
 ctx_free(Ctx *c)
 {
-    PyMem_Free(c->out);
-    PyMem_Free(c->occ);
-    PyMem_Free(c->slots);
+    Walker *w = c->w;
+    if (w == NULL || w->scratch.out || w->scratch.occ || w->scratch.slots ||
+        c->cap > KEPT_SCRATCH || c->cap_occ * sizeof(Occ) > KEPT_SCRATCH ||
+        c->cap_slots * sizeof(int32_t) > KEPT_SCRATCH) {
+        PyMem_Free(c->out);
+        PyMem_Free(c->occ);
+        PyMem_Free(c->slots);
+        return;
+    }
+    w->scratch = (struct Scratch){c->occ, c->slots, c->out, c->cap_occ, c->cap_slots, c->cap};
 }
 
 static PyObject *

@@ -103,7 +103,7 @@ class Schemas:
     def json_entry(self, ident: int, show_secrets: bool = False):
         """How a value framed as V0 in its payload with this id can be written as JSON text
         without Python objects (schemas/packed_values.py): (reader, the schema object's JSON
-        text), reader a capsule of a C reader (Avro) or a callable reader(payload after the id)
+        text), reader a capsule of a C reader (Avro, a one-message Protobuf file) or a callable reader(payload after the id)
         -> (value's JSON, schema object's JSON) | None (Protobuf); or None when its values go
         the Python way (an unknown id, a schema that does not compile or has no JSON reader,
         fields to redact). Counts nothing and gives no notice: the Python way does."""
@@ -120,6 +120,9 @@ class Schemas:
             capsule = getattr(program, "capsule", None)
             return None if capsule is None else (capsule, orjson.dumps(about))
         if schema.format == "protobuf" and hasattr(reader, "read_json"):
+            found = reader.json_capsule() if len(reader.top) == 1 else None
+            if found is not None:  # one message: the walker's C reader, for the index list [0]
+                return found[0], orjson.dumps({**about, "message": found[1]})
             return _protobuf_json(reader, about), None
         return None
 

@@ -447,3 +447,65 @@ def test_hostile_payloads_end_bounded(walker, scale):
     assert walk(packed, mid) == b'{"i32s":[' + b",".join([b"0"] * 100_000 * scale) + b"]}"
     same_key = _len(37, _tag(1, 0) + _varint(1)) * 20_000 * scale
     assert walk(same_key, mid) == b'{"by_int":{"1":""}}'
+
+
+def test_strings_escaped_as_orjson_escapes_them_wherever_the_character_falls():
+    reader = _kinds()
+    for special in ('"', "\\", "\x1f", "\x7f", "é"):
+        for length in range(0, 18):
+            for at in range(length + 1):
+                text = ("abcdefghijklmnopqrstu"[:at] + special + "xyz0123456789ABCDEFG"[:length - at])
+                got = _agrees(reader, _len(14, text.encode()), [1])
+                assert got == b'{"s":' + orjson.dumps(text) + b"}"
+
+
+ONE = """syntax = "proto3";
+package one;
+message Reading {
+  message Place { double lat = 1; }
+  string device = 1; double value = 2; map<string, int64> tags = 3; Place place = 4;
+}
+"""
+
+
+def _one_message_stage(packed: bool):
+    from kinspect.schemas.registry import SchemaStore, StoredSchema
+    from kinspect.schemas.resolver import Schemas
+    from kinspect.schemas.stage import ValueStage
+    store = SchemaStore()
+    store.add(StoredSchema(4, "readings-value", 1, "PROTOBUF", ONE))
+    return ValueStage(Schemas(store, looked_in=["the test"]), packed_json=packed)
+
+
+def _packed_batch(values):
+    from kinspect.records.packed import scan
+    from tests.unit.records.handmade import record, record_body
+    data = b"".join(record(record_body(offset_delta=i, timestamp_delta=i, key=None, value=value))
+                    for i, value in enumerate(values))
+    packed = scan(data, 0, len(data), 100, 1_700_000_000_000, None, 1000)
+    assert packed is not None
+    return {"records": packed}
+
+
+@needs_c
+@pytest.mark.parametrize("indexes,fast", [(b"\x00", True), (b"\x02\x00", True), (b"\x04\x00\x00", False)])
+def test_a_one_message_file_is_written_by_the_capsule_in_the_packed_batch(indexes, fast):
+    """decode --json's packed batches (records/packed.py) with the walker's JsonReader capsule:
+    the batch's text is what the Python way writes; a value of a nested message (index list
+    [0, 0]) sends the batch the Python way."""
+    from kinspect import native
+    if native.v2records is None:
+        pytest.skip("no packed batches without _v2records")
+    value = _len(1, b"dev-1") + _tag(2, 1) + struct.pack("<d", 21.5) + _len(3, _len(1, b"a") + _tag(2, 0) + _varint(7))
+    framed = [b"\x00\x00\x00\x00\x04" + indexes + (value if fast else _tag(1, 1) + struct.pack("<d", 45.25)),
+              b"\x00\x00\x00\x00\x04\x00" + _len(4, _tag(1, 1) + struct.pack("<d", -3.5)), b"plain"]
+    python_way = _packed_batch(framed)
+    _one_message_stage(packed=False)._batch(python_way)
+    batch = _packed_batch(framed)
+    stage = _one_message_stage(packed=True)
+    stage._batch(batch)
+    assert dumpb(batch) == dumpb(python_way)
+    assert (batch["records"].to_json() is not None) == fast
+    assert stage.schemas.json_entry(4)[0].__class__.__name__ == "PyCapsule"
+    if fast:
+        assert b'"value":{"device":"dev-1","value":21.5,"tags":{"a":"7"}},' in dumpb(batch)
