@@ -103,8 +103,9 @@ class Schemas:
     def json_entry(self, ident: int, show_secrets: bool = False):
         """How a value framed as V0 in its payload with this id can be written as JSON text
         without Python objects (schemas/packed_values.py): (reader, the schema object's JSON
-        text), reader a capsule of a C reader (Avro, a one-message Protobuf file) or a callable reader(payload after the id)
-        -> (value's JSON, schema object's JSON) | None (Protobuf); or None when its values go
+        text), reader a capsule of a C reader (Avro; a Protobuf file of one message) or a
+        callable reader(payload after the id) -> (value's JSON, schema object's JSON) | None
+        (Protobuf files of several messages); or None when its values go
         the Python way (an unknown id, a schema that does not compile or has no JSON reader,
         fields to redact). Counts nothing and gives no notice: the Python way does."""
         schema = self._schema(Frame(ident, None, 5, "payload", None, 5))
