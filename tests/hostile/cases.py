@@ -23,7 +23,8 @@ from pathlib import Path
 
 from kinspect.decode.pipeline import MAX_CONNECTIONS
 from tests.conftest import PCAPS
-from tests.hostile import inputs, inputs_proxy, inputs_schemas, inputs_tls, inputs_wire, runner
+from tests.hostile import (inputs, inputs_avro_json, inputs_protobuf_json, inputs_proxy, inputs_schemas, inputs_tls,
+                           inputs_wire, runner)
 
 # 4 is documented ("kinspect could not finish": a worker died, an internal error), but on these
 # inputs it is what the issue forbids: a bound not held, or a crash by another name.
@@ -200,6 +201,9 @@ ROUND_TWO = (
     Hostile("metadata-100k-brokers-pcap-gz", _scaled(inputs_proxy.metadata_brokers_pcap_gz, "brokers"),
             "capture", strings=True, ci_count=20_000),
     Hostile("hostile-schemas-logdir", inputs_schemas.schema_log_dir, "logdir"),
+    # issue 33's C readers of schema values: payloads built to hurt a reader writing JSON from bytes
+    Hostile("avro-json-hostile", inputs_avro_json.avro_json_capture, "capture"),
+    Hostile("protobuf-json-hostile", inputs_protobuf_json.protobuf_json_capture, "capture"),
 )
 HOSTILE = HOSTILE + ROUND_TWO
 BY_NAME = {h.name: h for h in HOSTILE}
