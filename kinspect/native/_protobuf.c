@@ -138,7 +138,7 @@ putc1(Ctx *c, char ch)
     return 0;
 }
 
-static int32_t
+static inline int32_t
 push_occ(Ctx *c, uint32_t start, uint32_t end, uint8_t wt)
 {
     if (c->nocc >= INT32_MAX || stack_grow((void **)&c->occ, &c->cap_occ, c->nocc + 1, sizeof(Occ)) < 0)
@@ -359,6 +359,17 @@ put_i64(Ctx *c, int64_t v, int quoted)
 
 typedef unsigned __int128 u128;
 
+/* Whether some multiple of 10^-f lies in the interval [low, high] / 2^shift (ends included
+ * when even), scale = 10^f. */
+static inline int
+holds(u128 low, u128 high, int even, int shift, u128 scale)
+{
+    u128 lo = low * scale, hi = high * scale;
+    u128 lo_n = even ? (lo + (((u128)1 << shift) - 1)) >> shift : (lo >> shift) + 1;
+    u128 hi_n = even ? hi >> shift : (hi - 1) >> shift;
+    return lo_n <= hi_n;
+}
+
 /* The shortest decimal that reads back as v, the nearest to v of those, for 1e-3 <= v < 2^52,
  * where it is written plainly: exact integer arithmetic on v = m * 2^e (e < 0, so the interval
  * of decimals that round to v, scaled by 2^(2 - e), has integer bounds). Each count of decimal
@@ -387,18 +398,35 @@ put_plain_double(Ctx *c, double v)
         for (int i = 1; i <= 20; i++)
             powers[i] = powers[i - 1] * 10;
     }
-    /* Whether f places hold a decimal of the interval grows with f: the fewest, by halving. */
-    int first = 0, last = 21;
+    /* Whether f places hold a decimal of the interval grows with f. 17 significant digits
+     * always do; most doubles need 16 or 17, so those are looked at first, then halving. */
+    static const double tens[] = {1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
+                                  1e13, 1e14, 1e15, 1e16};
+    int e10 = v < 1e-2 ? -3 : v < 1e-1 ? -2 : v < 1 ? -1 : 0;
+    while (e10 >= 0 && e10 < 15 && v >= tens[e10])
+        e10++;  /* v < 10^(e10 + 1) */
+    int f17 = 16 - e10, first, last;
+#define HOLDS(f) holds(low, high, even, shift, powers[f])
+    if (f17 < 0 || f17 > 20)
+        return -1;
+    if (f17 >= 1 && HOLDS(f17 - 1)) {
+        first = 0;
+        last = f17 - 1;
+        if (f17 >= 2 && !HOLDS(f17 - 2))
+            first = last;
+    } else {
+        if (!HOLDS(f17))
+            return -1;
+        first = last = f17;
+    }
     while (first < last) {
         int f = (first + last) / 2;
-        u128 lo = low * powers[f], hi = high * powers[f];
-        u128 lo_n = even ? (lo + (((u128)1 << shift) - 1)) >> shift : (lo >> shift) + 1;
-        u128 hi_n = even ? hi >> shift : (hi - 1) >> shift;
-        if (lo_n <= hi_n)
+        if (HOLDS(f))
             last = f;
         else
             first = f + 1;
     }
+#undef HOLDS
     if (first > 20)
         return -1;
     {
