@@ -21,7 +21,7 @@
 #pragma GCC diagnostic pop
 
 #define MAX_DEPTH 64
-#define MAX_OUT ((size_t)1 << 30)
+#define MAX_OUT ((size_t)1 << 28)  /* 256 MiB of JSON: beyond, the Python path */
 #define DENSE_LIMIT 4096
 #define F_REPEATED 1
 #define F_PRESENCE 2
