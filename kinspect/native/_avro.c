@@ -19,6 +19,10 @@
 #include <stdint.h>
 #include "_json_out.h"
 
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__ || !defined(__SIZEOF_INT128__)
+#error "little-endian floats and 128-bit integers are assumed: without them the Python twin runs"
+#endif
+
 /* the opcodes: avro_json.py's NULL ... RECORD */
 enum { OP_NULL, OP_BOOLEAN, OP_LONG, OP_FLOAT, OP_DOUBLE, OP_BYTES, OP_STRING, OP_FIXED, OP_ENUM,
        OP_ARRAY, OP_MAP, OP_UNION, OP_RECORD, OP_COUNT };
