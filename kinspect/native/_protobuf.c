@@ -1229,6 +1229,20 @@ walker_bind(Walker *w, PyObject *resolve)
     Py_RETURN_NONE;
 }
 
+/* A new reference to names[key] ((full name, message id), or None), asking resolve on a miss. */
+static PyObject *
+name_entry(Walker *w, PyObject *key)
+{
+    PyObject *entry = PyDict_GetItemWithError(w->names, key);  /* borrowed */
+    Py_XINCREF(entry);
+    if (entry == NULL && !PyErr_Occurred()) {
+        entry = PyObject_CallOneArg(w->resolve, key);
+        if (entry != NULL && PyDict_GET_SIZE(w->names) < MAX_NAMES && PyDict_SetItem(w->names, key, entry) < 0)
+            Py_CLEAR(entry);
+    }
+    return entry;
+}
+
 /* read_json(payload, indexes) -> (full name, JSON bytes) | None: ProtoReader.read_json. */
 static PyObject *
 walker_read_json(Walker *w, PyObject *const *args, Py_ssize_t nargs)
@@ -1244,13 +1258,7 @@ walker_read_json(Walker *w, PyObject *const *args, Py_ssize_t nargs)
     PyObject *key = PyList_CheckExact(args[1]) ? PyList_AsTuple(args[1]) : PySequence_Tuple(args[1]);
     if (key == NULL)
         return NULL;
-    PyObject *entry = PyDict_GetItemWithError(w->names, key);  /* borrowed */
-    Py_XINCREF(entry);
-    if (entry == NULL && !PyErr_Occurred()) {
-        entry = PyObject_CallOneArg(w->resolve, args[1]);
-        if (entry != NULL && PyDict_GET_SIZE(w->names) < MAX_NAMES && PyDict_SetItem(w->names, key, entry) < 0)
-            Py_CLEAR(entry);
-    }
+    PyObject *entry = name_entry(w, key);
     Py_DECREF(key);
     if (entry == NULL)
         return NULL;
@@ -1335,6 +1343,141 @@ walker_capsule(Walker *w, PyObject *arg)
     return capsule;
 }
 
+/* Framed(walker, about_of)(payload) -> (JSON bytes, schema object's JSON) | None: the seam's
+ * reader for a file of several messages (records/packed.py): the message-index list (Confluent's
+ * zig-zag count, 0 meaning [0], then the indexes), the message it names, its JSON text, and
+ * about_of(full name)'s schema object, kept per name. None for anything else. */
+typedef struct {
+    PyObject_HEAD
+    Walker *w;
+    PyObject *about_of, *abouts;
+} Framed;
+
+#define MAX_INDEXES 64
+
+static PyObject *
+framed_key(const uint8_t *s, uint32_t size, uint32_t *pos)
+{
+    uint64_t raw;
+    if (varint(s, pos, size, &raw) < 0 || raw > 2 * MAX_INDEXES || (raw & 1))
+        return NULL;
+    Py_ssize_t count = (Py_ssize_t)(raw >> 1);
+    PyObject *key = PyTuple_New(count ? count : 1);
+    if (key == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count || (count == 0 && i == 0); i++) {
+        uint64_t index = 0;
+        if (count && (varint(s, pos, size, &raw) < 0 || (raw & 1) || (index = raw >> 1) > INT32_MAX)) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        PyObject *number = PyLong_FromUnsignedLongLong(index);
+        if (number == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(key, i, number);
+    }
+    return key;
+}
+
+static PyObject *
+framed_call(Framed *f, PyObject *args, PyObject *kwds)
+{
+    PyObject *payload;
+    if (!PyArg_UnpackTuple(args, "Framed", 1, 1, &payload))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL, *entry = NULL, *text = NULL;
+    uint32_t pos = 0;
+    if ((size_t)view.len >= UINT32_MAX) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *key = framed_key(view.buf, (uint32_t)view.len, &pos);
+    if (key == NULL) {
+        result = PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        goto done;
+    }
+    entry = name_entry(f->w, key);
+    Py_DECREF(key);
+    if (entry == NULL)
+        goto done;
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    long mid = PyLong_AsLong(PyTuple_GET_ITEM(entry, 1));
+    if (mid == -1 && PyErr_Occurred())
+        goto done;
+    Ctx c = {0};
+    if (walk_into(&c, f->w, mid, (const uint8_t *)view.buf + pos, (size_t)(view.len - pos)) == 0)
+        text = PyBytes_FromStringAndSize(c.out, (Py_ssize_t)c.len);
+    else
+        result = Py_NewRef(Py_None);
+    ctx_free(&c);
+    if (text == NULL)
+        goto done;
+    PyObject *name = PyTuple_GET_ITEM(entry, 0);
+    PyObject *about = PyDict_GetItemWithError(f->abouts, name);  /* borrowed */
+    Py_XINCREF(about);
+    if (about == NULL && !PyErr_Occurred()) {
+        about = PyObject_CallOneArg(f->about_of, name);
+        if (about != NULL && PyDict_GET_SIZE(f->abouts) < MAX_NAMES && PyDict_SetItem(f->abouts, name, about) < 0)
+            Py_CLEAR(about);
+    }
+    if (about != NULL) {
+        result = PyTuple_Pack(2, text, about);
+        Py_DECREF(about);
+    }
+done:
+    Py_XDECREF(text);
+    Py_XDECREF(entry);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static void
+framed_dealloc(Framed *f)
+{
+    Py_XDECREF(f->w);
+    Py_XDECREF(f->about_of);
+    Py_XDECREF(f->abouts);
+    Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+static PyTypeObject FramedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kinspect.native._protobuf.Framed",
+    .tp_basicsize = sizeof(Framed),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A walker's reader of framed payloads (the message-index list first); made by Walker.framed.",
+    .tp_call = (ternaryfunc)framed_call,
+    .tp_dealloc = (destructor)framed_dealloc,
+};
+
+static PyObject *
+walker_framed(Walker *w, PyObject *about_of)
+{
+    if (w->names == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "framed before bind");
+        return NULL;
+    }
+    Framed *f = PyObject_New(Framed, &FramedType);
+    if (f == NULL)
+        return NULL;
+    f->w = (Walker *)Py_NewRef(w);
+    f->about_of = Py_NewRef(about_of);
+    f->abouts = PyDict_New();
+    if (f->abouts == NULL) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    return (PyObject *)f;
+}
+
 static PyMethodDef walker_methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walker_walk, METH_FASTCALL,
      "walk(payload, message) -> JSON bytes, or None where the Python path must say"},
@@ -1342,6 +1485,8 @@ static PyMethodDef walker_methods[] = {
      "bind(resolve): read_json's names, resolve(indexes) -> (full name, message id) | None"},
     {"read_json", (PyCFunction)(void (*)(void))walker_read_json, METH_FASTCALL,
      "read_json(payload, indexes) -> (full name, JSON bytes) | None"},
+    {"framed", (PyCFunction)walker_framed, METH_O,
+     "framed(about_of) -> reader(payload after the id) -> (JSON bytes, about_of(name)) | None"},
     {"capsule", (PyCFunction)walker_capsule, METH_O,
      "capsule(message) -> a JsonReader capsule for values framed with the message-index list [0]"},
     {NULL, NULL, 0, NULL},
@@ -1369,7 +1514,7 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__protobuf(void)
 {
-    if (PyType_Ready(&WalkerType) < 0)
+    if (PyType_Ready(&WalkerType) < 0 || PyType_Ready(&FramedType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

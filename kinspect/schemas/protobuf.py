@@ -96,6 +96,16 @@ class ProtoReader:
         name = self.message_name([0])
         return walker.capsule(self._json_ids[name]), name
 
+    def json_framed(self, about: dict):
+        """records/packed.py's seam's reader for this schema's values: reader(payload after the
+        id) -> (the value's JSON, the schema object's JSON: about and the message's name) |
+        None, the message-index list read in C; None without the C walker."""
+        walker = self._json_walker()
+        if not hasattr(walker, "framed"):
+            return None
+        import orjson
+        return walker.framed(lambda name: orjson.dumps({**about, "message": name}))
+
     def _json_walker(self):
         if self._json is None:
             from kinspect.schemas.protobuf_json import JsonTables, json_walker

@@ -124,7 +124,8 @@ class Schemas:
             found = reader.json_capsule() if len(reader.top) == 1 else None
             if found is not None:  # one message: the walker's C reader, for the index list [0]
                 return found[0], orjson.dumps({**about, "message": found[1]})
-            return _protobuf_json(reader, about), None
+            framed = reader.json_framed(about)  # several messages: the index list read in C too
+            return (framed if framed is not None else _protobuf_json(reader, about)), None
         return None
 
     def may_hold_secrets(self, about: dict) -> bool:

@@ -509,3 +509,43 @@ def test_a_one_message_file_is_written_by_the_capsule_in_the_packed_batch(indexe
     assert stage.schemas.json_entry(4)[0].__class__.__name__ == "PyCapsule"
     if fast:
         assert b'"value":{"device":"dev-1","value":21.5,"tags":{"a":"7"}},' in dumpb(batch)
+
+
+TWO_MESSAGES = ONE.replace("package one;", "package two;\nmessage First { string s = 1; }")
+
+
+@needs_c
+@pytest.mark.parametrize("indexes,fast", [
+    (b"\x02\x02", True), (b"\x00", True), (b"\x04\x02\x00", True),  # [1], [0], [1, 0]
+    (b"\x02\x04", False), (b"\x01\x02", False), (b"\x02\x01", False), (b"\x82\x01" + b"\x00" * 65, False),
+    (b"\x02", False), (b"\x02\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", False),
+])
+def test_a_file_of_several_messages_is_written_by_the_framed_reader(indexes, fast):
+    """The seam's reader for a file of several messages reads the message-index list in C:
+    [1], [0] and [1, 0] are written as the Python way writes them; an index past the file's
+    messages, a negative count or index, a count past 64, a cut or overlong varint send the
+    batch the Python way."""
+    from kinspect import native
+    from kinspect.schemas.registry import SchemaStore, StoredSchema
+    from kinspect.schemas.resolver import Schemas
+    from kinspect.schemas.stage import ValueStage
+    if native.v2records is None:
+        pytest.skip("no packed batches without _v2records")
+
+    def stage(packed):
+        store = SchemaStore()
+        store.add(StoredSchema(5, "two-value", 1, "PROTOBUF", TWO_MESSAGES))
+        return ValueStage(Schemas(store, looked_in=["the test"]), packed_json=packed)
+
+    place = _tag(1, 1) + struct.pack("<d", 45.25)
+    value = {b"\x02\x02": _len(1, b"dev-2") + _len(4, place), b"\x00": _len(1, b"first"),
+             b"\x04\x02\x00": place}.get(indexes, _len(1, b"x"))
+    framed = [b"\x00\x00\x00\x00\x05" + indexes + value, b"\x00\x00\x00\x00\x05\x00" + _len(1, b"f")]
+    python_way = _packed_batch(framed)
+    stage(False)._batch(python_way)
+    batch = _packed_batch(framed)
+    fast_stage = stage(True)
+    fast_stage._batch(batch)
+    assert dumpb(batch) == dumpb(python_way)
+    assert (batch["records"].to_json() is not None) == fast
+    assert type(fast_stage.schemas.json_entry(5)[0]).__name__ == "Framed"
