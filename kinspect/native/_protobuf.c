@@ -1,6 +1,9 @@
 /* Protobuf payloads straight to JSON text (schemas/protobuf_json.py's walker, in C).
  *
  * Walker(spec).walk(payload, message_id) -> bytes | None
+ * walker.bind(resolve); walker.read_json(payload, indexes) -> (full name, bytes) | None
+ * walker.framed(about_of)(payload after the id) -> (bytes, about_of(name)) | None
+ * walker.capsule(message_id): a JsonReader capsule (_json_out.h) for the index list [0]
  *
  * spec is the tables JsonTables builds from a schema's descriptors (its docstring says the
  * layout and what the JSON is). A message is read in two steps: a scan of its bytes records
