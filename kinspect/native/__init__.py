@@ -26,10 +26,13 @@ ring = _load("kinspect.native._ring")
 bodies = _load("kinspect.native._bodies")
 tls = _load("kinspect.native._tls")
 relay = _load("kinspect.native._relay")
+avro = _load("kinspect.native._avro")            # Avro values as JSON text (schemas/avro_json.py)
+protobuf = _load("kinspect.native._protobuf")    # Protobuf values as JSON text (schemas/protobuf_json.py)
 
 
 def status() -> dict[str, bool]:
     """Which accelerators this process uses."""
     return {"v2records": v2records is not None, "bytes_json": bytes_json is not None,
             "packets": packets is not None, "ring": ring is not None, "bodies": bodies is not None,
-            "tls": tls is not None, "relay": relay is not None}
+            "tls": tls is not None, "relay": relay is not None, "avro": avro is not None,
+            "protobuf": protobuf is not None}

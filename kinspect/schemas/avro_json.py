@@ -38,7 +38,7 @@ MAX_EMPTY_ITEMS = 100_000  # array or map items of no bytes in one value
 MAP_KEYS = 64             # a map's keys are checked for repeats pairwise
 MAX_NODES = 1 << 20
 
-_avro = native._load("kinspect.native._avro")
+_avro = native.avro
 
 
 class NoProgram(ValueError):

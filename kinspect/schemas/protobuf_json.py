@@ -40,7 +40,7 @@ from google.protobuf.internal.type_checkers import ToShortestFloat
 
 from kinspect import native
 
-_NATIVE = native._load("kinspect.native._protobuf")  # not in native.status(): new this session
+_NATIVE = native.protobuf
 MAX_DEPTH = 64  # below protobuf's own 100: deeper values go the Python path
 REPEATED, PRESENCE, MAP = 1, 2, 4
 ONEOF_SHIFT = 8

@@ -26,7 +26,7 @@ decode = native.v2records.decode if native.v2records is not None else None
 def test_the_accelerators_are_built():
     # The README's install builds them; without a C compiler kinspect still works, slower.
     assert native.status() == {"v2records": True, "bytes_json": True, "packets": True, "ring": True,
-                               "bodies": True, "tls": True, "relay": True}, (
+                               "bodies": True, "tls": True, "relay": True, "avro": True, "protobuf": True}, (
         "C accelerators missing: pip install -e . with a C compiler (gcc) present")
 
 
