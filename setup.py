@@ -18,7 +18,7 @@ setup(ext_modules=[
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._ring", ["kinspect/native/_ring.c"],  # sniff's TPACKET_V3 blocks
               extra_compile_args=FLAGS, optional=True),
-    Extension("kinspect.native._bodies", ["kinspect/native/_bodies.c"],  # error codes of a body
+    Extension("kinspect.native._bodies", ["kinspect/native/_bodies.c"],  # body walks: error codes, a body's regular case
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._tls", ["kinspect/native/_tls.c"],  # a TLS direction's records opened
               extra_compile_args=FLAGS, optional=True),
