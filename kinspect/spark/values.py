@@ -49,7 +49,7 @@ class FileValues:
         registry records read first, as decode does (others learn them as they come)."""
         schemas, _problems = open_sources(sources, topic, limits=run_options.get("limits"))
         learn = True
-        if isinstance(path, str) and os.path.isfile(path) and mentions(path, topic):
+        if isinstance(path, str) and os.path.isfile(path) and mentions(path, topic, run_options.get("limits")):
             from kinspect.decode.pipeline import CaptureUnreadable
             try:
                 read_capture(path, schemas.store, topic, **run_options)

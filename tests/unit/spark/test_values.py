@@ -130,3 +130,24 @@ def test_the_data_source_options_say_what_the_tasks_get():
     assert opts.schemas({"schemas": "a", "raw_values": "true"}) == {}
     opts.check_known({"schemas": "a", "schemas_topic": "t", "raw_values": "false", "table": "clients"})
     assert opts.table({"table": "clients"}) == "clients"
+
+
+def test_a_tasks_scan_for_the_registry_topic_keeps_the_runs_gzip_bound(tmp_path, monkeypatch):
+    """A task's first pass over a gzip'ed capture looks for the registry topic only as far as the
+    task's decode may read (its limits), not to the end of a bomb: the name past the bound is
+    not found, so no first pass reads it."""
+    import gzip
+
+    from kinspect.limits import Limits
+    from kinspect.schemas import stage
+    from kinspect.spark import values
+    monkeypatch.setattr(stage, "CHUNK", 1 << 16)  # the scan's buffer, smaller than the bound
+    passes = []
+    monkeypatch.setattr(values, "read_capture", lambda path, *args, **options: passes.append(path))
+    far = tmp_path / "far.pcap.gz"
+    far.write_bytes(gzip.compress(bytes(4 << 20) + b"_schemas"))
+    small = Limits(max_batch_bytes=1 << 20, max_file_ratio=2)
+    values.FileValues.open([], "_schemas", str(far), {"limits": small})
+    assert passes == []  # past the bound: no first pass
+    values.FileValues.open([], "_schemas", str(far), {})
+    assert passes == [str(far)]  # the default bound (64 MiB first) reaches the name
