@@ -88,3 +88,23 @@ def test_ctrl_c_while_the_jvm_starts_leaves_no_jvm_waiting_for_a_driver(tmp_path
     run = _spark([stalled], tmp_path / "out")
     jvm = _wait_for(lambda: [p for p, command in _children(run.pid) if "SparkSubmit" in command], "the JVM")
     assert _interrupt(run, jvm) == "\n"
+
+
+def test_a_run_that_does_not_end_after_ctrl_c_is_ended_by_the_watchdog():
+    """Whatever the main thread does after a Ctrl-C (here: a handler that swallows it, and a
+    sleep), the run ends with 130 within interrupt.GRACE seconds, and says only the newline."""
+    code = ("import signal, time\n"
+            "from kinspect.spark import interrupt\n"
+            "interrupt.GRACE = 1.0\n"
+            "with interrupt.Interrupts():\n"
+            "    signal.signal(signal.SIGINT, lambda *_: None)\n"
+            "    print('ready', flush=True)\n"
+            "    time.sleep(60)\n")
+    run = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    assert run.stdout.readline() == "ready\n"
+    started = time.monotonic()
+    os.killpg(run.pid, signal.SIGINT)
+    _, stderr = run.communicate(timeout=30)
+    assert run.returncode == 130 and stderr == "\n"
+    assert time.monotonic() - started < 20  # not the 60 s sleep
