@@ -18,9 +18,9 @@ from kinspect.schemas import protobuf_json
 from kinspect.schemas.protobuf import ProtoError, compile_proto
 from kinspect.schemas.protobuf_json import JsonTables, PyWalker
 from tests.lab.schema_clients import proto_sources
+from tests.unit.native import needs_c  # the C walker's own tests: CI's pure-Python run deselects them
 
 C = protobuf_json._NATIVE
-needs_c = pytest.mark.skipif(C is None, reason="the C walker is not built (or KINSPECT_PURE_PYTHON)")
 
 COMMON = """syntax = "proto3";
 package kinds.common;
@@ -493,9 +493,6 @@ def test_a_one_message_file_is_written_by_the_capsule_in_the_packed_batch(indexe
     """decode --json's packed batches (records/packed.py) with the walker's JsonReader capsule:
     the batch's text is what the Python way writes; a value of a nested message (index list
     [0, 0]) sends the batch the Python way."""
-    from kinspect import native
-    if native.v2records is None:
-        pytest.skip("no packed batches without _v2records")
     value = _len(1, b"dev-1") + _tag(2, 1) + struct.pack("<d", 21.5) + _len(3, _len(1, b"a") + _tag(2, 0) + _varint(7))
     framed = [b"\x00\x00\x00\x00\x04" + indexes + (value if fast else _tag(1, 1) + struct.pack("<d", 45.25)),
               b"\x00\x00\x00\x00\x04\x00" + _len(4, _tag(1, 1) + struct.pack("<d", -3.5)), b"plain"]
@@ -525,12 +522,9 @@ def test_a_file_of_several_messages_is_written_by_the_framed_reader(indexes, fas
     [1], [0] and [1, 0] are written as the Python way writes them; an index past the file's
     messages, a negative count or index, a count past 64, a cut or overlong varint send the
     batch the Python way."""
-    from kinspect import native
     from kinspect.schemas.registry import SchemaStore, StoredSchema
     from kinspect.schemas.resolver import Schemas
     from kinspect.schemas.stage import ValueStage
-    if native.v2records is None:
-        pytest.skip("no packed batches without _v2records")
 
     def stage(packed):
         store = SchemaStore()
