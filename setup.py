@@ -23,7 +23,7 @@ setup(ext_modules=[
     Extension("kinspect.native._tls", ["kinspect/native/_tls.c"],  # a TLS direction's records opened
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._protobuf", ["kinspect/native/_protobuf.c"],  # Protobuf values to JSON
-              extra_compile_args=FLAGS, optional=True),
+              extra_compile_args=FLAGS, optional=True, depends=["kinspect/native/_json_out.h"]),
     Extension("kinspect.native._relay", ["kinspect/native/_relay.c"],  # the proxy's byte path
               extra_compile_args=FLAGS, optional=True),
     Extension("kinspect.native._avro", ["kinspect/native/_avro.c"],  # Avro values as JSON text
