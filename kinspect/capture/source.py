@@ -33,7 +33,7 @@ from kinspect.problems import Problem
 
 CHUNK = 1 << 20
 PACKET_WORK = 128  # bytes a packet or other block counts for, at least, in a gzip'ed capture's bound
-RELEASE_STEP = 32 << 20    # mapped bytes handed back to the kernel at a time
+RELEASE_STEP = 8 << 20     # mapped bytes handed back to the kernel at a time
 RELEASE_BEHIND = 1 << 20   # kept behind the parser
 GZIP_MAGIC = b"\x1f\x8b"
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
@@ -185,7 +185,7 @@ class Capture:
         released = 0
         for count, packet in enumerate(parser.packets(final=True), 1):
             yield packet
-            if not count & 0x3FFF:
+            if not count & 0x3FF:  # the C readers' batch: see where it ended
                 done = parser.offset - RELEASE_BEHIND
                 if done - released >= RELEASE_STEP:
                     done -= done % mmap.PAGESIZE

@@ -294,3 +294,36 @@ def test_honest_gzipped_captures_inflate_within_the_bound_without_its_first_allo
             packets = list(capture.packets())
             assert capture.problems == [], path.name
         assert packets == read_all(path)[1], path.name
+
+
+def _mapped_rss(path) -> int:
+    """Resident bytes of the mappings of ``path`` in this process, from /proc/self/smaps."""
+    resident, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if line[0] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+                inside = line.rstrip("\n").endswith(str(path))
+            elif inside and line.startswith("Rss:"):
+                resident += int(line.split()[1]) << 10
+    return resident
+
+
+def test_a_mapped_capture_of_large_packets_stays_resident_within_a_few_steps(tmp_path):
+    """Pages of a mapped capture are handed back every few MB, however large its packets are
+    (they were looked at every 16,384 packets: 94 MB of a loopback capture stayed resident)."""
+    from kinspect.capture.source import RELEASE_BEHIND, RELEASE_STEP
+
+    size, count = 8000, 8000  # 64 MB
+    path = tmp_path / "large.pcap"
+    with open(path, "wb") as out:
+        out.write(pcap_header(1))
+        for number in range(count):
+            out.write(pcap_record(number, 0, number.to_bytes(4, "big") * (size // 4)))
+    peak = 0
+    with open_capture(path) as capture:
+        for number, packet in enumerate(capture.packets()):
+            assert packet[2][:4] == number.to_bytes(4, "big")
+            if not number % 64:
+                peak = max(peak, _mapped_rss(path))
+        assert number == count - 1
+    assert 0 < peak <= RELEASE_STEP + RELEASE_BEHIND + 2 * 1024 * size + (1 << 20)  # 26 MB
