@@ -138,6 +138,7 @@ class KinspectSource(DataSource):
 
     default_cores = 1
     driver_version = None  # kinspect's version where the source was registered
+    schemas: dict = {}  # table -> its StructType as JSON, made at register() (table_schemas)
 
     @classmethod
     def name(cls) -> str:
@@ -147,11 +148,17 @@ class KinspectSource(DataSource):
         return self.driver_version or _version()
 
     def schema(self):
+        """The table's schema. Spark asks for it in a Python process of its own (create_data_source),
+        which imported pyspark alone: the JSON register() made spares it importing kinspect's
+        decoder, its options and pyarrow. A table name not in it gets source_options' message."""
         require_kinspect(self._expected())
-        from pyspark.sql.pandas.types import from_arrow_schema
+        known = self.schemas.get(str(self.options.get("table", "exchanges")).strip().lower())
+        if known is not None:
+            import json
 
-        from kinspect.spark import source_options
-        return from_arrow_schema(source_options.schema_of(source_options.table(self.options)))
+            from pyspark.sql.types import StructType
+            return StructType.fromJson(json.loads(known))
+        return _schema(self.options)
 
     def reader(self, schema):
         from kinspect.spark.reading import planned
@@ -190,6 +197,19 @@ class CaptureStream(DataSourceStreamReader):
         return partition_batches(partition.value, self.table, self.payload)
 
 
+def _schema(options):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from kinspect.spark import source_options
+    return from_arrow_schema(source_options.schema_of(source_options.table(options)))
+
+
+def table_schemas() -> dict:
+    """Each public table's Spark schema as JSON (rows.py's Arrow schemas, converted by pyspark)."""
+    from kinspect.spark.source_options import PUBLIC_TABLES
+    return {name: _schema({"table": name}).json() for name in PUBLIC_TABLES}
+
+
 def _version() -> str:
     import kinspect
     return kinspect.__version__
@@ -204,10 +224,16 @@ def _by_value() -> None:
 def register(spark, cores: int | None = None) -> None:
     """Registers ``spark.read.format("kinspect")`` (and readStream's) in ``spark``. ``cores``: the
     parallelism plans are made for (the option ``cores`` overrides it); default: the session's."""
-    _by_value()
     if cores is None:
         from kinspect.spark.connect import parallelism
         cores = parallelism(spark)
-    spark.dataSource.register(type("KinspectSource", (KinspectSource,), {"default_cores": cores,
-                                                                         "driver_version": _version()}))
+    spark.dataSource.register(source_class(cores))
+
+
+def source_class(cores: int) -> type:
+    """The source register() registers: this module pickled by value, the parallelism, the driver's
+    version and the tables' schemas carried as class attributes."""
+    _by_value()
+    return type("KinspectSource", (KinspectSource,), {"default_cores": cores, "driver_version": _version(),
+                                                      "schemas": table_schemas()})
 
