@@ -13,10 +13,21 @@ far as ``read()``, which says so in one line (``KinspectMissing``) instead of fa
 The kinspect objects the tasks need (key log, filter, bounds) travel pickled as bytes, opened
 after that check.
 
+What a user's read pays to plan (Spark 4.0.5): the JVM runs each of pyspark.sql.worker's
+lookup_data_sources (once a JVM, when the first Python source is registered), create_data_source
+(the schema, at load()) and plan_data_source_read (reader() and partitions(), at the action) in a
+Python of its own: ``python -m pyspark.daemon MODULE`` (PythonPlannerRunner ->
+SparkEnv.createPythonWorker, whose daemon module is the constant "pyspark.daemon":
+spark.python.daemon.module, and so kinspect's warm daemon, applies to tasks only; a simple worker
+instead with spark.python.use.daemon=false, for tasks too). Each imports pyspark from the
+pyspark.zip Spark puts first on its PYTHONPATH, compiling it: 1.0-1.3 CPU-s a process, 0.4 from
+the installed package. Kinspect's own part is small: schema() takes 0.07 CPU-s (its imports:
+carrying the schemas as JSON from register() only moved them to the driver), reader() 0.05. The
+processes stay (spark.python.worker.reuse), so a session's later reads skip most of it.
+
 `kinspect spark` (job.py) plans on the driver and has the same reader read its units in
-mapInArrow (``KinspectReader.mapper``): planning a Python data source starts three Python
-processes (lookup, create, plan), 4-5 s of every run's start. It first checks one task's Python
-(``check_executors``), which gives the one line as a value rather than a task's failure.
+mapInArrow (``KinspectReader.mapper``): none of those processes start. It first checks one task's
+Python (``check_executors``), which gives the one line as a value rather than a task's failure.
 
 Sharded files: the user's source deals each exchange of a split file to one shard, every shard
 pairing every connection (plan.Shard): exact with no check across tasks, which a data source
@@ -138,7 +149,6 @@ class KinspectSource(DataSource):
 
     default_cores = 1
     driver_version = None  # kinspect's version where the source was registered
-    schemas: dict = {}  # table -> its StructType as JSON, made at register() (table_schemas)
 
     @classmethod
     def name(cls) -> str:
@@ -148,17 +158,11 @@ class KinspectSource(DataSource):
         return self.driver_version or _version()
 
     def schema(self):
-        """The table's schema. Spark asks for it in a Python process of its own (create_data_source),
-        which imported pyspark alone: the JSON register() made spares it importing kinspect's
-        decoder, its options and pyarrow. A table name not in it gets source_options' message."""
         require_kinspect(self._expected())
-        known = self.schemas.get(str(self.options.get("table", "exchanges")).strip().lower())
-        if known is not None:
-            import json
+        from pyspark.sql.pandas.types import from_arrow_schema
 
-            from pyspark.sql.types import StructType
-            return StructType.fromJson(json.loads(known))
-        return _schema(self.options)
+        from kinspect.spark import source_options
+        return from_arrow_schema(source_options.schema_of(source_options.table(self.options)))
 
     def reader(self, schema):
         from kinspect.spark.reading import planned
@@ -197,19 +201,6 @@ class CaptureStream(DataSourceStreamReader):
         return partition_batches(partition.value, self.table, self.payload)
 
 
-def _schema(options):
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from kinspect.spark import source_options
-    return from_arrow_schema(source_options.schema_of(source_options.table(options)))
-
-
-def table_schemas() -> dict:
-    """Each public table's Spark schema as JSON (rows.py's Arrow schemas, converted by pyspark)."""
-    from kinspect.spark.source_options import PUBLIC_TABLES
-    return {name: _schema({"table": name}).json() for name in PUBLIC_TABLES}
-
-
 def _version() -> str:
     import kinspect
     return kinspect.__version__
@@ -231,9 +222,8 @@ def register(spark, cores: int | None = None) -> None:
 
 
 def source_class(cores: int) -> type:
-    """The source register() registers: this module pickled by value, the parallelism, the driver's
-    version and the tables' schemas carried as class attributes."""
+    """The source register() registers: this module pickled by value, the parallelism and the
+    driver's version carried as class attributes."""
     _by_value()
-    return type("KinspectSource", (KinspectSource,), {"default_cores": cores, "driver_version": _version(),
-                                                      "schemas": table_schemas()})
+    return type("KinspectSource", (KinspectSource,), {"default_cores": cores, "driver_version": _version()})
 

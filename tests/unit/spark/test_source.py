@@ -122,24 +122,6 @@ def test_each_tables_schema_is_its_arrow_schema():
             assert source(CaseInsensitiveDict({"table": given})).schema() == from_arrow_schema(TABLES[name]), given
 
 
-def test_spark_gets_the_schema_without_kinspects_decoder_or_pyarrow(tmp_path):
-    """Spark asks for the schema in a Python of its own that imported pyspark's create_data_source:
-    the registered class answers from the JSON it carries (0.07 CPU-s of imports spared a read)."""
-    from pyspark import cloudpickle
-
-    from kinspect.spark.source import source_class
-    (tmp_path / "source.pickle").write_bytes(cloudpickle.dumps(source_class(1)))
-    probe = ("import pickle, sys; import pyspark.sql.worker.create_data_source; "
-             "from pyspark.sql.datasource import CaseInsensitiveDict; "
-             f"cls = pickle.loads(open({str(tmp_path / 'source.pickle')!r}, 'rb').read()); "
-             "print(len(cls(CaseInsensitiveDict({'table': 'records'})).schema().fields)); "
-             "print(sorted(m for m in sys.modules if m.startswith(('kinspect.', 'pyarrow'))))")
-    fields, imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True,
-                                      text=True, timeout=120).stdout.splitlines()
-    assert int(fields) == len(RECORDS.names)
-    assert imported == "[]"
-
-
 class _Gated:
     """A capture's packets, held after the first ``gate`` until ``opened`` is set: a writer whose
     second half comes while the test says."""
