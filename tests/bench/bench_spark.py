@@ -5,7 +5,8 @@ clients, decoded to the same Parquet tables by
   exchanges partitioned by api_name as Spark writes them): the figure Spark must come close to;
 - local[1] and local[2]: `kinspect spark SET --out DIR --master local[N]` (a client of the data source);
 - data source local[1]: a user's job, ``spark.read.format("kinspect").load(SET)`` written as Parquet
-  partitioned by api_name (kinspect/spark/source.py);
+  partitioned by api_name (kinspect/spark/source.py); "data source start (1 small file)" is that job
+  on the one-packet file: its own start (Spark's three planning processes, see source.py);
 - the set's biggest file (≥ 1 GB) alone on local[1] and on local[2], where the planner splits it
   into two connection shards;
 - start: `kinspect spark` on a one-packet-file set (pcaps/librdkafka-mtu1500.pcap): JVM start,
@@ -16,22 +17,27 @@ clients, decoded to the same Parquet tables by
   spark.python.daemon.module=pyspark.daemon): no imports done ahead, in a warm process or
   before the forks, and pyspark imported from its zip (kinspect/spark/daemon.py, warm.py).
 
-    python tests/bench/bench_spark.py                    # the cached bench captures (below)
-    python tests/bench/bench_spark.py --rounds 2 --captures A.pcap B.pcap ... --big A.pcap
-    python tests/bench/bench_spark.py --rounds 3 --captures ~/.cache/kinspect-bench/{bench-1m.pcap,\
-        bench-1m.first511540.pcap,bench-loopback.pcap,bench-loopback.first28354.pcap,bench-4g.pcap}
-                                                         # 6.70 GB (bench-4g: tests/bench/README.md)
+    sudo python tests/bench/bench_spark.py               # the lead's run: ~10 min on 2 vCPUs (below)
+    python tests/bench/bench_spark.py --all --rounds 2 --captures A.pcap B.pcap ... --big A.pcap
+    python tests/bench/bench_spark.py --all --rounds 3 --within 0 --captures ~/.cache/kinspect-bench/{\
+        bench-1m.pcap,bench-1m.first511540.pcap,bench-loopback.pcap,bench-loopback.first28354.pcap,\
+        bench-4g.pcap}                                   # 6.70 GB (bench-4g: tests/bench/README.md)
 
-The default set: ~/.cache/kinspect-bench/bench-1m.pcap (1.26 GB, librdkafka producers with every
-codec and a consumer group over an MTU-1500 veth; sudo python tools/record_bench_capture.py)
-with its first-511540-packets prefix, and the loopback capture (4-64 KB segments; sudo python
-tools/record_loopback_capture.py) with its first-28354 prefix (tests/bench/prefixes.py makes
-prefixes with editcap): 2.37 GB in four files. Each is linked into one directory.
+The default set (session 25's, 1.87 GB in four files, each linked into one directory):
+~/.cache/kinspect-bench/bench-loopback.pcap (loopback, 4-64 KB segments; sudo python
+tools/record_loopback_capture.py) and its first-28232-packets prefix (tests/bench/prefixes.py
+makes prefixes with editcap), bench-small-produce.pcap (small Produce requests) and its x4 copy.
+The default runs, all local[1]: the two starts, the plain loop, `kinspect spark` and the data
+source, interleaved, 3 rounds unless the next round would end after ``--within`` seconds (600; 0:
+no limit), 2 at least. The JVM's class archive is kept in ~/.cache/kinspect-bench/spark-jvm-cache
+(``--cache``): made by the first run ever (round 0), mapped by every later one. Run as root (the
+cgroup): without it, the CPU of Spark's Python workers is not all counted.
 
-``--only`` runs some of the runs (names as in the table, e.g. --only "start (1 small file)" "plain loop"
-"local[1]" "data source local[1]"); ``--code REF ...`` runs kinspect as committed at each REF (a
-snapshot: tests/bench/measure.py), the Spark runs once per REF in every round, interleaved, so a
-change is measured against its base on the same machine minutes apart.
+``--all`` adds local[2], the big file alone on local[1] and local[2], the start without the class
+archive and the start with pyspark's daemon. ``--only`` runs some of the runs (names as in the
+table, e.g. --only "start (1 small file)" "plain loop"); ``--code REF ...`` runs kinspect as
+committed at each REF (a snapshot: tests/bench/measure.py), the Spark runs once per REF in every
+round, interleaved, so a change is measured against its base on the same machine minutes apart.
 
 Every run is a child process, runs interleaved per round. Per run: wall, the child's CPU
 (os.wait4: Python, the JVM and what they reaped), and the machine's busy CPU over the run
@@ -69,7 +75,12 @@ from tests.bench.measure import machine_facts, run_child, snapshot_kinspect  # n
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CACHE = Path.home() / ".cache" / "kinspect-bench"
-DEFAULT_SET = ["bench-1m.pcap", "bench-1m.first511540.pcap", "bench-loopback.pcap", "bench-loopback.first28354.pcap"]
+DEFAULT_SET = ["bench-loopback.pcap", "bench-small-produce.pcap", "bench-small-produce.x4.pcap",
+               "bench-loopback.first28232.pcap"]
+JVM_CACHE = CACHE / "spark-jvm-cache"  # the class archive, kept between benchmarks
+DEFAULT_RUNS = ("start (1 small file)", "data source start (1 small file)", "plain loop", "local[1]",
+                "data source local[1]")
+WITHIN_S = 600  # the default runs' rounds: 3 if they end within this, 2 at least
 TINY = REPO / "pcaps" / "librdkafka-mtu1500.pcap"
 CLUSTER_CORES = (8, 32, 128)
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
@@ -178,10 +189,10 @@ def _capture_set(paths: list[Path], into: Path) -> Path:
     return into
 
 
-def _first_run(cache: Path, code: Path | None) -> dict:
+def _first_run(cache: Path, out: Path, code: Path | None) -> dict:
     """The first run with an empty ``cache``: it lists the JVM's classes, and a background process
     makes the class archive (kinspect/spark/jvmcache.py) that every later run maps. Waits for it."""
-    row = _run("first run, archive made after", _spark([TINY], cache.parent / "first", "local[1]"), TINY.stat().st_size,
+    row = _run("first run, archive made after", _spark([TINY], out, "local[1]"), TINY.stat().st_size,
                {"KINSPECT_CACHE_DIR": str(cache)}, code)
     started = time.perf_counter()
     while not list(cache.glob("spark-jvm/*.jsa")) and time.perf_counter() - started < 900:
@@ -222,10 +233,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captures", nargs="+", type=Path, help="the capture set (default: the cached bench set)")
     parser.add_argument("--big", type=Path, help="the big file run alone (default: the set's largest)")
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--within", type=float, default=WITHIN_S, help="no round started that would end after "
+                        "this many seconds (by the rounds so far; 2 rounds at least; 0: no limit)")
+    parser.add_argument("--all", action="store_true", help="every run, not only the default ones")
     parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--cache", type=Path, help="the JVM's class archive's cache (KINSPECT_CACHE_DIR) of an "
-                        "earlier run: the first run in an empty one is then left out")
+    parser.add_argument("--cache", type=Path, default=JVM_CACHE, help="the JVM's class archive's cache "
+                        "(KINSPECT_CACHE_DIR): the first run in an empty one makes the archive (round 0)")
     parser.add_argument("--only", nargs="+", metavar="RUN", help="only these runs (their names in the table)")
     parser.add_argument("--code", nargs="+", metavar="REF", help="kinspect as committed at each REF, interleaved")
     parser.add_argument("--plain-loop", nargs="+", metavar=("OUT", "FILE"), help=argparse.SUPPRESS)
@@ -245,6 +259,8 @@ def main() -> None:
     size = sum(c.stat().st_size for c in captures)
     big_size = big.stat().st_size
     facts = machine_facts()
+    only = args.only or (None if args.all else DEFAULT_RUNS)
+    began = time.perf_counter()
     print(f"{len(captures)} captures, {size / 1e9:.2f} GB; big file {big.name} {big_size / 1e9:.2f} GB; "
           f"load average {facts['load_average']}", flush=True)
     rows = []
@@ -256,10 +272,16 @@ def main() -> None:
         if args.code:
             facts["kinspect"] = {ref: snapshot_kinspect(path, ref) for ref, path in codes.items()}
         inputs = _capture_set(captures, tmp / "set")
-        cache = args.cache or tmp / "cache"
+        cache = args.cache
+        cache.mkdir(parents=True, exist_ok=True)
         if not list(cache.glob("spark-jvm/*.jsa")):
-            rows.append({"round": 0, **_first_run(cache, next(iter(codes.values())))})
+            rows.append({"round": 0, **_first_run(cache, tmp / "first", next(iter(codes.values())))})
+        rounds_began = time.perf_counter()
         for round_ in range(args.rounds):
+            per_round = (time.perf_counter() - rounds_began) / round_ if round_ else 0
+            if round_ >= 2 and args.within and time.perf_counter() - began + per_round > args.within:
+                print(f"round {round_ + 1} left out: it would end after {args.within:.0f} s", flush=True)
+                break
             out = tmp / f"round{round_}"
             out.mkdir()
             print(f"round {round_ + 1}", flush=True)
@@ -272,6 +294,8 @@ def main() -> None:
                     ("start, no class archive", _spark([TINY], mine / "start-cold", "local[1]"), TINY.stat().st_size),
                     ("start, pyspark's daemon", _spark([TINY], mine / "start-pyspark-daemon", "local[1]")
                      + ["--conf", "spark.python.daemon.module=pyspark.daemon"], TINY.stat().st_size),
+                    ("data source start (1 small file)", [sys.executable, __file__, "--source-job",
+                                                          str(mine / "source-start"), str(TINY)], TINY.stat().st_size),
                     ("plain loop", [sys.executable, __file__, "--plain-loop", str(mine / "plain"),
                                     *map(str, captures)], size),
                     ("local[1]", _spark([inputs], mine / "l1", "local[1]"), size),
@@ -282,7 +306,7 @@ def main() -> None:
                     ("big file local[2]", _spark([big], mine / "b2", "local[2]"), big_size),
                 ]
                 for name, argv, n in runs:
-                    if args.only and name not in args.only or (name == "plain loop" and i):  # the plain loop: once
+                    if only and name not in only or (name == "plain loop" and i):  # the plain loop: once
                         continue
                     archive = "" if "no class archive" in name else str(cache)  # "": none (jvmcache)
                     rows.append({"round": round_ + 1, "code": ref or None,
@@ -351,15 +375,20 @@ def _report_one(rows: list[dict], size: int, big_size: int, at: str) -> dict:
     l1, source, l2 = wall("local[1]"), wall("data source local[1]"), wall("local[2]")
     b1, b2 = wall("big file local[1]"), wall("big file local[2]")
     start_cpu, plain_cpu = cpu("start (1 small file)"), _median(rows, "plain loop", "tree_cpu_s")
+    source_start, source_start_cpu = wall("data source start (1 small file)"), cpu("data source start (1 small file)")
+    starts = {"local1": (start, start_cpu), "source": (source_start or start, source_start_cpu or start_cpu)}
     report = {
         "start_s": start, "start_without_class_archive_s": cold, "start_with_pysparks_daemon_s": pyspark_daemon,
         "start_cpu_s": start_cpu, "start_jvm_cpu_s": cpu("start (1 small file)", "jvm_cpu_s"),
+        "source_start_s": source_start, "source_start_cpu_s": source_start_cpu,
+        "source_start_jvm_cpu_s": cpu("data source start (1 small file)", "jvm_cpu_s"),
+        "source_start_less_start_cpu_s": _less(source_start_cpu, start_cpu) and round(_less(source_start_cpu, start_cpu), 2),
         "throughput_mb_s": {k: round(size / 1e6 / v, 1) for k, v in
                             (("plain", plain), ("local[1]", l1), ("data source", source), ("local[2]", l2)) if v},
         "target_local1_over_plain": 1.15,
         "local1_over_plain": _ratio(l1, plain), "local1_less_start_over_plain": _ratio(_less(l1, start), plain),
         "source_local1_over_plain": _ratio(source, plain),
-        "source_local1_less_start_over_plain": _ratio(_less(source, start), plain),
+        "source_local1_less_start_over_plain": _ratio(_less(source, starts["source"][0]), plain),
         "scaling_local2_over_local1": _ratio(l1, l2, 2), "target_scaling": 1.8,
         "scaling_less_start": _ratio(_less(l1, start), _less(l2, start), 2),
         "big_file_local2_speedup": _ratio(b1, b2, 2), "target_big_file_speedup": 1.7,
@@ -368,7 +397,7 @@ def _report_one(rows: list[dict], size: int, big_size: int, at: str) -> dict:
     for key, name in (("local1", "local[1]"), ("source", "data source local[1]")):
         run_cpu, jvm = cpu(name), cpu(name, "jvm_cpu_s")
         report[f"cpu_{key}_over_plain"] = _ratio(run_cpu, plain_cpu)
-        report[f"cpu_{key}_less_start_over_plain"] = _ratio(_less(run_cpu, start_cpu), plain_cpu)
+        report[f"cpu_{key}_less_start_over_plain"] = _ratio(_less(run_cpu, starts[key][1]), plain_cpu)
         report[f"jvm_share_{key}"] = _ratio(jvm, run_cpu)
         report[f"jvm_cpu_{key}_s"] = jvm
     # per core: MB per CPU-second of every process of local[1], the start's CPU out (cgroup runs);
@@ -381,6 +410,8 @@ def _report_one(rows: list[dict], size: int, big_size: int, at: str) -> dict:
     else:
         per_core = None
     report["per_core_mb_s_after_start"] = per_core and round(per_core, 1)
+    source_work = _less(cpu("data source local[1]"), starts["source"][1])
+    report["source_per_core_mb_s_after_start"] = _ratio(size / 1e6, source_work, 1)
     report["plain_mb_per_cpu_s"] = _ratio(size / 1e6, plain_cpu, 1)
     report["projection_mb_s"] = per_core and {f"{n} cores": round(per_core * n, 0) for n in CLUSTER_CORES}
     return report
@@ -399,27 +430,39 @@ def _markdown(result: dict) -> str:
                  row["cpu_s"], row["machine_busy_cpu_s"], row["others_cores"], row.get("peak_tree_pss_mb")]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     for ref, r in result["report"].items():
-        lines += ["", f"## {('kinspect at ' + ref) if ref else 'Figures'} (medians of the rounds)", "",
-                  f"- start (JVM, session, one task, writes): {r['start_s']} s, {r['start_cpu_s']} CPU s (JVM "
-                  f"{r['start_jvm_cpu_s']}); without the JVM's class archive (jvmcache.py): "
-                  f"{r['start_without_class_archive_s']} s; with pyspark's daemon: "
-                  f"{r['start_with_pysparks_daemon_s']} s",
-                  f"- throughput MB/s: {r['throughput_mb_s']}",
-                  f"- `kinspect spark` local[1] wall over plain: {r['local1_over_plain']} (target ≤ "
-                  f"{r['target_local1_over_plain']}); without the start: {r['local1_less_start_over_plain']}; CPU "
-                  f"(all processes) over plain: {r['cpu_local1_over_plain']}, without the start's: "
-                  f"{r['cpu_local1_less_start_over_plain']}; the JVM's share of its CPU: {r['jvm_share_local1']}",
-                  f"- data source (spark.read.format(\"kinspect\"), local[1]) wall over plain: "
-                  f"{r['source_local1_over_plain']}; without the start: {r['source_local1_less_start_over_plain']}; "
-                  f"CPU over plain: {r['cpu_source_over_plain']}, without the start's: "
-                  f"{r['cpu_source_less_start_over_plain']}; the JVM's share: {r['jvm_share_source']}",
-                  f"- local[2] / local[1] scaling: {r['scaling_local2_over_local1']}x (target ≥ "
-                  f"{r['target_scaling']}); without the start: {r['scaling_less_start']}x",
-                  f"- big file alone, local[2] speed-up: {r['big_file_local2_speedup']}x (target ≥ "
-                  f"{r['target_big_file_speedup']}); without the start: {r['big_file_speedup_less_start']}x",
-                  f"- per core after the start: {r['per_core_mb_s_after_start']} MB per CPU-second (the plain loop: "
-                  f"{r['plain_mb_per_cpu_s']}); projected upper bound {r['projection_mb_s']} MB/s"]
+        lines += ["", f"## {('kinspect at ' + ref) if ref else 'Figures'} (medians of the rounds)", ""]
+        lines += [line for line in _figures(r) if line]
     return "\n".join(lines) + "\n"
+
+def _figures(r: dict) -> list[str | None]:
+    """The report's lines; those of runs not made are None."""
+    return [
+        f"- start (JVM, session, one task, writes): {r['start_s']} s, {r['start_cpu_s']} CPU s (JVM "
+        f"{r['start_jvm_cpu_s']})" + (f"; without the JVM's class archive (jvmcache.py): "
+                                      f"{r['start_without_class_archive_s']} s" if r['start_without_class_archive_s']
+                                      else "") + (f"; with pyspark's daemon: {r['start_with_pysparks_daemon_s']} s"
+                                                  if r['start_with_pysparks_daemon_s'] else ""),
+        r["source_start_s"] and f"- the data source's start (a user's read and write of the small file): "
+        f"{r['source_start_s']} s, {r['source_start_cpu_s']} CPU s (JVM {r['source_start_jvm_cpu_s']}); "
+        f"{r['source_start_less_start_cpu_s']} CPU s more than `kinspect spark`'s (Spark's planning processes)",
+        f"- throughput MB/s (wall): {r['throughput_mb_s']}",
+        r["local1_over_plain"] and f"- `kinspect spark` local[1] over the plain loop: wall {r['local1_over_plain']} "
+        f"(target ≤ {r['target_local1_over_plain']}), {r['local1_less_start_over_plain']} without the start; "
+        f"CPU (all processes) {r['cpu_local1_over_plain']}, {r['cpu_local1_less_start_over_plain']} without the "
+        f"start's; the JVM's share of its CPU: {r['jvm_share_local1']}",
+        r["source_local1_over_plain"] and f"- data source (spark.read.format(\"kinspect\"), local[1]) over the plain "
+        f"loop: wall {r['source_local1_over_plain']} (target ≤ {r['target_local1_over_plain']}), "
+        f"{r['source_local1_less_start_over_plain']} without its start; CPU {r['cpu_source_over_plain']}, "
+        f"{r['cpu_source_less_start_over_plain']} without its start's; the JVM's share: {r['jvm_share_source']}",
+        r["scaling_local2_over_local1"] and f"- local[2] / local[1] scaling: {r['scaling_local2_over_local1']}x "
+        f"(target ≥ {r['target_scaling']}); without the start: {r['scaling_less_start']}x",
+        r["big_file_local2_speedup"] and f"- big file alone, local[2] speed-up: {r['big_file_local2_speedup']}x "
+        f"(target ≥ {r['target_big_file_speedup']}); without the start: {r['big_file_speedup_less_start']}x",
+        f"- per core after the start: {r['per_core_mb_s_after_start']} MB per CPU-second of all processes "
+        f"(`kinspect spark` local[1]; the data source: {r['source_per_core_mb_s_after_start']}; the plain loop: "
+        f"{r['plain_mb_per_cpu_s']}); projected upper bound {r['projection_mb_s']} MB/s",
+    ]
+
 
 if __name__ == "__main__":
     main()
