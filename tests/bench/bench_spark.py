@@ -6,7 +6,9 @@ clients, decoded to the same Parquet tables by
 - local[1] and local[2]: `kinspect spark SET --out DIR --master local[N]` (a client of the data source);
 - data source local[1]: a user's job, ``spark.read.format("kinspect").load(SET)`` written as Parquet
   partitioned by api_name (kinspect/spark/source.py); "data source start (1 small file)" is that job
-  on the one-packet file: its own start (Spark's three planning processes, see source.py);
+  on the one-packet file: its own start (Spark's three planning processes, see source.py); "data
+  source local[1], pyspark's session" (--all) is that job in a session built with pyspark's
+  defaults, as a user's own job is (no fast-start JVM flags, class archive or warm daemon);
 - the set's biggest file (≥ 1 GB) alone on local[1] and on local[2], where the planner splits it
   into two connection shards;
 - start: `kinspect spark` on a one-packet-file set (pcaps/librdkafka-mtu1500.pcap): JVM start,
@@ -171,15 +173,22 @@ def plain_loop(out: str, files: list[str]) -> None:
     pq.write_table(pa.Table.from_pylist(file_rows, schema=FILES), os.path.join(out, "files", "part-0.parquet"))
 
 
-def source_job(out: str, files: list[str]) -> None:
+def source_job(out: str, files: list[str], own_session: bool = False) -> None:
     """A user's job on local[1]: spark.read.format("kinspect") (kinspect/spark/source.py), the
-    exchanges written as kinspect spark writes them (Parquet partitioned by api_name)."""
+    exchanges written as kinspect spark writes them (Parquet partitioned by api_name). The session
+    is kinspect's (job.session: the JVM's flags and class archive, the warm daemon), or with
+    ``own_session`` one a user builds with pyspark's defaults (the UI off)."""
     from kinspect.spark import job, register
-    spark = job.session("local[1]", app="bench source")
+    if own_session:
+        from pyspark.sql import SparkSession
+        spark = SparkSession.builder.master("local[1]").appName("bench source").config(
+            "spark.ui.enabled", "false").getOrCreate()
+    else:
+        spark = job.session("local[1]", app="bench source")
     register(spark)
     (spark.read.format("kinspect").load(files).write.partitionBy("api_name")
      .parquet(os.path.join(out, "exchanges")))
-    job.stop(spark)
+    spark.stop() if own_session else job.stop(spark)
 
 
 def _capture_set(paths: list[Path], into: Path) -> Path:
@@ -244,12 +253,13 @@ def main() -> None:
     parser.add_argument("--code", nargs="+", metavar="REF", help="kinspect as committed at each REF, interleaved")
     parser.add_argument("--plain-loop", nargs="+", metavar=("OUT", "FILE"), help=argparse.SUPPRESS)
     parser.add_argument("--source-job", nargs="+", metavar=("OUT", "FILE"), help=argparse.SUPPRESS)
+    parser.add_argument("--own-session", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain_loop:
         plain_loop(args.plain_loop[0], args.plain_loop[1:])
         return
     if args.source_job:
-        source_job(args.source_job[0], args.source_job[1:])
+        source_job(args.source_job[0], args.source_job[1:], args.own_session)
         return
     captures = [c.resolve() for c in args.captures or [CACHE / name for name in DEFAULT_SET]]
     missing = [str(c) for c in captures if not c.is_file()]
@@ -301,6 +311,9 @@ def main() -> None:
                     ("local[1]", _spark([inputs], mine / "l1", "local[1]"), size),
                     ("data source local[1]", [sys.executable, __file__, "--source-job", str(mine / "source"),
                                               *map(str, captures)], size),
+                    ("data source local[1], pyspark's session", [sys.executable, __file__, "--source-job",
+                                                                str(mine / "source-own"), *map(str, captures),
+                                                                "--own-session"], size),
                     ("local[2]", _spark([inputs], mine / "l2", "local[2]"), size),
                     ("big file local[1]", _spark([big], mine / "b1", "local[1]"), big_size),
                     ("big file local[2]", _spark([big], mine / "b2", "local[2]"), big_size),
@@ -338,7 +351,7 @@ def _same_rows(out: Path) -> None:
         table = ds.dataset(path / "exchanges", format="parquet", partitioning="hive").to_table(columns=["api_name"])
         return sorted((r["api_name"], r["api_name_count"])
                       for r in table.group_by("api_name").aggregate([("api_name", "count")]).to_pylist())
-    for names, what in ((("plain", "l1", "l2", "source"), "the runs"), (("b1", "b2"), "the sharded big file's runs")):
+    for names, what in ((("plain", "l1", "l2", "source", "source-own"), "the runs"), (("b1", "b2"), "the sharded big file's runs")):
         found = [counts(path) for name in names for path in sorted(out.glob(f"*/{name}"))]
         assert all(c == found[0] for c in found), f"{what} wrote different rows"
 
@@ -409,6 +422,10 @@ def _report_one(rows: list[dict], size: int, big_size: int, at: str) -> dict:
         per_core = size / 1e6 / (l2 - start) / 2
     else:
         per_core = None
+    own = "data source local[1], pyspark's session"
+    report["source_own_session_over_plain"] = _ratio(wall(own), plain)
+    report["cpu_source_own_session_over_plain"] = _ratio(cpu(own), plain_cpu)
+    report["jvm_share_source_own_session"] = _ratio(cpu(own, "jvm_cpu_s"), cpu(own))
     report["per_core_mb_s_after_start"] = per_core and round(per_core, 1)
     source_work = _less(cpu("data source local[1]"), starts["source"][1])
     report["source_per_core_mb_s_after_start"] = _ratio(size / 1e6, source_work, 1)
@@ -437,7 +454,7 @@ def _markdown(result: dict) -> str:
 def _figures(r: dict) -> list[str | None]:
     """The report's lines; those of runs not made are None."""
     return [
-        f"- start (JVM, session, one task, writes): {r['start_s']} s, {r['start_cpu_s']} CPU s (JVM "
+        r["start_s"] and f"- start (JVM, session, one task, writes): {r['start_s']} s, {r['start_cpu_s']} CPU s (JVM "
         f"{r['start_jvm_cpu_s']})" + (f"; without the JVM's class archive (jvmcache.py): "
                                       f"{r['start_without_class_archive_s']} s" if r['start_without_class_archive_s']
                                       else "") + (f"; with pyspark's daemon: {r['start_with_pysparks_daemon_s']} s"
@@ -454,11 +471,14 @@ def _figures(r: dict) -> list[str | None]:
         f"loop: wall {r['source_local1_over_plain']} (target ≤ {r['target_local1_over_plain']}), "
         f"{r['source_local1_less_start_over_plain']} without its start; CPU {r['cpu_source_over_plain']}, "
         f"{r['cpu_source_less_start_over_plain']} without its start's; the JVM's share: {r['jvm_share_source']}",
+        r.get("source_own_session_over_plain") and f"- the data source in a session of pyspark's defaults over the "
+        f"plain loop (its start included): wall {r['source_own_session_over_plain']}, CPU "
+        f"{r['cpu_source_own_session_over_plain']}; the JVM's share: {r['jvm_share_source_own_session']}",
         r["scaling_local2_over_local1"] and f"- local[2] / local[1] scaling: {r['scaling_local2_over_local1']}x "
         f"(target ≥ {r['target_scaling']}); without the start: {r['scaling_less_start']}x",
         r["big_file_local2_speedup"] and f"- big file alone, local[2] speed-up: {r['big_file_local2_speedup']}x "
         f"(target ≥ {r['target_big_file_speedup']}); without the start: {r['big_file_speedup_less_start']}x",
-        f"- per core after the start: {r['per_core_mb_s_after_start']} MB per CPU-second of all processes "
+        r["per_core_mb_s_after_start"] and f"- per core after the start: {r['per_core_mb_s_after_start']} MB per CPU-second of all processes "
         f"(`kinspect spark` local[1]; the data source: {r['source_per_core_mb_s_after_start']}; the plain loop: "
         f"{r['plain_mb_per_cpu_s']}); projected upper bound {r['projection_mb_s']} MB/s",
     ]
