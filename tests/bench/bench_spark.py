@@ -36,7 +36,7 @@ no limit), 2 at least. The JVM's class archive is kept in ~/.cache/kinspect-benc
 cgroup): without it, the CPU of Spark's Python workers is not all counted.
 
 ``--all`` adds local[2], the big file alone on local[1] and local[2], the start without the class
-archive and the start with pyspark's daemon. ``--only`` runs some of the runs (names as in the
+archive, the start with pyspark's daemon, and the data source in pyspark's session. ``--only`` runs some of the runs (names as in the
 table, e.g. --only "start (1 small file)" "plain loop"); ``--code REF ...`` runs kinspect as
 committed at each REF (a snapshot: tests/bench/measure.py), the Spark runs once per REF in every
 round, interleaved, so a change is measured against its base on the same machine minutes apart.
