@@ -140,9 +140,20 @@ class TreeCpu:
         cpu = int((self.path / "cpuacct.usage").read_text()) / 1e9
         try:
             self.path.rmdir()
-        except OSError:
-            pass  # a process still in it: the directory goes when it has ended
+        except OSError:  # a process still in it (the class archive's dump): tried again at the exit
+            import atexit
+            atexit.register(self._remove_later)
         return round(cpu, 2), round(sum(self.jvm.values()), 2)
+
+    def _remove_later(self, within: float = 900.0) -> None:
+        """A cgroup v1 directory stays after its processes have ended: removed once they have."""
+        deadline = time.monotonic() + within
+        while self._pids() and time.monotonic() < deadline:
+            time.sleep(1)
+        try:
+            self.path.rmdir()
+        except OSError:
+            print(f"left behind: {self.path} (rmdir it once its processes have ended)", flush=True)
 
 
 def plain_loop(out: str, files: list[str]) -> None:
