@@ -194,7 +194,8 @@ def spark(inputs, out, master, remote, package, confs, fmt, task_mb, summary, re
                 tables = summaries.summarize(job.read_exchanges(session, out, fmt))
                 click.echo(summaries.render(summaries.write(tables, out, fmt)))
         finally:
-            job.stop(session, say=lambda text: click.echo(f"kinspect: {text}", err=True))
+            job.stop(session, say=lambda text: click.echo(f"kinspect: {text}", err=True),
+                     interrupted=interrupts.interrupted())
     if not local:
         click.echo(executors_line(written.files), err=True)
     for path, reasons in written.redone.items():

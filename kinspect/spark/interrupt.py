@@ -13,9 +13,14 @@ into a Py4JError, and Spark logs every task it kills. Here instead:
   so would any later one. A second Ctrl-C raises KeyboardInterrupt at once;
 - py4j's log records are dropped once a SIGINT has come;
 - whatever Spark does then, the run ends within GRACE seconds of the first SIGINT: a thread that
-  watches the wakeup fd ends Spark's JVM and exits 130 if the main thread has not by then (a CI
-  run once saw `kinspect spark` still running 60 s after a Ctrl-C that came while its JVM started;
-  the cause was not found).
+  watches the wakeup fd ends Spark's JVM and exits 130 if the main thread has not by then.
+
+A process started with SIGINT ignored (``cmd &`` in a script, which runs it in the terminal's
+foreground process group) takes it all the same, from ``__enter__`` on. Python leaves an inherited
+SIG_IGN in place, but pyspark does not: its SparkContext installs a handler, and its Python workers
+the default one, whatever the process inherited. So such a run ignored a Ctrl-C while its JVM
+started, then ran its whole job (a CI check of the suite, run that way, waited 60 s for it), and
+a Ctrl-C once the session was up ended it.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ class Interrupts:
             os.set_blocking(fd, False)
         self._previous_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
         self._previous_handler = signal.getsignal(signal.SIGINT)
+        if self._previous_handler == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # as pyspark does later on
         logging.getLogger().addFilter(self._quiet_py4j)  # py4j logs through the root logger
         self._done_read, self._done_write = os.pipe()
         self._watchdog = threading.Thread(target=self._watch, name="kinspect Ctrl-C watchdog", daemon=True)
@@ -83,6 +90,10 @@ class Interrupts:
             self.seen = True
             threading.Thread(target=_stop, args=(spark.sparkContext,), name="kinspect Ctrl-C", daemon=True).start()
         signal.signal(signal.SIGINT, on_sigint)
+
+    def interrupted(self) -> bool:
+        """Whether a SIGINT has come since ``__enter__``."""
+        return self._noted()
 
     def _noted(self) -> bool:
         try:

@@ -269,8 +269,9 @@ def _gateway_up() -> bool:
 _jvm_archive = None  # the jvmcache.Archive the JVM this process started maps or lists classes for
 
 
-def stop(spark, say=None) -> None:
-    """Stops the session, then lets jvmcache finish with its JVM.
+def stop(spark, say=None, interrupted: bool = False) -> None:
+    """Stops the session, then lets jvmcache finish with its JVM; ``interrupted`` (a Ctrl-C ended
+    the run): no class archive is made from it, since no process of the run outlives a Ctrl-C.
 
     pyspark's stop() waits up to a second for its accumulator server to notice the shutdown: the
     server's one handler polls its socket once a second (0.77 s of a 5.7 s run). Unless the JVM
@@ -280,6 +281,9 @@ def stop(spark, say=None) -> None:
     whose EOFError socketserver prints as a traceback."""
     global _jvm_archive
     archive, _jvm_archive = _jvm_archive, None
+    if interrupted:
+        jvmcache.abandon(archive)
+        archive = None
     context = None if is_connect(spark) else spark.sparkContext
     server = getattr(context, "_accumulatorServer", None)
     if server is not None and (archive is None or archive.mapped):

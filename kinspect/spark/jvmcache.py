@@ -218,6 +218,13 @@ def finish(archive: Archive | None, say=None) -> None:
             "later runs will start about 3 s sooner")
 
 
+def abandon(archive: Archive | None) -> None:
+    """A run that was interrupted makes no archive: its class list goes (the JVM, still writing
+    it, holds it open)."""
+    if archive is not None and not archive.mapped:
+        _unlink(archive.classes)
+
+
 def _command(pid: int) -> list[str] | None:
     """The JVM's java and options (those before its main class), from /proc; None elsewhere."""
     try:
