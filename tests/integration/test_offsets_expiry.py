@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -70,9 +71,7 @@ def expiry(tmp_path_factory):
             log_dir={g: read_log_dir(kafka.log_dir, g, history=True) for g in GROUPS},
             segments={d.name: read_segments(sorted(d.glob("*.log")), history=True)
                       for d in partitions},
-            dumps={d.name: dump_log_records(kafka.dump_log(*sorted(d.glob("*.log")),
-                                                           decoder="offsets"))
-                   for d in partitions})
+            dumps=_dumps(kafka, partitions))
 
 
 def _wait_for_expiry(bootstrap: str, timeout: float = 150) -> float:
@@ -84,6 +83,21 @@ def _wait_for_expiry(bootstrap: str, timeout: float = 150) -> float:
             return time.monotonic() - start
         time.sleep(0.5)
     pytest.fail(f"Kafka did not expire {list(EXPIRED)} within {timeout} s")
+
+
+def _dumps(kafka, partitions: list[Path]) -> dict[str, list[dict]]:
+    """kafka-dump-log's records of each partition, from one run over all their segments (a JVM
+    to start, not one a partition): its output split at each file's "Dumping <file>" line."""
+    texts: dict[str | None, list[str]] = {}
+    name = None
+    for line in kafka.dump_log(*(f for d in partitions for f in sorted(d.glob("*.log"))),
+                               decoder="offsets").splitlines(keepends=True):
+        if line.startswith("Dumping "):
+            name = Path(line.removeprefix("Dumping ").strip()).parent.name
+        texts.setdefault(name, []).append(line)
+    texts.pop(None, None)  # what it says before the first file
+    assert sorted(texts) == sorted(d.name for d in partitions), list(texts)
+    return {name: dump_log_records("".join(lines)) for name, lines in texts.items()}
 
 
 def _committed(kafka) -> dict:
