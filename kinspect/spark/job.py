@@ -156,6 +156,9 @@ def session(master: str | None = None, app: str = "kinspect spark", *, remote: s
                      if not (submitted() and key.startswith("spark.driver."))})  # spark-submit's JVM runs already
     try:
         spark = _get_or_create(app, master, settings)
+    except KeyboardInterrupt:
+        jvmcache.abandon(archive)  # an interrupted run makes no archive
+        raise
     except Exception:
         if archive is None or not archive.mapped or _gateway_up():
             raise  # the JVM started: the archive is not the cause

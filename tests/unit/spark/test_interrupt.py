@@ -134,8 +134,21 @@ def test_ctrl_c_while_the_jvm_starts_leaves_no_jvm_waiting_for_a_driver(tmp_path
     stalled = tmp_path / "endless.pcap"
     _endless_capture(stalled)
     run = _spark(runs, [stalled], tmp_path / "out", STARTS[start])
+    # the launch script (spark-submit, then spark-class: the same process becomes the JVM)
     jvm = _wait_for(lambda: [p for p, command in _children(run.pid) if "SparkSubmit" in command], "the JVM")
     assert _interrupt(run, jvm) == "\n"
+
+
+def test_ctrl_c_once_a_first_jvm_runs_leaves_no_class_list(tmp_path, runs):
+    """A first run (an empty kinspect cache) interrupted once its JVM runs and lists its classes,
+    before the session is up: the JVM ends, and its class list goes with it."""
+    stalled, cache = tmp_path / "endless.pcap", tmp_path / "cache"
+    _endless_capture(stalled)
+    run = _spark(runs, [stalled], tmp_path / "out", env={**os.environ, "KINSPECT_CACHE_DIR": str(cache)})
+    _wait_for(lambda: (cache / "spark-jvm").is_dir() and os.listdir(cache / "spark-jvm"), "the JVM's class list")
+    jvm = [p for p, command in _children(run.pid) if "SparkSubmit" in command]
+    assert _interrupt(run, jvm) == "\n"
+    assert os.listdir(cache / "spark-jvm") == []
 
 
 def test_a_run_that_does_not_end_after_ctrl_c_is_ended_by_the_watchdog():
