@@ -289,10 +289,12 @@ def _record(out: Path) -> Path:
 
     with KafkaBroker(KAFKA, config=BROKER) as broker:
         bootstrap, port = broker.bootstrap, broker.port
-        _create_topics(bootstrap)
-        broker.configs("--alter", "--add-config", f"producer_byte_rate={QUOTA_BYTES}",
-                       "--entity-type", "clients", "--entity-name", "throttled-producer")
-        _warm_up(bootstrap)
+        with ThreadPoolExecutor(1) as pool:  # the quota (kafka-configs: a JVM to start) while the topics are made
+            quota = pool.submit(broker.configs, "--alter", "--add-config", f"producer_byte_rate={QUOTA_BYTES}",
+                                "--entity-type", "clients", "--entity-name", "throttled-producer")
+            _create_topics(bootstrap)
+            _warm_up(bootstrap)
+            quota.result()
         recorder = Recorder(capture, "lo", f"tcp port {port}")
         with recorder:
             started = time.time()
