@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -68,13 +69,16 @@ def _decode(path: Path) -> list[dict]:
 
 
 def _clients(broker, label: str) -> list[str]:
-    """Run real clients; the values they produced."""
-    manifests = [
-        run_client("librdkafka_client", ["--bootstrap", broker.bootstrap, "--codecs", "none,gzip,snappy,lz4,zstd",
-                                         "--count", "2", "--label", f"{label}-rdk"]),
-        run_client("kafka_python_client", ["--bootstrap", broker.bootstrap, "--codecs", "none,gzip",
-                                           "--count", "2", "--label", f"{label}-kp"]),
-    ]
+    """Run real clients, at once (each has a topic and a group of its own); the values they produced."""
+    with ThreadPoolExecutor(2) as pool:
+        runs = [
+            pool.submit(run_client, "librdkafka_client", ["--bootstrap", broker.bootstrap, "--codecs",
+                                                          "none,gzip,snappy,lz4,zstd", "--count", "2", "--label",
+                                                          f"{label}-rdk"]),
+            pool.submit(run_client, "kafka_python_client", ["--bootstrap", broker.bootstrap, "--codecs", "none,gzip",
+                                                            "--count", "2", "--label", f"{label}-kp"]),
+        ]
+        manifests = [run.result() for run in runs]
     values = [p["value"] for m in manifests for p in m["produced"]]
     assert values
     return values
