@@ -84,7 +84,6 @@ def dumpb(record, newline: bool = False) -> bytes:
 def pieces(record, newline: bool = False) -> list[bytes] | Iterator[bytes]:
     """``dumpb``'s line as pieces to write one after the other: one piece, unless the record holds
     batches too big to hold, whose records are then encoded a chunk at a time as they are read."""
-    _streams.clear()
     line = _dump(record, newline)
     if not _streams:
         return [line]
@@ -121,14 +120,19 @@ def _inside_brackets(parts) -> Iterator[bytes]:
 
 
 def _dump(record, newline: bool) -> bytes:
+    """The line, with the streams its marks stand for in _streams: each try starts them afresh
+    (a failed try's streams, kept, were written again after the line)."""
     option = _LINE_OPTIONS if newline else _OPTIONS
+    _streams.clear()
     try:
         return orjson.dumps(record, default=_fast_default, option=option)
     except TypeError:
         pass
+    _streams.clear()
     try:  # a dict with int (or other non-str) keys
         return orjson.dumps(record, default=_fast_default, option=option | orjson.OPT_NON_STR_KEYS)
     except TypeError:  # integers beyond 64 bits, or surrogates: the standard library takes them
+        _streams.clear()
         text = json.dumps(record, default=_std_default, ensure_ascii=False, separators=(",", ":"))
         line = text + "\n" if newline else text
         try:
