@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 KAFKA_4 = "4.1.2"
@@ -80,18 +81,20 @@ def _publish(built: Path, final: Path) -> None:
 
 
 _HANDED_OUT: set[int] = set()
+_HANDING_OUT = threading.Lock()  # a cluster's nodes pick their ports at once
 
 
 def free_port() -> int:
     """A free port on loopback, never one this process was given before: a cluster picks its
     controllers' ports before any is bound, and the kernel may offer one of them again."""
-    while True:
-        with socket.socket() as probe:
-            probe.bind((LOOPBACK, 0))
-            port = probe.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
+    with _HANDING_OUT:
+        while True:
+            with socket.socket() as probe:
+                probe.bind((LOOPBACK, 0))
+                port = probe.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
 
 
 def random_cluster_id() -> str:
@@ -279,6 +282,12 @@ class KafkaBroker(KafkaTools):
         return self.log_dir / f"{topic}-{partition}"
 
     def start(self) -> None:
+        self._prepare()
+        self._launch()
+        self._wait_until_started()
+
+    def _prepare(self) -> None:
+        """The work and log dirs, the settings, and the storage formatted (or ZooKeeper started)."""
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix=f"kinspect-kafka-{self.version}-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -298,13 +307,16 @@ class KafkaBroker(KafkaTools):
             settings = self._zookeeper_settings(zk_port)
             _write_properties(properties, settings)
         self.settings = settings
+
+    def _launch(self) -> None:
+        """The broker's JVM; from a thread that lives as long as it should: its parent-death
+        signal (_die_with_parent) comes when the thread that started it ends."""
         with open(self.broker_log, "ab") as out:
             self._broker = subprocess.Popen(
-                self.java_command("kafka.Kafka", str(properties), level="INFO", heap=self.heap,
-                                  server=True),
+                self.java_command("kafka.Kafka", str(self.workdir / "server.properties"), level="INFO",
+                                  heap=self.heap, server=True),
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_die_with_parent)
-        self._wait_until_started()
 
     def stop(self, timeout: float = 120) -> None:
         """SIGTERM, then wait: Kafka's shutdown hook flushes, trims indexes, writes snapshots."""
@@ -520,6 +532,13 @@ def _tail(path: Path, size: int = 6000) -> str:
         return f"({path} unreadable)"
 
 
+def _each(nodes: list, work) -> None:
+    """work(node) for every node in threads of their own; the first failure raised once all ended."""
+    with ThreadPoolExecutor(len(nodes)) as pool:
+        for done in [pool.submit(work, node) for node in nodes]:
+            done.result()
+
+
 class ClusterNode(KafkaBroker):
     """One node of a KafkaCluster: broker and controller, with the cluster's voters. Clients
     reach it on PLAINTEXT (``port``); brokers replicate over INTERNAL, so a capture of the
@@ -580,10 +599,12 @@ class KafkaCluster(KafkaTools):
         return ",".join(node.bootstrap for node in self.nodes if node.running)
 
     def start(self) -> "KafkaCluster":
+        """The nodes' log dirs formatted at once (a JVM each), then their brokers started from
+        this thread (see _launch); none finishes starting before a quorum of voters runs."""
+        _each(self.nodes, lambda node: node._prepare())
         for node in self.nodes:
-            node.start()
-        for node in self.nodes:
-            node.wait_until_started()
+            node._launch()
+        _each(self.nodes, lambda node: node.wait_until_started())
         return self
 
     def stop(self, timeout: float = 20) -> None:
