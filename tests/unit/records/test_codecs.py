@@ -198,11 +198,13 @@ def test_output_beyond_the_first_try_bound_still_decodes(codec, compress):
     assert decompress(codec, payload) == (LARGE, [])
 
 
-@pytest.mark.parametrize("within, compress", [
-    (codecs._lz4_within, lz4.frame.compress),
-    (codecs._zstd_within, zstandard.ZstdCompressor(write_content_size=False).compress),
+@pytest.mark.parametrize("codec, within, compress", [
+    (LZ4, "_lz4_within", lz4.frame.compress),
+    (ZSTD, "_zstd_within", zstandard.ZstdCompressor(write_content_size=False).compress),
 ])
-def test_first_try_takes_what_fits_and_leaves_the_rest(within, compress):
+def test_first_try_takes_what_fits_and_leaves_the_rest(codec, within, compress):
+    codecs._load(codec)
+    within = getattr(codecs, within)
     assert codecs._first_try(within, compress(PAYLOAD), 1 << 26) == PAYLOAD
     assert codecs._first_try(within, compress(LARGE), 1 << 26) is None  # beyond the bound
     assert codecs._first_try(within, compress(PAYLOAD)[:40], 1 << 26) is None  # damaged
@@ -360,6 +362,7 @@ def _lz4_within_by_the_class(frame, bound: int):
 
 
 def test_lz4_within_gives_what_the_frame_class_gives():
+    codecs._load(LZ4)
     rng = random.Random(57)
     text = b"".join(b"%d kafka record %d;" % (i, i * i) for i in range(3000))
     frames = []
@@ -378,3 +381,28 @@ def test_lz4_within_gives_what_the_frame_class_gives():
                 except RuntimeError:
                     got = "error"
                 assert got == _lz4_within_by_the_class(buf, bound), (frame[:20], bound)
+
+
+FIRST_USE = """
+import sys
+LIBRARIES = {"isal", "snappy", "cramjam", "lz4", "zstandard"}
+from kinspect.records import codecs
+assert not LIBRARIES & set(sys.modules), LIBRARIES & set(sys.modules)
+import gzip, lz4.frame, snappy, zstandard
+good = {codecs.GZIP: gzip.compress(b"k" * 100), codecs.SNAPPY: snappy.compress(b"k" * 100),
+        codecs.LZ4: lz4.frame.compress(b"k" * 100), codecs.ZSTD: zstandard.compress(b"k" * 100)}
+codec = int(sys.argv[1])
+# the first payload of the codec in this process is damaged: its library's own error is a note
+data, notes = codecs.decompress(codec, good[codec][:len(good[codec]) // 2] + b"\\x00" * 9)
+assert data is None and notes and notes[0][0] == "error", notes
+assert codecs.decompress(codec, good[codec]) == (b"k" * 100, [])
+"""
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_a_codec_library_is_imported_at_its_first_payload_and_its_errors_are_notes(codec):
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", FIRST_USE, str(codec)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
