@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from kinspect.problems import WARNING, Problem
@@ -230,6 +227,10 @@ class HttpRegistry:
             self._references(inner, store, depth + 1)
 
     def _get(self, path: str):
+        import socket  # here, not at the top: urllib.request, http and ssl are a tenth of decode's start-up
+        import urllib.error
+        import urllib.request
+
         self.asked += 1
         request = urllib.request.Request(self.base + path, headers={
             "Accept": "application/vnd.schemaregistry.v1+json, application/json"})
