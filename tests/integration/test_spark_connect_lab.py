@@ -7,27 +7,44 @@ with kinspect's C accelerators loaded, and the summary is computed over Connect 
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.integration.test_spark_cluster_lab import CAPTURES, _check, run
+from tests.integration.test_spark_cluster_lab import CAPTURES, _check, run, space  # noqa: F401 (a fixture)
 from tests.lab.spark import REPO, ConnectServer, packed_environment
 
 pytestmark = pytest.mark.lab
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with ConnectServer(tmp_path_factory.mktemp("connect")).start() as running:
-        yield running
+def lab(tmp_path_factory):
+    """The server started while the environment is packed (when the cluster lab has not)."""
+    server = ConnectServer(tmp_path_factory.mktemp("connect"))
+    pool = ThreadPoolExecutor(1)
+    started = pool.submit(server.start)
+    try:
+        try:
+            packed = packed_environment()
+        finally:
+            pool.shutdown()
+        started.result()
+        yield server, packed
+    finally:
+        server.stop()
 
 
-def test_remote_runs_on_a_connect_server_with_the_packed_environment(server, tmp_path):
-    packed = packed_environment()
+@pytest.fixture
+def server(lab):
+    return lab[0]
+
+
+def test_remote_runs_on_a_connect_server_with_the_packed_environment(lab, space, tmp_path):
+    server, packed = lab
     out = tmp_path / "tables"
     argv = [sys.executable, "-m", "kinspect", "spark", *map(str, CAPTURES), "--out", str(out),
             "--remote", server.url, "--package", str(packed), "--summary", "--task-mb", "1"]
-    result = run(argv, tmp_path, cwd=REPO)
+    result = run(argv, space, cwd=REPO)
     _check(out, result)
     assert "Exchanges by API" in result.stdout and (out / "summary" / "apis").is_dir()
 
@@ -50,11 +67,13 @@ def test_the_data_source_over_connect_gives_decode_jsons_exchanges(server, tmp_p
         "for r in spark.read.format('kinspect').load(sys.argv[2:]).collect():\n"
         "    print(json.dumps(r.asDict(recursive=True)))\n"
         "spark.stop()\n")
-    done = subprocess.run([sys.executable, "-c", client, server.url, *captures], capture_output=True, text=True,
-                          timeout=600, cwd=tmp_path)
+    with ThreadPoolExecutor(1) as pool:  # decode --json's answer while the client runs
+        decoded = pool.submit(subprocess.run, [sys.executable, "-m", "kinspect", "decode", "--json", *captures],
+                              capture_output=True, text=True, check=True)
+        done = subprocess.run([sys.executable, "-c", client, server.url, *captures], capture_output=True, text=True,
+                              timeout=600, cwd=tmp_path)
+        out = decoded.result().stdout
     assert done.returncode == 0, done.stderr[-3000:]
-    out = subprocess.run([sys.executable, "-m", "kinspect", "decode", "--json", *captures], capture_output=True,
-                         text=True, check=True).stdout
 
     def key(r):
         return json.dumps([r["capture"], r["conn"], r["correlation_id"], r["api_name"], r["request_time"],
