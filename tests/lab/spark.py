@@ -38,12 +38,28 @@ SHM_NEEDED = 4 << 30  # three unpacked environments and their archives, with roo
 
 def scratch_dir(prefix: str) -> Path:
     """A new directory for Spark's scratch space, on /dev/shm when it has SHM_NEEDED free (else
-    the temporary directory); the caller removes it."""
+    the temporary directory); the caller removes it. Those a killed test run left in /dev/shm
+    (they hold memory) are removed first."""
+    _remove_orphans()
     try:
         shm = SHM.is_dir() and shutil.disk_usage(SHM).free >= SHM_NEEDED
     except OSError:
         shm = False
-    return Path(tempfile.mkdtemp(prefix=f"kinspect-{prefix}-", dir=SHM if shm else None))
+    return Path(tempfile.mkdtemp(prefix=f"kinspect-{prefix}-{os.getpid()}-", dir=SHM if shm else None))
+
+
+def _remove_orphans() -> None:
+    """scratch_dir's directories in /dev/shm whose process is gone (kinspect-PREFIX-PID-RANDOM)."""
+    for path in SHM.glob("kinspect-*-*-*"):
+        pid = path.name.rsplit("-", 2)[1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def clean_env(scratch: Path, **extra: str) -> dict[str, str]:
