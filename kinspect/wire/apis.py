@@ -6,6 +6,7 @@ Known versions are the union of Kafka 3.9 (from v0) and Kafka 4.2 (keys up to 92
 
 from __future__ import annotations
 
+from kinspect.wire._errors import ERROR_NAMES
 from kinspect.wire._schemas import SCHEMAS
 
 API_VERSIONS_KEY = 18
@@ -57,13 +58,6 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if _is_flexible(api_key, api_version) else 0
 
 
-_ERROR_NAMES: dict[int, str] = {}
-
-
 def error_name(code: int) -> str:
-    if not _ERROR_NAMES:
-        from kio.schema.errors import ErrorCode
-
-        _ERROR_NAMES.update({member.value: member.name.upper() for member in ErrorCode})
-    name = _ERROR_NAMES.get(code)
+    name = ERROR_NAMES.get(code)
     return name if name is not None else f"UNKNOWN({code})"

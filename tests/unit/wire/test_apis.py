@@ -137,6 +137,22 @@ def test_error_names():
     assert apis.error_name(9999) == "UNKNOWN(9999)"
 
 
+def test_error_names_are_kios_and_the_table_is_current():
+    from kio.schema.errors import ErrorCode
+
+    assert apis.ERROR_NAMES == {member.value: member.name.upper() for member in ErrorCode}
+    script = (f"import sys; sys.path.insert(0, {str(REPO / 'tools')!r}); import gen_errors; "
+              f"sys.stdout.write(gen_errors.source())")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True).stdout
+    assert out == (REPO / "kinspect" / "wire" / "_errors.py").read_bytes()
+
+
+def test_naming_an_error_does_not_import_kio():
+    script = "import sys; from kinspect.wire import apis; apis.error_name(6); print('kio' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_generated_table_is_current_and_deterministic(tmp_path):
     """Rerunning the generator over the specs reproduces the committed table byte for byte."""
     committed = (REPO / "kinspect" / "wire" / "_schemas.py").read_bytes()
