@@ -17,6 +17,10 @@
  * ipv4_tcp(link, careful, data) -> segment | careful(data)
  *   The one-unpack fast path of link._fast_ipv4: a link header whose type says IPv4, an IPv4
  *   header without options, not a fragment, and TCP. Anything else goes to `careful`.
+ *
+ * holds(buf, end, needle, at) -> bool
+ *   Whether buf[:end] holds needle (bytearray.find's answer, its twin in schemas/stage.py):
+ *   memchr for needle[at] (the caller picks a byte that is rare in the data), then a compare.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -246,6 +250,46 @@ ipv4_tcp(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyObject_CallOneArg(args[1], data);
 }
 
+static PyObject *
+holds(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyBytes_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "holds(buf, end: int, needle: bytes, at: int)");
+        return NULL;
+    }
+    Py_ssize_t end = PyLong_AsSsize_t(args[1]), at = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    const unsigned char *needle = (const unsigned char *)PyBytes_AS_STRING(args[2]);
+    Py_ssize_t m = PyBytes_GET_SIZE(args[2]);
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int found = 0;
+    if (end < 0 || end > view.len || (m > 0 && (at < 0 || at >= m))) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "holds: end outside the buffer, or at outside the needle");
+        return NULL;
+    }
+    if (m == 0)
+        found = 1;
+    else if (end >= m) {
+        const unsigned char *hay = view.buf, *p = hay + at, *last = hay + (end - m) + at;
+        while (p <= last) {
+            const unsigned char *q = memchr(p, needle[at], (size_t)(last - p) + 1);
+            if (q == NULL)
+                break;
+            if (memcmp(q - at, needle, (size_t)m) == 0) {
+                found = 1;
+                break;
+            }
+            p = q + 1;
+        }
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(found);
+}
+
 static PyMethodDef methods[] = {
     {"pcap_records", (PyCFunction)(void (*)(void))pcap_records, METH_FASTCALL,
      "pcap_records(buf, pos, end, little_endian, divisor, linktype, max_caplen, number, limit)\n"
@@ -255,6 +299,8 @@ static PyMethodDef methods[] = {
      "kind, shard, shards)\n-> (packets, pos, number, cut, skipped, last_number, last_ts)"},
     {"ipv4_tcp", (PyCFunction)(void (*)(void))ipv4_tcp, METH_FASTCALL,
      "ipv4_tcp(link, careful, data) -> segment | careful(data)"},
+    {"holds", (PyCFunction)(void (*)(void))holds, METH_FASTCALL,
+     "holds(buf, end, needle, at) -> whether buf[:end] holds needle (memchr for needle[at])"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -160,20 +160,46 @@ def test_the_live_loop_learns_the_schemas_as_they_come():
     assert without and b'"value_schema":{' not in b"".join(without)
 
 
-@pytest.mark.parametrize("with_memmem", [True, False])
-def test_the_topic_is_found_wherever_it_lies_across_chunks(monkeypatch, with_memmem):
+@pytest.mark.parametrize("scan", ["c", "memmem", "find"])
+def test_the_topic_is_found_wherever_it_lies_across_chunks(monkeypatch, scan):
     """mentions' scan: the name found at every position across the buffer's chunk boundaries, by
-    the C library's memmem and by its bytearray.find twin; a near miss is not a mention."""
+    the C scan (native.packets.holds), the C library's memmem and their bytearray.find twin; a
+    near miss is not a mention."""
     import io
 
+    from kinspect import native
     from kinspect.schemas import stage
     monkeypatch.setattr(stage, "CHUNK", 16)
-    if not with_memmem:
-        monkeypatch.setattr(stage, "_memmem", lambda buffer: (
+    if scan == "c" and native.packets is None:
+        scan = "memmem"  # the pure-Python run: the twins only
+    if scan != "c":
+        monkeypatch.setattr(native, "packets", None)
+    if scan == "find":
+        monkeypatch.setattr(stage, "_finder", lambda buffer, needle, end: (
             lambda needle, end: buffer.find(needle, 0, end) >= 0))
     for position in range(48):
         assert stage._holds(io.BytesIO(b"x" * position + b"_schemas" + b"y" * 3), b"_schemas"), position
     assert not stage._holds(io.BytesIO(b"x_schemaX" * 9 + b"_schema"), b"_schemas")
+
+
+@pytest.mark.needs_c
+def test_the_c_scan_answers_as_bytearray_find_does():
+    """native.packets.holds against its twin, bytearray.find, on random buffers over a small
+    alphabet (many near misses), for every byte of the needle as the one memchr looks for."""
+    import random
+
+    from kinspect import native
+    rng = random.Random(36)
+    for _ in range(3000):
+        buffer = bytearray(rng.choice(b"ab_") for _ in range(rng.randrange(0, 40)))
+        needle = bytes(rng.choice(b"ab_") for _ in range(rng.randrange(1, 5)))
+        end = rng.randrange(0, len(buffer) + 1)
+        for at in range(len(needle)):
+            assert native.packets.holds(buffer, end, needle, at) == (buffer.find(needle, 0, end) >= 0)
+    with pytest.raises(ValueError):
+        native.packets.holds(bytearray(4), 5, b"x", 0)
+    with pytest.raises(ValueError):
+        native.packets.holds(bytearray(4), 4, b"x", 1)
 
 
 def test_a_gzipped_capture_is_scanned_only_as_far_as_the_decode_may_read_it(monkeypatch, tmp_path):
