@@ -10,13 +10,17 @@ Anything unexpected (an unwritable directory, a damaged file) means compiling as
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import marshal
 import os
 import sys
 
 from kinspect import cache, generated
+
+try:  # hashlib would load OpenSSL for this one digest: 11M instructions of every run's start-up
+    from _sha256 import sha256
+except ImportError:  # a Python built without it
+    from hashlib import sha256
 
 _CODE = type(compile("", "", "exec"))
 
@@ -37,7 +41,7 @@ class CodeCache:
         self.hits = self.misses = 0
 
     def __call__(self, source: str, filename: str):
-        digest = hashlib.sha256(f"{filename}\0{source}".encode()).hexdigest()[:40]
+        digest = sha256(f"{filename}\0{source}".encode()).hexdigest()[:40]
         path = os.path.join(self.path, digest)
         code = self._load(path)
         if code is not None:

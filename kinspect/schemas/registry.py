@@ -27,7 +27,6 @@ and Karapace (src/karapace/core/schema_reader.py):
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -73,6 +72,8 @@ def guid_of(value: dict) -> bytes | None:
             return raw
     if value.get("metadata") or value.get("ruleSet"):
         return None
+    import hashlib  # here: importing it loads OpenSSL, 11M instructions of every decode's start-up
+
     digest = hashlib.md5(str(value.get("schema", "")).encode("utf-8", "surrogatepass"))
     for ref in value.get("references") or ():
         if not isinstance(ref, dict):

@@ -10,7 +10,6 @@ HelloRetryRequest value is no ServerHello: a second ClientHello and ServerHello 
 
 from __future__ import annotations
 
-import hashlib
 import struct
 
 from kinspect.native import tls as _native
@@ -20,7 +19,9 @@ ENCRYPTED_EXTENSIONS, CERTIFICATE, CERTIFICATE_REQUEST, CERTIFICATE_VERIFY = 8, 
 FINISHED, KEY_UPDATE, HELLO_REQUEST = 20, 24, 0
 EXT_SERVER_NAME, EXT_SUPPORTED_VERSIONS, EXT_SESSION_TICKET, EXT_PRE_SHARED_KEY = 0, 43, 35, 41
 _READ = frozenset({EXT_SERVER_NAME, EXT_SUPPORTED_VERSIONS, EXT_SESSION_TICKET, EXT_PRE_SHARED_KEY})
-HELLO_RETRY_RANDOM = hashlib.sha256(b"HelloRetryRequest").digest()
+# SHA-256 of "HelloRetryRequest" (RFC 8446, 4.1.3), written out: importing hashlib loads OpenSSL,
+# 11M instructions of every decode's start-up
+HELLO_RETRY_RANDOM = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
 # A kept message (hellos, Finished, KeyUpdate) larger than this is refused: the largest
 # ClientHello its fields allow (2 + 32 + 1 + 32 + 2 + 65534 + 1 + 255 + 2 + 65535 bytes),
 # OpenSSL's CLIENT_HELLO_MAX_LENGTH; a ServerHello is at most 65,607. Other messages

@@ -156,3 +156,10 @@ def test_the_largest_client_hello_is_kept_and_a_longer_one_refused():
     assert longer.feed(b"\x01" + (MAX_MESSAGE + 1).to_bytes(3, "big") + bytes(100)) == []
     assert longer.error == f"handshake message type 1 of {MAX_MESSAGE + 1} bytes (kept at most {MAX_MESSAGE})"
     assert longer.held == 0 and longer.room() == 0 and longer.feed(bytes(10)) == []
+
+
+def test_hello_retry_random_is_the_sha256_of_its_name():
+    import hashlib
+
+    from kinspect.tls import handshake
+    assert handshake.HELLO_RETRY_RANDOM == hashlib.sha256(b"HelloRetryRequest").digest()
