@@ -5,6 +5,8 @@ with dump_renderer(), hands it every event of every file, then calls finish().
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import itemgetter
 from typing import Protocol, TextIO
 
 from kinspect.records.stream import RecordStream
@@ -74,8 +76,16 @@ class JsonRenderer:
         pass
 
 
+_PLAIN = '{"offset":%d,"timestamp":%d,"key_size":%d,"value_size":%d,"sequence":%d,"header_keys":[]}'
+_PLAIN_FIELDS = itemgetter("offset", "timestamp", "key_size", "value_size", "sequence")
+_HEADERS = itemgetter("headers")
+_plain_templates: dict[int, str] = {}  # a batch's record count → its records' template
+
+
 def _records_json(records: list[dict]) -> str:
     """record_view(record, data=False) of each record as JSON, without building the dicts."""
+    if records and "sequence" in records[0] and not any(map(_HEADERS, records)):
+        return _plain_json(records)  # the v2 records of most segments: one format for the batch
     parts = []
     for r in records:
         keys = ",".join(dumps(h["key"]) for h in r["headers"]) if r["headers"] else ""
@@ -85,6 +95,16 @@ def _records_json(records: list[dict]) -> str:
                      f'{r["key_size"]},"value_size":{r["value_size"]}{extra},'
                      f'"header_keys":[{keys}]}}')
     return ",".join(parts)
+
+
+def _plain_json(records: list[dict]) -> str:
+    """v2 records without headers, all fields integers: one %-format for the whole batch."""
+    template = _plain_templates.get(len(records))
+    if template is None:
+        if len(_plain_templates) > 1024:
+            _plain_templates.clear()
+        template = _plain_templates[len(records)] = ",".join([_PLAIN] * len(records))
+    return template % tuple(chain.from_iterable(map(_PLAIN_FIELDS, records)))
 
 
 class TableRenderer:

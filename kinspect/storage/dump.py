@@ -241,8 +241,7 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
         records = records.mapped(control) if control is not None else records
         records = records.mapped(_applied(values)) if values is not None else records
         return records.mapped(_hide_metadata_secrets) if hide else records
-    for record in records:
-        sizes(record)
+    _add_sizes(records, unit["magic"] == 2, base_sequence, base_offset)
     if unit["magic"] != 2:
         _legacy_fields(buf, unit, records, max_output)
     if decode:
@@ -258,6 +257,22 @@ def _records(buf, unit: dict, event: dict, decoder, display: str, problems: list
         for record in records:
             _hide_metadata_secrets(record)
     return records
+
+
+def _add_sizes(records: list[dict], v2: bool, base_sequence, base_offset) -> None:
+    """What sizes() in _records adds, without a call per record (the hot path of dump --records)."""
+    for record in records:
+        key, value = record["key"], record["value"]
+        record["key_size"] = -1 if key is None else len(key)
+        record["value_size"] = -1 if value is None else len(value)
+    if not v2:
+        return
+    if base_sequence == NO_SEQUENCE:
+        for record in records:
+            record["sequence"] = NO_SEQUENCE
+    else:
+        for record in records:
+            record["sequence"] = increment_sequence(base_sequence, record["offset"] - base_offset)
 
 
 def _control_value(name: str):

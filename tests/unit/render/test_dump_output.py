@@ -7,7 +7,8 @@ import json
 import pytest
 
 from kinspect.cli.output import Output
-from kinspect.render.dump_output import JsonRenderer, KafkaRenderer, TableRenderer, dump_renderer
+from kinspect.render.dump_output import (JsonRenderer, KafkaRenderer, TableRenderer, _records_json,
+                                          dump_renderer)
 from kinspect.render.dump_views import record_view
 from kinspect.storage.dump import DumpOptions, dump_file
 from kinspect.storage.files import companion, describe
@@ -56,3 +57,26 @@ def test_records_written_as_text_are_their_record_views(path):
     lines = [json.loads(line) for line in stream.buffer.getvalue().decode().splitlines()]
     batches = [line for line in lines if line["type"] == "batch"]
     assert batches and batches == expected
+
+
+def _sized(offset, timestamp, key, value, sequence, headers=()):
+    return {"offset": offset, "timestamp": timestamp, "key": key, "value": value,
+            "headers": headers, "key_size": -1 if key is None else len(key),
+            "value_size": -1 if value is None else len(value), "sequence": sequence}
+
+
+@pytest.mark.parametrize("headers", [False, True], ids=["plain", "one-with-headers"])
+def test_a_batch_of_records_as_text_is_the_json_of_their_views(headers):
+    """The one-format path for v2 records without headers (and the general one, when a record
+    has headers) against json.dumps of each record_view: ints beyond 32 bits, negative
+    timestamps and sequences, null keys and values."""
+    records = [_sized(2**40 + 1, 1795830376047, None, b"v" * 1000, -1),
+               _sized(2**40 + 2, -1, b"", None, 2**31 - 1),
+               _sized(2**63 - 1, -2**63, b"key", b"", 0)]
+    if headers:
+        records[1]["headers"] = ({"key": 'h"\u00e9\n', "value": b"x"},)
+    expected = ",".join(json.dumps(record_view(r, False, "auto"), separators=(",", ":"),
+                                   ensure_ascii=False) for r in records)
+    assert _records_json(records) == expected
+    assert _records_json(records[:1]) == expected.split(',{"offset"')[0]
+    assert _records_json([]) == ""

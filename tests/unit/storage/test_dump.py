@@ -1,7 +1,9 @@
 import json
 import re
 
-from kinspect.storage.dump import increment_sequence
+from kinspect.storage.dump import DumpOptions, dump_file, increment_sequence
+from kinspect.storage.files import describe
+from tests.unit.records.handmade import record, record_body, v2_batch
 from tests.conftest import SAMPLES
 from tests.unit.storage.conftest import (KAFKA4, LEGACY, SEGMENT, dump_lines, events, need, of_type,
                                          oracle_batches, oracle_index, problems_of, sample_roots)
@@ -141,6 +143,24 @@ def test_every_file_of_every_log_dir_dumps_without_exceptions():
 def test_sequence_wraps_like_kafka():
     assert increment_sequence(5, 3) == 8
     assert increment_sequence(2**31 - 2, 3) == 1
+
+
+def test_each_record_gets_its_sizes_and_its_sequence_wrapping_past_int32_max(tmp_path):
+    """A producer's batch starting two below INT32_MAX: its records' sequences wrap to 0, as
+    their batch's last_sequence does; null and empty keys and values sized -1 and 0."""
+    bodies = [record_body(0, 0, None, b"value"), record_body(1, 0, b"", None),
+              record_body(2, 0, b"key", b""), record_body(3, 0, b"k", b"v")]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(v2_batch(b"".join(record(b) for b in bodies), 4, base_offset=10,
+                              producer_id=7, producer_epoch=0, base_sequence=2**31 - 2)
+                     + v2_batch(record(record_body()), 1, base_offset=14))
+    first, second = [e for e in dump_file(path.name, path.read_bytes(), describe(path),
+                                          DumpOptions(records=True), lambda suffix: None)
+                     if e["type"] == "batch"]
+    assert first["last_sequence"] == 1 and second["last_sequence"] == -1
+    assert [(r["key_size"], r["value_size"], r["sequence"]) for r in first["records"]] == [
+        (-1, 5, 2**31 - 2), (0, -1, 2**31 - 1), (3, 0, 0), (1, 1, 1)]
+    assert [(r["key_size"], r["value_size"], r["sequence"]) for r in second["records"]] == [(1, 1, -1)]
 
 
 def test_control_records_carry_their_value_decoded_as_its_struct():
