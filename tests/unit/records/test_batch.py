@@ -246,3 +246,13 @@ def test_records_without_headers_are_empty_json_arrays():
     (batch,), _ = decode_records(records, base=at)
     assert [list(r["headers"]) for r in batch["records"]] == [[]]
     assert dumps(batch).count('"headers":[]') == 1
+
+
+def test_one_and_two_byte_varint_tables_hold_every_zigzag_value():
+    from kinspect.records import batch
+
+    for raw in range(1 << 14):
+        data = bytes([raw & 0x7F | 0x80, raw >> 7]) if raw >= 0x80 else bytes([raw])
+        assert batch._varint(data, 0, 5) == ((raw >> 1) ^ -(raw & 1), len(data))
+        if raw < 0x80:  # the same value written in two bytes
+            assert batch._varint(bytes([raw | 0x80, 0]), 0, 5) == ((raw >> 1) ^ -(raw & 1), 2)
