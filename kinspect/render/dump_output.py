@@ -78,8 +78,10 @@ class JsonRenderer:
 
 _PLAIN = '{"offset":%d,"timestamp":%d,"key_size":%d,"value_size":%d,"sequence":%d,"header_keys":[]}'
 _PLAIN_FIELDS = itemgetter("offset", "timestamp", "key_size", "value_size", "sequence")
-_HEADERS = itemgetter("headers")
-_plain_templates: dict[int, str] = {}  # a batch's record count → its records' template
+_SAME = '{"offset":%%d,"timestamp":%%d,"key_size":%d,"value_size":%d,"sequence":-1,"header_keys":[]}'
+_SAME_FIELDS = itemgetter("offset", "timestamp")
+_HEADERS, _SIZES = itemgetter("headers"), itemgetter("key_size", "value_size", "sequence")
+_templates: dict[tuple, str] = {}  # (record count, key size, value size) → the batch's template
 
 
 def _records_json(records: list[dict]) -> str:
@@ -98,13 +100,21 @@ def _records_json(records: list[dict]) -> str:
 
 
 def _plain_json(records: list[dict]) -> str:
-    """v2 records without headers, all fields integers: one %-format for the whole batch."""
-    template = _plain_templates.get(len(records))
+    """v2 records without headers, all fields integers: one %-format for the whole batch, with
+    the sizes written into it when every record has the same (and no sequence: no producer id)."""
+    count, first = len(records), records[0]
+    key_size, value_size = first["key_size"], first["value_size"]
+    if list(map(_SIZES, records)).count((key_size, value_size, -1)) == count:
+        shape, fields = (count, key_size, value_size), _SAME_FIELDS
+    else:
+        shape, fields = (count,), _PLAIN_FIELDS
+    template = _templates.get(shape)
     if template is None:
-        if len(_plain_templates) > 1024:
-            _plain_templates.clear()
-        template = _plain_templates[len(records)] = ",".join([_PLAIN] * len(records))
-    return template % tuple(chain.from_iterable(map(_PLAIN_FIELDS, records)))
+        if len(_templates) > 1024:
+            _templates.clear()
+        one = _PLAIN if len(shape) == 1 else _SAME % (key_size, value_size)
+        template = _templates[shape] = ",".join([one] * count)
+    return template % tuple(chain.from_iterable(map(fields, records)))
 
 
 class TableRenderer:

@@ -80,3 +80,13 @@ def test_a_batch_of_records_as_text_is_the_json_of_their_views(headers):
     assert _records_json(records) == expected
     assert _records_json(records[:1]) == expected.split(',{"offset"')[0]
     assert _records_json([]) == ""
+
+
+def test_records_of_one_size_as_text_keep_each_ones_sequence():
+    """Sizes the same in every record are written into the batch's format only with no sequence
+    in any record: a hostile base sequence (-5, records from delta 4) gives -1 then 0."""
+    records = [_sized(4, 1, b"k", b"v", -1), _sized(5, 1, b"k", b"v", 0), _sized(6, 1, b"k", b"v", -1)]
+    same = [_sized(7, 1, b"k", b"v", -1), _sized(8, 2, b"k", b"v", -1)]
+    for batch in (records, same, same[:1], records[1:]):
+        assert _records_json(batch) == ",".join(
+            json.dumps(record_view(r, False, "auto"), separators=(",", ":")) for r in batch)
