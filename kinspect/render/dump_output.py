@@ -82,6 +82,8 @@ _SAME = '{"offset":%%d,"timestamp":%%d,"key_size":%d,"value_size":%d,"sequence":
 _SAME_FIELDS = itemgetter("offset", "timestamp")
 _HEADERS, _SIZES = itemgetter("headers"), itemgetter("key_size", "value_size", "sequence")
 _templates: dict[tuple, str] = {}  # (record count, key size, value size) → the batch's template
+TEMPLATES_CHARS = 4 << 20  # the cache's bound: a held batch of 100,000 records has a 9 MB template
+_cached_chars = 0
 
 
 def _records_json(records: list[dict]) -> str:
@@ -110,10 +112,15 @@ def _plain_json(records: list[dict]) -> str:
         shape, fields = (count,), _PLAIN_FIELDS
     template = _templates.get(shape)
     if template is None:
-        if len(_templates) > 1024:
-            _templates.clear()
         one = _PLAIN if len(shape) == 1 else _SAME % (key_size, value_size)
-        template = _templates[shape] = ",".join([one] * count)
+        template = ",".join([one] * count)
+        global _cached_chars
+        if _cached_chars + len(template) > TEMPLATES_CHARS:
+            _templates.clear()  # batches of many shapes, or huge ones: the cache stays bounded
+            _cached_chars = 0
+        if len(template) <= TEMPLATES_CHARS:
+            _templates[shape] = template
+            _cached_chars += len(template)
     return template % tuple(chain.from_iterable(map(fields, records)))
 
 

@@ -90,3 +90,18 @@ def test_records_of_one_size_as_text_keep_each_ones_sequence():
     for batch in (records, same, same[:1], records[1:]):
         assert _records_json(batch) == ",".join(
             json.dumps(record_view(r, False, "auto"), separators=(",", ":")) for r in batch)
+
+
+def test_the_batch_formats_kept_stay_within_their_bound():
+    """Held batches of many record counts (a hostile segment's; each up to --max-records, whose
+    format is ~90 bytes a record) keep at most TEMPLATES_CHARS of formats, not 1,024 of them, and
+    each batch's text is still right."""
+    from kinspect.render import dump_output
+    for count in range(20_000, 20_060):
+        batch = [_sized(n, 1, b"k", b"v", n) for n in range(count)]
+        text = _records_json(batch)
+        assert text.count('{"offset"') == count and text.endswith(f'"sequence":{count - 1},"header_keys":[]}}')
+        assert sum(map(len, dump_output._templates.values())) <= dump_output.TEMPLATES_CHARS
+    huge = [_sized(n, 1, b"k", b"v", n) for n in range(60_000)]  # a format above the bound: not kept
+    assert _records_json(huge).count('{"offset"') == 60_000
+    assert sum(map(len, dump_output._templates.values())) <= dump_output.TEMPLATES_CHARS
