@@ -123,11 +123,12 @@ def test_clients_of_a_three_broker_cluster_reach_every_broker_through_the_proxy_
             (failed if err else delivered).append(msg.value().decode() if not err else str(err))
 
         stop_at = 150
+        stopping = threading.Thread(target=cluster.nodes[1].stop, daemon=True)
         for i in range(400):
             p.produce(topic, key=str(i).encode(), value=f"moving-{i}".encode(), on_delivery=report)
             p.poll(0.01)
             if i == stop_at:
-                threading.Thread(target=cluster.nodes[1].stop, daemon=True).start()
+                stopping.start()
         assert p.flush(90) == 0
         # every value back, read by a Java console consumer in a group of its own: every record the
         # topic holds (its end offsets, through the proxy), not what came before 6 s of silence
@@ -137,6 +138,10 @@ def test_clients_of_a_three_broker_cluster_reach_every_broker_through_the_proxy_
         consumed = cluster.run(consumer, "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
                                "--group", groups["java"], "--max-messages", str(held), "--timeout-ms", "60000",
                                check=False).stdout.splitlines()
+    # broker 2 stopped and the proxy saw it close before the proxy stops (the consumer no longer
+    # waits out 6 s of silence, which used to give the broker that time)
+    stopping.join(120)
+    proxy.log_has(r"broker 2 .*closed by broker", timeout=30)
     code, out = proxy.stop()
     assert code == 0, "\n".join(proxy.stderr)
     assert failed == [] and len(delivered) == 400
